@@ -1,0 +1,37 @@
+"""What a handler is given: its time budget, the database, the settings, and a heartbeat."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from sqlalchemy import Engine
+
+from consumer.errors import Retryable
+from consumer.settings import Settings
+
+
+class LeaseLost(Retryable):
+    """Another delivery took this event over; stop before doing more work."""
+
+
+@dataclass
+class HandlerContext:
+    """Passed to every handler. ``remaining()`` is the budget left before the ack deadline."""
+
+    settings: Settings
+    engine: Engine
+    key: str
+    attempt: int
+    deadline: float
+    """``time.monotonic()`` value by which the handler must have returned."""
+    renew_lease: Callable[[], bool] = field(default=lambda: True)
+
+    def remaining(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def heartbeat(self) -> None:
+        """Keep the inbox lease of a long handler fresh; raise ``LeaseLost`` if it was taken."""
+        if not self.renew_lease():
+            raise LeaseLost(f"lease on {self.key} was lost")

@@ -1,0 +1,1 @@
+"""Database access: engine set-up, the schema, and migrations."""

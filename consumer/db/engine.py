@@ -1,0 +1,68 @@
+"""Engine set-up for both databases, and the one place database faults become ``Unavailable``."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+
+from consumer.errors import Unavailable
+
+SQLITE_BUSY_TIMEOUT_SECONDS = 30
+POSTGRES_CONNECT_TIMEOUT_SECONDS = 5
+
+
+def make_engine(url: str, **options: Any) -> Engine:
+    """An engine tuned for many short transactions from several processes."""
+    if url.startswith("sqlite"):
+        return _sqlite_engine(url, **options)
+    options.setdefault("pool_pre_ping", True)
+    options.setdefault("pool_size", 5)
+    options.setdefault("max_overflow", 5)
+    connect_args = {"connect_timeout": POSTGRES_CONNECT_TIMEOUT_SECONDS}
+    return create_engine(url, connect_args=connect_args, **options)
+
+
+def _sqlite_engine(url: str, **options: Any) -> Engine:
+    engine = create_engine(
+        url,
+        connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS, "isolation_level": None},
+        **options,
+    )
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: sqlite3.Connection, _record: object) -> None:
+        # WAL lets readers run beside the single writer; the busy timeout makes writers queue.
+        dbapi_connection.execute("PRAGMA journal_mode=WAL")
+        dbapi_connection.execute("PRAGMA synchronous=NORMAL")
+        dbapi_connection.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_SECONDS * 1000}")
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Any) -> None:
+        # Take the write lock up front: a deferred transaction that later upgrades to a writer
+        # fails with SQLITE_BUSY at once instead of waiting on the busy timeout.
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return engine
+
+
+def is_unavailable(exc: BaseException) -> bool:
+    """True for faults of the database itself (down, unreachable, locked), not of our SQL."""
+    if isinstance(exc, OperationalError | InterfaceError):
+        return True
+    return isinstance(exc, DBAPIError) and exc.connection_invalidated
+
+
+@contextmanager
+def unavailable_on_db_fault() -> Iterator[None]:
+    """Translate database outages into ``Unavailable`` (HTTP 503, Pub/Sub retries)."""
+    try:
+        yield
+    except DBAPIError as exc:
+        if is_unavailable(exc):
+            raise Unavailable(f"database unavailable: {type(exc.orig).__name__}") from exc
+        raise

@@ -1,0 +1,153 @@
+"""The core pipeline: classify -> claim in the inbox -> run the handler -> record the outcome.
+
+This is where at-least-once delivery becomes an exactly-once effect; HTTP is only a caller.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import Engine
+from sqlalchemy.exc import DBAPIError
+
+from consumer.classify import classify
+from consumer.context import HandlerContext, LeaseLost
+from consumer.db.engine import is_unavailable
+from consumer.errors import Permanent, Unavailable
+from consumer.events import Event, TickEvent
+from consumer.inbox import Claim, Inbox, Status
+from consumer.message import PushMessage
+from consumer.outcomes import Kind, Outcome
+from consumer.registry import Registry
+from consumer.settings import Settings
+from consumer.timeutil import Clock, utcnow
+
+log = logging.getLogger("consumer.dispatch")
+FINISH_RETRIES = 3
+
+
+class Skip(Exception):
+    """Raised by a handler to record the event as ``skipped`` (acknowledged, not an error)."""
+
+
+class Dispatcher:
+    """Runs one message through the inbox and its handler and returns the outcome."""
+
+    def __init__(
+        self, settings: Settings, engine: Engine, registry: Registry, clock: Clock = utcnow
+    ) -> None:
+        self.settings = settings
+        self.engine = engine
+        self.registry = registry
+        self.inbox = Inbox(engine)
+        self.clock = clock
+
+    def dispatch(self, message: PushMessage) -> Outcome:
+        """Classify and handle; ``InvalidEvent`` propagates (a 400: nothing is stored)."""
+        return self.handle(classify(message, self.registry.period_of))
+
+    def handle(self, event: Event) -> Outcome:
+        lease = timedelta(seconds=self.settings.lease_seconds)
+        claim = self.inbox.claim(event.key, event.route, event.message, self.clock(), lease)
+        if claim is None:
+            return self._not_claimed(event.key)
+        handler = self.registry.resolve(event)
+        if claim.attempts > self.settings.max_attempts:
+            return self._finish(claim, Kind.DEAD, error="attempts exhausted (did a worker die?)")
+        if handler is None:
+            return self._finish(claim, Kind.UNROUTABLE, error=f"no handler for {event.route}")
+        stale = self._stale_reason(event)
+        if stale:
+            return self._finish(claim, Kind.SKIPPED, details={"reason": stale})
+        return self._run(claim, event, handler)
+
+    def _run(self, claim: Claim, event: Event, handler: Callable[..., Any]) -> Outcome:
+        context = self._context(claim)
+        try:
+            result = handler(context, event)
+        except Skip as skip:
+            return self._finish(claim, Kind.SKIPPED, details={"reason": str(skip)})
+        except LeaseLost as exc:
+            return Outcome(Kind.LEASE_LOST, claim.key, {"error": str(exc)})
+        except Permanent as exc:
+            return self._finish(claim, Kind.DEAD, error=_describe(exc))
+        except Exception as exc:  # any other failure is retryable until attempts run out
+            log.warning("handler failed for %s", claim.key, exc_info=True)
+            kind = Kind.DEAD if claim.attempts >= self.settings.max_attempts else Kind.RETRY
+            return self._finish(claim, kind, error=_describe(exc))
+        outcome = self._finish(claim, Kind.DONE, details=dict(result or {}))
+        if isinstance(event, TickEvent) and outcome.kind is Kind.DONE:
+            self.inbox.advance_slot(event.task, event.slot)
+        return outcome
+
+    def _context(self, claim: Claim) -> HandlerContext:
+        deadline = time.monotonic() + self.settings.handler_budget_seconds
+
+        def renew() -> bool:
+            now = self.clock()
+            return self.inbox.heartbeat(
+                claim, now + timedelta(seconds=self.settings.lease_seconds), now
+            )
+
+        return HandlerContext(
+            settings=self.settings,
+            engine=self.engine,
+            key=claim.key,
+            attempt=claim.attempts,
+            deadline=deadline,
+            renew_lease=renew,
+        )
+
+    def _finish(
+        self,
+        claim: Claim,
+        kind: Kind,
+        details: Mapping[str, Any] | None = None,
+        error: str | None = None,
+    ) -> Outcome:
+        """Record the outcome, retrying a short database blip so a done effect is not re-run."""
+        status = {Kind.DONE: Status.DONE, Kind.RETRY: Status.FAILED}.get(kind, Status(kind.value))
+        result = dict(details or {})
+        for attempt in range(FINISH_RETRIES):
+            try:
+                kept = self.inbox.finish(claim, status, self.clock(), result or None, error)
+                break
+            except Unavailable:
+                if attempt == FINISH_RETRIES - 1:
+                    raise
+                time.sleep(0.2 * 2**attempt)
+        if not kept:
+            return Outcome(Kind.LEASE_LOST, claim.key, {"attempt": claim.attempts})
+        body = {**result, "attempt": claim.attempts}
+        if error:
+            body["error"] = error
+        return Outcome(kind, claim.key, body)
+
+    def _not_claimed(self, key: str) -> Outcome:
+        row = self.inbox.get(key)
+        if row is None or row.status in (Status.RUNNING, Status.FAILED):
+            # Running elsewhere with a live lease (or just rearmed): the running copy decides.
+            return Outcome(Kind.IN_PROGRESS, key, {"status": row.status if row else "unknown"})
+        return Outcome(Kind.DUPLICATE, key, {"status": row.status.value})
+
+    def _stale_reason(self, event: Event) -> str:
+        """Ticks from a backlog are coalesced: only the current slots run."""
+        if not isinstance(event, TickEvent):
+            return ""
+        max_age = timedelta(seconds=event.period_seconds * self.settings.tick_max_age_periods)
+        if self.clock() - event.slot > max_age:
+            return f"tick slot {event.slot.isoformat()} is older than {max_age}"
+        last = self.inbox.last_slot(event.task)
+        if last is not None and event.slot < last:
+            return f"tick slot {event.slot.isoformat()} precedes completed slot {last.isoformat()}"
+        return ""
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, DBAPIError) and is_unavailable(exc):
+        return f"database unavailable: {type(exc.orig).__name__}"
+    return f"{type(exc).__name__}: {exc}"[:2000]

@@ -1,0 +1,78 @@
+"""The exceptions that carry meaning across layers.
+
+Each family maps to one row of the outcome table (DESIGN.md section 3) in ``consumer.outcomes``;
+nothing else decides an HTTP status.
+"""
+
+from __future__ import annotations
+
+
+class ConsumerError(Exception):
+    """Base of every error this package raises on purpose."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or (self.__doc__ or "").strip())
+
+    @property
+    def message(self) -> str:
+        return str(self)
+
+
+class SettingsError(ConsumerError):
+    """The configuration is invalid."""
+
+
+# --- Input the client sent: the request is refused, nothing is stored. ---------------------------
+
+
+class BadRequest(ConsumerError):
+    """The request is malformed."""
+
+    status = 400
+
+
+class InvalidEnvelope(BadRequest):
+    """The push envelope is malformed."""
+
+
+class InvalidEvent(BadRequest):
+    """The message does not describe a valid event."""
+
+
+class BodyTooLarge(BadRequest):
+    """The request body is over the limit."""
+
+    status = 413
+
+
+class Unauthorized(ConsumerError):
+    """Missing or invalid credentials."""
+
+    status = 401
+
+
+class Forbidden(ConsumerError):
+    """The caller is not allowed to push here."""
+
+    status = 403
+
+
+# --- Raised by handlers: decide whether Pub/Sub should redeliver. ---------------------------------
+
+
+class HandlerError(ConsumerError):
+    """A handler failed."""
+
+
+class Retryable(HandlerError):
+    """A transient failure: the event is nacked and redelivered with backoff."""
+
+
+class Permanent(HandlerError):
+    """A failure that a retry cannot fix: the event is recorded dead and acknowledged."""
+
+
+class Unavailable(ConsumerError):
+    """A dependency (the database) is unreachable; Pub/Sub should retry later."""
+
+    status = 503

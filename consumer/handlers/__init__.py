@@ -1,0 +1,11 @@
+"""Built-in handlers. Each feature module registers its own routes here."""
+
+from __future__ import annotations
+
+from consumer.registry import Registry
+
+
+def register_builtins(registry: Registry) -> None:
+    from consumer.handlers import cleanup
+
+    cleanup.register(registry)

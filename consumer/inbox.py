@@ -1,0 +1,190 @@
+"""The inbox: one row per idempotency key, claimed in one statement, finished with guarded writes.
+
+Every write after the claim says ``WHERE key = ? AND claimed_by = ? AND status = 'running'``:
+zero rows means another delivery took the lease over, and nothing is overwritten.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import Engine, and_, delete, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+
+from consumer.db.engine import unavailable_on_db_fault
+from consumer.db.schema import inbox, tick_progress
+from consumer.message import PushMessage
+
+
+class Status(StrEnum):
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    """Retryable failure; the next delivery takes the row over."""
+    DEAD = "dead"
+    SKIPPED = "skipped"
+    UNROUTABLE = "unroutable"
+
+
+FINAL = (Status.DONE, Status.DEAD, Status.SKIPPED, Status.UNROUTABLE)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """Proof that this delivery owns the key until ``lease_until``."""
+
+    key: str
+    token: str
+    attempts: int
+    lease_until: datetime
+
+
+@dataclass(frozen=True)
+class InboxRow:
+    key: str
+    route: str
+    status: Status
+    attempts: int
+    lease_until: datetime | None
+    message_id: str
+    message: Mapping[str, Any]
+    result: Any
+    error: str | None
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+
+    @classmethod
+    def from_row(cls, row: Any) -> InboxRow:
+        values = dict(row._mapping)
+        values.pop("claimed_by", None)
+        values["status"] = Status(values["status"])
+        return cls(**values)
+
+
+class Inbox:
+    """Named queries over the ``inbox`` and ``tick_progress`` tables."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._insert = postgresql.insert if engine.dialect.name == "postgresql" else sqlite.insert
+
+    def claim(
+        self, key: str, route: str, message: PushMessage, now: datetime, lease: timedelta
+    ) -> Claim | None:
+        """Insert the key as running, or take over a failed or lease-expired row; ``None`` if
+        another delivery holds it or it is finished."""
+        token = uuid.uuid4().hex
+        values = {
+            "key": key, "route": route, "status": Status.RUNNING, "attempts": 1,
+            "lease_until": now + lease, "claimed_by": token, "message_id": message.message_id,
+            "message": message.to_json(), "created_at": now, "updated_at": now,
+        }  # fmt: skip
+        insert = self._insert(inbox).values(**values)
+        taken_over = or_(
+            inbox.c.status == Status.FAILED,
+            and_(inbox.c.status == Status.RUNNING, inbox.c.lease_until < now),
+        )
+        statement = insert.on_conflict_do_update(
+            index_elements=[inbox.c.key],
+            set_={
+                "status": Status.RUNNING,
+                "attempts": inbox.c.attempts + 1,
+                "lease_until": insert.excluded.lease_until,
+                "claimed_by": insert.excluded.claimed_by,
+                "message_id": insert.excluded.message_id,
+                "message": insert.excluded.message,
+                "updated_at": insert.excluded.updated_at,
+            },
+            where=taken_over,
+        ).returning(inbox.c.attempts, inbox.c.lease_until)
+        with unavailable_on_db_fault(), self.engine.begin() as connection:
+            row = connection.execute(statement).first()
+        if row is None:
+            return None
+        return Claim(key=key, token=token, attempts=row.attempts, lease_until=row.lease_until)
+
+    def finish(
+        self,
+        claim: Claim,
+        status: Status,
+        now: datetime,
+        result: Any = None,
+        error: str | None = None,
+    ) -> bool:
+        """Record the outcome of a claim; ``False`` if the lease was lost meanwhile."""
+        values: dict[str, Any] = {
+            "status": status, "result": result, "error": error, "updated_at": now,
+            "lease_until": None,
+        }  # fmt: skip
+        if status in FINAL:
+            values["finished_at"] = now
+        with unavailable_on_db_fault(), self.engine.begin() as connection:
+            changed = connection.execute(self._owned(claim).values(**values)).rowcount
+        return changed == 1
+
+    def heartbeat(self, claim: Claim, lease_until: datetime, now: datetime) -> bool:
+        """Extend the lease of a long handler; ``False`` if it was lost."""
+        statement = self._owned(claim).values(lease_until=lease_until, updated_at=now)
+        with unavailable_on_db_fault(), self.engine.begin() as connection:
+            return connection.execute(statement).rowcount == 1
+
+    def get(self, key: str) -> InboxRow | None:
+        with unavailable_on_db_fault(), self.engine.connect() as connection:
+            row = connection.execute(select(inbox).where(inbox.c.key == key)).first()
+        return InboxRow.from_row(row) if row else None
+
+    def list(self, status: Status | None = None, limit: int = 50) -> Sequence[InboxRow]:
+        query = select(inbox).order_by(inbox.c.updated_at.desc()).limit(limit)
+        if status is not None:
+            query = query.where(inbox.c.status == status)
+        with unavailable_on_db_fault(), self.engine.connect() as connection:
+            return [InboxRow.from_row(row) for row in connection.execute(query)]
+
+    def rearm(self, key: str, now: datetime) -> bool:
+        """Make a dead, unroutable or failed row claimable again with fresh attempts (replay)."""
+        statement = (
+            update(inbox)
+            .where(inbox.c.key == key)
+            .where(inbox.c.status.in_([Status.DEAD, Status.UNROUTABLE, Status.FAILED]))
+            .values(status=Status.FAILED, attempts=0, updated_at=now)
+        )
+        with unavailable_on_db_fault(), self.engine.begin() as connection:
+            return connection.execute(statement).rowcount == 1
+
+    def purge(self, finished_before: datetime) -> int:
+        """Delete finished rows older than the retention; live and failed rows stay."""
+        statement = delete(inbox).where(
+            inbox.c.status.in_(list(FINAL)), inbox.c.finished_at < finished_before
+        )
+        with unavailable_on_db_fault(), self.engine.begin() as connection:
+            return connection.execute(statement).rowcount
+
+    def last_slot(self, task: str) -> datetime | None:
+        query = select(tick_progress.c.last_slot).where(tick_progress.c.task == task)
+        with unavailable_on_db_fault(), self.engine.connect() as connection:
+            return connection.execute(query).scalar()
+
+    def advance_slot(self, task: str, slot: datetime) -> None:
+        """Remember the latest completed slot; never move it backwards."""
+        statement = self._insert(tick_progress).values(task=task, last_slot=slot)
+        statement = statement.on_conflict_do_update(
+            index_elements=[tick_progress.c.task],
+            set_={"last_slot": statement.excluded.last_slot},
+            where=tick_progress.c.last_slot < statement.excluded.last_slot,
+        )
+        with unavailable_on_db_fault(), self.engine.begin() as connection:
+            connection.execute(statement)
+
+    @staticmethod
+    def _owned(claim: Claim) -> Any:
+        return update(inbox).where(
+            inbox.c.key == claim.key,
+            inbox.c.claimed_by == claim.token,
+            inbox.c.status == Status.RUNNING,
+        )

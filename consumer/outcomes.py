@@ -1,0 +1,63 @@
+"""The outcome table (DESIGN.md section 3) in one place: what happened -> HTTP status -> ack/nack.
+
+Pub/Sub acks 102, 200, 201, 202 and 204 and redelivers on anything else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from consumer.errors import BadRequest, ConsumerError, Forbidden, Unauthorized, Unavailable
+
+
+class Kind(StrEnum):
+    DONE = "done"
+    DUPLICATE = "duplicate"
+    IN_PROGRESS = "in-progress"
+    RETRY = "retry"
+    DEAD = "dead"
+    UNROUTABLE = "unroutable"
+    SKIPPED = "skipped"
+    LEASE_LOST = "lease-lost"
+    REJECTED = "rejected"
+    UNAVAILABLE = "unavailable"
+
+
+STATUS = {
+    Kind.DONE: 200,
+    Kind.DUPLICATE: 200,
+    Kind.IN_PROGRESS: 409,
+    Kind.RETRY: 503,
+    Kind.DEAD: 200,
+    Kind.UNROUTABLE: 200,
+    Kind.SKIPPED: 200,
+    # The effect happened but another delivery owns the row now; acking is right.
+    Kind.LEASE_LOST: 200,
+    Kind.UNAVAILABLE: 503,
+}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    kind: Kind
+    key: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+    status: int = 0
+
+    @property
+    def http_status(self) -> int:
+        return self.status or STATUS[self.kind]
+
+    def body(self) -> dict[str, Any]:
+        return {"outcome": self.kind.value, "key": self.key, **self.details}
+
+
+def from_error(error: ConsumerError) -> Outcome:
+    """Refusals that happen before an event has a key: bad input, auth, outages."""
+    if isinstance(error, Unavailable):
+        return Outcome(Kind.UNAVAILABLE, details={"error": error.message})
+    if isinstance(error, BadRequest | Unauthorized | Forbidden):
+        return Outcome(Kind.REJECTED, details={"error": error.message}, status=error.status)
+    raise TypeError(f"no outcome for {type(error).__name__}")

@@ -1,0 +1,26 @@
+"""Replay a stored event through the same pipeline as a live delivery."""
+
+from __future__ import annotations
+
+from consumer.db.engine import make_engine
+from consumer.dispatch import Dispatcher
+from consumer.errors import ConsumerError
+from consumer.message import PushMessage
+from consumer.outcomes import Outcome
+from consumer.plugins import build_registry
+from consumer.settings import Settings
+from consumer.timeutil import utcnow
+
+
+class NotReplayable(ConsumerError):
+    """The inbox row does not exist or is not dead, unroutable or failed."""
+
+
+def replay(settings: Settings, key: str, dispatcher: Dispatcher | None = None) -> Outcome:
+    dispatcher = dispatcher or Dispatcher(
+        settings, make_engine(settings.database_url), build_registry(settings)
+    )
+    row = dispatcher.inbox.get(key)
+    if row is None or not dispatcher.inbox.rearm(key, utcnow()):
+        raise NotReplayable(f"{key!r} is missing or not dead, unroutable or failed")
+    return dispatcher.dispatch(PushMessage.from_json(row.message))

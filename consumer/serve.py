@@ -1,0 +1,68 @@
+"""``consumer serve``: gunicorn with timeouts derived from the settings, plus, in local mode only,
+one tick source for the whole server (never one per worker: that was the original bug)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+
+from consumer.db.migrate import upgrade
+from consumer.logs import configure_logging
+from consumer.settings import Settings
+from consumer.ticker import LocalTicker
+
+log = logging.getLogger("consumer.serve")
+
+
+def gunicorn_command(settings: Settings) -> list[str]:
+    return [
+        sys.executable, "-m", "gunicorn",
+        "--bind", settings.bind,
+        "--workers", str(settings.workers),
+        "--timeout", str(settings.gunicorn_timeout_seconds),
+        "--graceful-timeout", str(settings.gunicorn_timeout_seconds),
+        "--access-logfile", "-",
+        "consumer.wsgi:app()",
+    ]  # fmt: skip
+
+
+def run(settings: Settings) -> None:
+    configure_logging(settings.log_level)
+    if settings.local_mode:
+        # Local convenience only; in a cluster the migration Job runs once per release.
+        upgrade(settings.database_url)
+    env = {**os.environ, **_as_env(settings)}
+    server = subprocess.Popen(gunicorn_command(settings), env=env)
+    ticker = _start_ticker(settings)
+    try:
+        server.wait()
+    except KeyboardInterrupt:
+        server.terminate()
+        server.wait()
+    finally:
+        if ticker:
+            ticker.stop()
+    sys.exit(server.returncode)
+
+
+def _start_ticker(settings: Settings) -> LocalTicker | None:
+    if not (settings.local_mode and settings.local_tick_seconds > 0):
+        return None
+    ticker = LocalTicker(f"http://{settings.bind}/push", settings.local_tick_seconds)
+    threading.Thread(target=ticker.run, name="local-ticker", daemon=True).start()
+    time.sleep(0)
+    return ticker
+
+
+def _as_env(settings: Settings) -> dict[str, str]:
+    """The options given on the command line, passed to the workers as variables."""
+    return {
+        "CONSUMER_BIND": settings.bind,
+        "CONSUMER_WORKERS": str(settings.workers),
+        "CONSUMER_LOCAL_MODE": "true" if settings.local_mode else "false",
+        "CONSUMER_DATABASE_URL": settings.database_url,
+    }

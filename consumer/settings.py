@@ -1,0 +1,169 @@
+"""Service settings: one frozen object, built from ``CONSUMER_*`` variables and validated at start.
+
+Nothing reads the environment at import time; ``Settings.from_env`` is called by the CLI and the
+WSGI entry point, and tests build ``Settings(...)`` directly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from consumer.errors import SettingsError
+
+PREFIX = "CONSUMER_"
+DEFAULT_DATABASE_URL = "sqlite:///consumer.db"
+# Pub/Sub's message limit is 10 MB; base64 inflates it by 4/3 and the envelope adds a little.
+DEFAULT_MAX_BODY_BYTES = 14 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every knob of the service. Field docs are the configuration reference (see README)."""
+
+    database_url: str = DEFAULT_DATABASE_URL
+    local_mode: bool = False
+    """Insecure local mode: no push authentication. Must be asked for explicitly."""
+    push_audience: str = ""
+    """OIDC audience the push subscription was configured with (never derived from the request)."""
+    push_service_accounts: tuple[str, ...] = ()
+    """Service-account emails allowed to sign push requests."""
+    oidc_certs_url: str = "https://www.googleapis.com/oauth2/v1/certs"
+    oidc_clock_skew_seconds: int = 30
+    push_token: str = ""
+    """Legacy shared verification token (``?token=``), for setups without OIDC."""
+    ack_deadline_seconds: int = 60
+    """The push subscription's ack deadline; for push it is also the request timeout."""
+    safety_margin_seconds: int = 10
+    """Handlers must finish this long before the ack deadline."""
+    max_attempts: int = 5
+    """Inbox attempts before an event is recorded ``dead``."""
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    max_attributes: int = 256
+    max_json_depth: int = 64
+    inbox_retention_seconds: int = 7 * 24 * 3600
+    tick_periods: Mapping[str, int] = field(default_factory=dict)
+    """Overrides of the registered tick periods, ``task=seconds``."""
+    tick_max_age_periods: int = 2
+    """A tick whose slot is older than this many periods is stale (a backlog is coalesced)."""
+    plugins: tuple[str, ...] = ()
+    """Modules with a ``register(registry)`` function that add user handlers."""
+    bind: str = "127.0.0.1:8080"
+    workers: int = 2
+    local_tick_seconds: int = 0
+    """In local mode, publish a ``sweep`` and ``cleanup`` tick this often (0: never)."""
+    log_level: str = "INFO"
+
+    @property
+    def handler_budget_seconds(self) -> float:
+        """How long a handler may run: the ack deadline less the safety margin."""
+        return float(self.ack_deadline_seconds - self.safety_margin_seconds)
+
+    @property
+    def lease_seconds(self) -> int:
+        """Inbox lease: outlives gunicorn's timeout (= ack deadline) so a live worker keeps it."""
+        return self.ack_deadline_seconds + self.safety_margin_seconds
+
+    @property
+    def gunicorn_timeout_seconds(self) -> int:
+        return self.ack_deadline_seconds
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Settings:
+        """Build from ``CONSUMER_*`` variables; every problem is reported at once."""
+        values: dict[str, Any] = {}
+        problems: list[str] = []
+        known = {f.name.upper(): f for f in dataclasses.fields(cls)}
+        for key, raw in env.items():
+            if not key.startswith(PREFIX):
+                continue
+            name = key[len(PREFIX) :]
+            spec = known.get(name)
+            if spec is None:
+                problems.append(f"{key}: unknown setting")
+                continue
+            try:
+                values[spec.name] = _convert(spec, raw)
+            except ValueError as exc:
+                problems.append(f"{key}: {exc}")
+        if problems:
+            raise SettingsError("; ".join(sorted(problems)))
+        settings = cls(**values)
+        settings.validate()
+        return settings
+
+    def validate(self) -> None:
+        """Refuse settings that would break the delivery promise or leave the endpoint open."""
+        problems = [msg for ok, msg in self._rules() if not ok]
+        if problems:
+            raise SettingsError("; ".join(problems))
+
+    def _rules(self) -> list[tuple[bool, str]]:
+        authenticated = bool(self.push_audience and self.push_service_accounts) or bool(
+            self.push_token
+        )
+        return [
+            (
+                self.local_mode or authenticated,
+                "push authentication is not configured: set CONSUMER_PUSH_AUDIENCE and "
+                "CONSUMER_PUSH_SERVICE_ACCOUNTS (OIDC) or CONSUMER_PUSH_TOKEN, "
+                "or CONSUMER_LOCAL_MODE=true for an insecure local run",
+            ),
+            (
+                10 <= self.ack_deadline_seconds <= 600,
+                "CONSUMER_ACK_DEADLINE_SECONDS must be 10..600 (Pub/Sub's range)",
+            ),
+            (
+                0 < self.safety_margin_seconds < self.ack_deadline_seconds,
+                "CONSUMER_SAFETY_MARGIN_SECONDS must be positive and below the ack deadline",
+            ),
+            (self.max_attempts >= 1, "CONSUMER_MAX_ATTEMPTS must be at least 1"),
+            (self.max_body_bytes >= 1024, "CONSUMER_MAX_BODY_BYTES must be at least 1024"),
+            (self.workers >= 1, "CONSUMER_WORKERS must be at least 1"),
+            (self.tick_max_age_periods >= 1, "CONSUMER_TICK_MAX_AGE_PERIODS must be at least 1"),
+            (
+                all(period > 0 for period in self.tick_periods.values()),
+                "CONSUMER_TICK_PERIODS: every period must be positive",
+            ),
+            (
+                self.database_url.startswith(("sqlite", "postgresql")),
+                "CONSUMER_DATABASE_URL must be a sqlite:// or postgresql:// URL",
+            ),
+        ]
+
+
+def _convert(spec: dataclasses.Field[Any], raw: str) -> Any:
+    kind = spec.type if isinstance(spec.type, str) else getattr(spec.type, "__name__", "")
+    if kind == "bool":
+        return _to_bool(raw)
+    if kind == "int":
+        try:
+            return int(raw)
+        except ValueError:
+            raise ValueError(f"expected a whole number, got {raw!r}") from None
+    if kind.startswith("tuple"):
+        return tuple(item.strip() for item in raw.split(",") if item.strip())
+    if kind.startswith("Mapping"):
+        return _to_periods(raw)
+    return raw
+
+
+def _to_bool(raw: str) -> bool:
+    lowered = raw.strip().lower()
+    if lowered in {"1", "true", "yes", "on"}:
+        return True
+    if lowered in {"0", "false", "no", "off", ""}:
+        return False
+    raise ValueError(f"expected true or false, got {raw!r}")
+
+
+def _to_periods(raw: str) -> dict[str, int]:
+    periods: dict[str, int] = {}
+    for item in filter(None, (part.strip() for part in raw.split(","))):
+        task, sep, seconds = item.partition("=")
+        if not sep or not task.strip() or not seconds.strip().isdigit():
+            raise ValueError(f"expected task=seconds pairs, got {item!r}")
+        periods[task.strip()] = int(seconds)
+    return periods
