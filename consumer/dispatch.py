@@ -28,6 +28,13 @@ from consumer.timeutil import Clock, utcnow
 
 log = logging.getLogger("consumer.dispatch")
 FINISH_RETRIES = 3
+STATUS_OF = {
+    Kind.DONE: Status.DONE,
+    Kind.RETRY: Status.FAILED,
+    Kind.DEAD: Status.DEAD,
+    Kind.SKIPPED: Status.SKIPPED,
+    Kind.UNROUTABLE: Status.UNROUTABLE,
+}
 
 
 class Skip(Exception):
@@ -110,7 +117,7 @@ class Dispatcher:
         error: str | None = None,
     ) -> Outcome:
         """Record the outcome, retrying a short database blip so a done effect is not re-run."""
-        status = {Kind.DONE: Status.DONE, Kind.RETRY: Status.FAILED}.get(kind, Status(kind.value))
+        status = STATUS_OF[kind]
         result = dict(details or {})
         for attempt in range(FINISH_RETRIES):
             try:

@@ -16,11 +16,14 @@ class NotReplayable(ConsumerError):
     """The inbox row does not exist or is not dead, unroutable or failed."""
 
 
-def replay(settings: Settings, key: str, dispatcher: Dispatcher | None = None) -> Outcome:
-    dispatcher = dispatcher or Dispatcher(
-        settings, make_engine(settings.database_url), build_registry(settings)
-    )
-    row = dispatcher.inbox.get(key)
-    if row is None or not dispatcher.inbox.rearm(key, utcnow()):
-        raise NotReplayable(f"{key!r} is missing or not dead, unroutable or failed")
-    return dispatcher.dispatch(PushMessage.from_json(row.message))
+def replay(settings: Settings, key: str) -> Outcome:
+    """Rearm the row with fresh attempts and dispatch its stored message in this process."""
+    engine = make_engine(settings.database_url)
+    try:
+        dispatcher = Dispatcher(settings, engine, build_registry(settings))
+        row = dispatcher.inbox.get(key)
+        if row is None or not dispatcher.inbox.rearm(key, utcnow()):
+            raise NotReplayable(f"{key!r} is missing or not dead, unroutable or failed")
+        return dispatcher.dispatch(PushMessage.from_json(row.message))
+    finally:
+        engine.dispose()

@@ -1,0 +1,209 @@
+"""The outcome table as implemented: each situation gives its documented status and inbox row."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from flask.testing import FlaskClient
+from sqlalchemy import Engine
+
+from consumer.app import create_app
+from consumer.envelopes_out import deploy_body, storage_body, tick_body, wrapped_body
+from consumer.inbox import Inbox, Status
+from consumer.plugins import build_registry
+from consumer.replay import NotReplayable, replay
+from consumer.settings import Settings
+from tests.plugins.effects import effect_rows
+
+
+class Clock:
+    """A clock the test moves by hand, so leases and tick slots are deterministic."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2026, 11, 29, 12, 0, 1, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def effect_settings(settings: Settings) -> Settings:
+    return Settings(
+        database_url=settings.database_url, local_mode=True, plugins=("tests.plugins.effects",),
+        max_attempts=3,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def client(effect_settings: Settings, engine: Engine, clock: Clock) -> FlaskClient:
+    return create_app(effect_settings, engine=engine, clock=clock).test_client()
+
+
+def post(client: FlaskClient, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    response = client.post("/push", json=body)
+    return response.status_code, response.json or {}
+
+
+def with_attributes(body: dict[str, Any], **attributes: str) -> dict[str, Any]:
+    body["message"].setdefault("attributes", {}).update(attributes)
+    return body
+
+
+def test_handled_now_is_200_with_the_handler_result(client: FlaskClient, engine: Engine) -> None:
+    status, body = post(client, deploy_body("web", "r1"))
+    assert (status, body["outcome"], body["effect"]) == (200, "done", "recorded")
+    assert len(effect_rows(engine)) == 1
+
+
+def test_redelivery_is_a_duplicate_with_no_second_effect(
+    client: FlaskClient, engine: Engine
+) -> None:
+    first = deploy_body("web", "r1")
+    post(client, first)
+    status, body = post(client, first)
+    assert (status, body["outcome"], body["status"]) == (200, "duplicate", "done")
+    assert len(effect_rows(engine)) == 1
+
+
+def test_storage_duplicate_with_a_new_message_id_has_one_effect(
+    client: FlaskClient, engine: Engine
+) -> None:
+    outcomes = [post(client, storage_body("b", "f.csv", "17"))[1]["outcome"] for _ in range(3)]
+    assert outcomes == ["done", "duplicate", "duplicate"]
+    assert len(effect_rows(engine)) == 1
+    # A new generation of the same object is a new file.
+    assert post(client, storage_body("b", "f.csv", "18"))[1]["outcome"] == "done"
+    assert len(effect_rows(engine)) == 2
+
+
+def test_running_elsewhere_is_409_until_the_lease_expires(
+    client: FlaskClient, engine: Engine, clock: Clock, effect_settings: Settings
+) -> None:
+    body = deploy_body("web", "r2")
+    message = json.loads(json.dumps(body))
+    from consumer.classify import classify
+    from consumer.envelope import parse_push
+
+    event = classify(parse_push({}, json.dumps(message).encode()), lambda _: 60)
+    lease = timedelta(seconds=effect_settings.lease_seconds)
+    assert Inbox(engine).claim(event.key, "deploy", event.message, clock(), lease) is not None
+    status, answer = post(client, body)
+    assert (status, answer["outcome"]) == (409, "in-progress")
+    clock.now += lease + timedelta(seconds=1)
+    status, answer = post(client, body)
+    assert (status, answer["outcome"], answer["attempt"]) == (200, "done", 2)
+    assert len(effect_rows(engine)) == 1
+
+
+def test_retryable_error_is_503_and_a_redelivery_succeeds(
+    client: FlaskClient, engine: Engine
+) -> None:
+    body = with_attributes(deploy_body("web", "r3"), fail="retryable-once")
+    status, answer = post(client, body)
+    assert (status, answer["outcome"]) == (503, "retry")
+    assert "transient failure" in answer["error"]
+    assert Inbox(engine).get(answer["key"]).status is Status.FAILED  # type: ignore[union-attr]
+    status, answer = post(client, body)
+    assert (status, answer["outcome"], answer["attempt"]) == (200, "done", 2)
+    assert len(effect_rows(engine)) == 1
+
+
+def test_attempts_exhausted_is_recorded_dead_and_acked(client: FlaskClient, engine: Engine) -> None:
+    body = with_attributes(deploy_body("web", "r4"), fail="always")
+    statuses = [post(client, body)[0] for _ in range(4)]
+    assert statuses == [503, 503, 200, 200]  # max_attempts=3, then a duplicate of a dead row
+    row = Inbox(engine).get("deploy:web:r4")
+    assert row is not None and row.status is Status.DEAD and row.attempts == 3
+
+
+def test_permanent_error_is_dead_with_the_full_message_and_replayable(
+    client: FlaskClient, engine: Engine, effect_settings: Settings
+) -> None:
+    body = with_attributes(deploy_body("web", "r5"), fail="permanent")
+    status, answer = post(client, body)
+    assert (status, answer["outcome"]) == (200, "dead")
+    row = Inbox(engine).get("deploy:web:r5")
+    assert row is not None and row.status is Status.DEAD
+    assert row.message["attributes"] == body["message"]["attributes"]
+    assert row.message["data"] == body["message"]["data"]
+    # Replay runs it again through the same pipeline (still permanent: dead again, attempts reset).
+    outcome = replay(effect_settings, "deploy:web:r5")
+    assert outcome.kind.value == "dead" and outcome.details["attempt"] == 1
+
+
+def test_replay_of_an_unroutable_event_runs_once_a_handler_exists(
+    engine: Engine, clock: Clock, settings: Settings
+) -> None:
+    bare = create_app(settings, engine=engine, clock=clock).test_client()  # no effects plugin
+    status, answer = post(bare, deploy_body("api", "r9"))
+    assert (status, answer["outcome"]) == (200, "unroutable")
+    with_plugin = Settings(
+        settings.database_url, local_mode=True, plugins=("tests.plugins.effects",)
+    )
+    assert replay(with_plugin, "deploy:api:r9").kind.value == "done"
+    assert len(effect_rows(engine)) == 1
+    with pytest.raises(NotReplayable):
+        replay(with_plugin, "deploy:api:r9")  # done rows are not replayed
+
+
+def test_unknown_message_is_recorded_unroutable(client: FlaskClient, engine: Engine) -> None:
+    body = wrapped_body(data=b"opaque", attributes={"origin": "elsewhere"}, message_id="42")
+    status, answer = post(client, body)
+    assert (status, answer["outcome"]) == (200, "unroutable")
+    row = Inbox(engine).get(answer["key"])
+    assert row is not None and row.status is Status.UNROUTABLE and row.message["data"] == "b3BhcXVl"
+
+
+def test_duplicate_tick_in_the_same_slot_runs_once(
+    client: FlaskClient, engine: Engine, clock: Clock
+) -> None:
+    first = post(client, tick_body("effect", publish_time=clock.now))[1]
+    second = post(client, tick_body("effect", publish_time=clock.now + timedelta(seconds=30)))[1]
+    assert (first["outcome"], second["outcome"]) == ("done", "duplicate")
+    later = post(client, tick_body("effect", publish_time=clock.now + timedelta(seconds=60)))[1]
+    assert later["outcome"] == "done"
+    assert len(effect_rows(engine)) == 2
+
+
+def test_backlog_of_old_ticks_is_coalesced(
+    client: FlaskClient, engine: Engine, clock: Clock
+) -> None:
+    """Ticks piled up during an outage arrive at once: only the current slots run."""
+    slots = [clock.now - timedelta(minutes=minutes) for minutes in range(10, -1, -1)]
+    outcomes = [
+        post(client, tick_body("effect", publish_time=slot))[1]["outcome"] for slot in slots
+    ]
+    assert outcomes.count("done") == 2  # the current slot and the previous one (2 periods)
+    assert outcomes.count("skipped") == 9
+    assert len(effect_rows(engine)) == 2
+
+
+def test_tick_older_than_the_last_completed_slot_is_stale(
+    client: FlaskClient, engine: Engine, clock: Clock
+) -> None:
+    assert post(client, tick_body("effect", publish_time=clock.now))[1]["outcome"] == "done"
+    late = post(client, tick_body("effect", publish_time=clock.now - timedelta(seconds=61)))[1]
+    assert (late["outcome"], "precedes completed slot" in late["reason"]) == ("skipped", True)
+
+
+def test_unknown_tick_task_is_unroutable(client: FlaskClient) -> None:
+    assert post(client, tick_body("no-such-task"))[1]["outcome"] == "unroutable"
+
+
+def test_cleanup_purges_finished_rows_past_retention(
+    engine: Engine, clock: Clock, settings: Settings
+) -> None:
+    app = create_app(settings, engine=engine, clock=clock, registry=build_registry(settings))
+    client = app.test_client()
+    post(client, wrapped_body(message_id="old"))  # unroutable, finished "now" by the app clock
+    inbox = Inbox(engine)
+    assert inbox.purge(finished_before=clock.now - timedelta(seconds=1)) == 0
+    assert inbox.purge(finished_before=clock.now + timedelta(seconds=1)) == 1

@@ -1,0 +1,76 @@
+"""A test plugin whose handlers have a deliberately NON-idempotent effect: each run inserts a row
+into ``test_effects``. If the inbox ever lets an event run twice, the row count shows it.
+
+Behaviour is steered by message attributes (the test decides, the handler obeys):
+- ``sleep``: seconds to sleep before the effect (to overlap deliveries);
+- ``fail``: ``retryable-once`` fails the first attempt, ``permanent`` always fails permanently,
+  ``always`` always fails retryably;
+- ``hang``: record the worker pid, then sleep this long (a test SIGKILLs the worker meanwhile).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from sqlalchemy import Column, Engine, Integer, MetaData, Table, Text, insert, select
+
+from consumer.context import HandlerContext
+from consumer.errors import Permanent, Retryable
+from consumer.events import DeployEvent, StorageEvent, TickEvent
+from consumer.registry import Registry
+
+effects_metadata = MetaData()
+effects = Table(
+    "test_effects",
+    effects_metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("key", Text, nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("stage", Text, nullable=False),
+)
+
+
+def record(engine: Engine, key: str, stage: str) -> None:
+    with engine.begin() as connection:
+        connection.execute(insert(effects).values(key=key, pid=os.getpid(), stage=stage))
+
+
+def effect_rows(engine: Engine, stage: str = "effect") -> list[Any]:
+    effects_metadata.create_all(engine)
+    with engine.connect() as connection:
+        return list(connection.execute(select(effects).where(effects.c.stage == stage)))
+
+
+def _run(context: HandlerContext, attributes: Any) -> dict[str, Any]:
+    effects_metadata.create_all(context.engine)
+    if "hang" in attributes:
+        record(context.engine, context.key, "started")
+        time.sleep(float(attributes["hang"]))
+    time.sleep(float(attributes.get("sleep", 0)))
+    mode = attributes.get("fail", "")
+    if mode == "permanent":
+        raise Permanent("this event can never succeed")
+    if mode == "always" or (mode == "retryable-once" and context.attempt == 1):
+        raise Retryable("transient failure, try again")
+    record(context.engine, context.key, "effect")
+    return {"effect": "recorded", "attempt": context.attempt}
+
+
+def on_storage(context: HandlerContext, event: StorageEvent) -> dict[str, Any]:
+    return _run(context, event.message.attributes)
+
+
+def on_deploy(context: HandlerContext, event: DeployEvent) -> dict[str, Any]:
+    return _run(context, event.message.attributes)
+
+
+def on_tick(context: HandlerContext, event: TickEvent) -> dict[str, Any]:
+    return _run(context, event.message.attributes)
+
+
+def register(registry: Registry) -> None:
+    registry.storage(on_storage)
+    registry.deploy(on_deploy)
+    registry.tick("effect", period_seconds=60)(on_tick)
