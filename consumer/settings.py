@@ -7,6 +7,7 @@ WSGI entry point, and tests build ``Settings(...)`` directly.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,6 +56,27 @@ class Settings:
     local_tick_seconds: int = 0
     """In local mode, publish a ``sweep`` and ``cleanup`` tick this often (0: never)."""
     log_level: str = "INFO"
+    deploy_hook_secrets: tuple[str, ...] = ()
+    """HMAC secrets accepted on ``POST /hooks/deploy``, comma-separated (two during a rotation).
+    Empty: the hook refuses every request."""
+    deploy_hook_tolerance_seconds: int = 300
+    """How far a hook's signed timestamp may be from our clock, either way (replay window)."""
+    warm_targets: tuple[str, ...] = ()
+    """URLs the built-in HTTP cache warmer requests once per release, comma-separated."""
+    warm_sitemap_url: str = ""
+    """A sitemap (or sitemap index) whose URLs the HTTP warmer requests too."""
+    warm_concurrency: int = 8
+    """HTTP warmer: requests in flight at once."""
+    warm_timeout_ms: int = 5000
+    """HTTP warmer: time limit of one request (also cut to the handler's remaining budget)."""
+    warm_retries: int = 2
+    """HTTP warmer: retries of a target after a timeout, connection error, 429 or 5xx."""
+    warm_backoff_ms: int = 200
+    """HTTP warmer: first retry delay; doubles per retry, with jitter."""
+    warm_headers: str = ""
+    """HTTP warmer: extra request headers as a JSON object, e.g. ``{"Authorization": "..."}``."""
+    warm_max_targets: int = 10000
+    """HTTP warmer: at most this many targets per run (a runaway sitemap is cut here)."""
 
     @property
     def handler_budget_seconds(self) -> float:
@@ -131,7 +153,52 @@ class Settings:
                 self.database_url.startswith(("sqlite", "postgresql")),
                 "CONSUMER_DATABASE_URL must be a sqlite:// or postgresql:// URL",
             ),
+            *_deploy_rules(self),
         ]
+
+
+def _deploy_rules(settings: Settings) -> list[tuple[bool, str]]:
+    """The deploy hook and cache warmer settings (consumer.deploy)."""
+    return [
+        (
+            all(len(secret) >= 16 for secret in settings.deploy_hook_secrets),
+            "CONSUMER_DEPLOY_HOOK_SECRETS: every secret must be at least 16 characters",
+        ),
+        (
+            settings.deploy_hook_tolerance_seconds > 0,
+            "CONSUMER_DEPLOY_HOOK_TOLERANCE_SECONDS must be positive",
+        ),
+        (
+            all(_is_http_url(url) for url in (*settings.warm_targets, settings.warm_sitemap_url)),
+            "CONSUMER_WARM_TARGETS and CONSUMER_WARM_SITEMAP_URL must be http(s) URLs",
+        ),
+        (1 <= settings.warm_concurrency <= 256, "CONSUMER_WARM_CONCURRENCY must be 1..256"),
+        (settings.warm_timeout_ms > 0, "CONSUMER_WARM_TIMEOUT_MS must be positive"),
+        (0 <= settings.warm_retries <= 10, "CONSUMER_WARM_RETRIES must be 0..10"),
+        (settings.warm_backoff_ms >= 0, "CONSUMER_WARM_BACKOFF_MS must not be negative"),
+        (settings.warm_max_targets >= 1, "CONSUMER_WARM_MAX_TARGETS must be at least 1"),
+        (
+            _is_header_object(settings.warm_headers),
+            "CONSUMER_WARM_HEADERS must be a JSON object of string header values",
+        ),
+    ]
+
+
+def _is_http_url(url: str) -> bool:
+    return not url or (url.startswith(("http://", "https://")) and len(url) > len("https://"))
+
+
+def _is_header_object(raw: str) -> bool:
+    if not raw.strip():
+        return True
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return False
+    return isinstance(value, dict) and all(
+        isinstance(k, str) and isinstance(v, str) and not set(k + v) & {"\r", "\n"}
+        for k, v in value.items()
+    )
 
 
 def _convert(spec: dataclasses.Field[Any], raw: str) -> Any:
