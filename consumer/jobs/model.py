@@ -1,0 +1,95 @@
+"""Job rows and requests: frozen values, a status enum, and the errors of the jobs API."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from consumer.errors import ConsumerError
+
+MAX_KIND_LENGTH = 100
+
+
+class Status(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+    DEAD = "dead"
+    CANCELLED = "cancelled"
+
+
+FINISHED = (Status.DONE, Status.DEAD, Status.CANCELLED)
+
+
+class InvalidJob(ConsumerError, ValueError):
+    """The job request is invalid."""
+
+
+@dataclass(frozen=True)
+class NewJob:
+    """A job to enqueue. ``key`` is its idempotency key; ``max_attempts=None`` takes the sweep's
+    configured default when the job runs."""
+
+    kind: str
+    payload: Any
+    key: str | None = None
+    run_at: datetime | None = None
+    priority: int = 0
+    max_attempts: int | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.kind, str) or not 0 < len(self.kind) <= MAX_KIND_LENGTH:
+            raise InvalidJob(f"kind must be a string of 1..{MAX_KIND_LENGTH} characters")
+        if self.key is not None and (not isinstance(self.key, str) or not self.key):
+            raise InvalidJob("key must be a non-empty string or None")
+        if self.run_at is not None and self.run_at.tzinfo is None:
+            raise InvalidJob("run_at must be an aware datetime")
+        if self.max_attempts is not None and self.max_attempts < 1:
+            raise InvalidJob("max_attempts must be at least 1")
+        if isinstance(self.priority, bool) or not isinstance(self.priority, int):
+            raise InvalidJob("priority must be an integer")
+
+
+@dataclass(frozen=True)
+class EnqueueResult:
+    """``inserted`` is False when a job with the same key exists; ``job_id`` is then that job's
+    (or ``None`` if it was purged in the meantime)."""
+
+    job_id: int | None
+    inserted: bool
+
+    @property
+    def duplicate(self) -> bool:
+        return not self.inserted
+
+
+@dataclass(frozen=True)
+class Job:
+    """A job row as the sweep and the CLI see it."""
+
+    id: int
+    kind: str
+    payload: Any
+    status: Status
+    priority: int
+    run_at: datetime
+    attempts: int
+    max_attempts: int | None
+    idempotency_key: str | None
+    created_at: datetime
+    errors: Sequence[Mapping[str, Any]] = field(default_factory=tuple)
+    last_error: str | None = None
+    lease_until: datetime | None = None
+    updated_at: datetime | None = None
+    finished_at: datetime | None = None
+
+    @classmethod
+    def from_row(cls, row: Any) -> Job:
+        values = dict(row._mapping)
+        values.pop("claimed_by", None)
+        values["status"] = Status(values["status"])
+        values["errors"] = tuple(values.get("errors") or ())
+        return cls(**values)

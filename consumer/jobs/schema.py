@@ -1,0 +1,51 @@
+"""The ``jobs`` table, on the shared ``metadata``. Migration: ``0002_jobs``."""
+
+from __future__ import annotations
+
+from sqlalchemy import JSON, BigInteger, Column, Index, Integer, String, Table, Text, text
+
+from consumer.db.schema import metadata
+from consumer.db.types import UTCDateTime
+
+# SQLite only auto-increments an INTEGER primary key; BIGINT stays BIGINT on PostgreSQL.
+JobId = BigInteger().with_variant(Integer(), "sqlite")
+PENDING = text("status = 'pending'")
+RUNNING = text("status = 'running'")
+FINISHED = text("finished_at IS NOT NULL")
+
+jobs = Table(
+    "jobs",
+    metadata,
+    Column("id", JobId, primary_key=True, autoincrement=True),
+    Column("kind", String(100), nullable=False, comment="job kind, looked up in the kind registry"),
+    Column("payload", JSON, nullable=False),
+    Column("status", String(16), nullable=False, comment="pending running done dead cancelled"),
+    Column("priority", Integer, nullable=False, comment="higher runs first"),
+    Column("run_at", UTCDateTime, nullable=False, comment="not claimed before this time"),
+    Column("attempts", Integer, nullable=False, comment="claims so far, takeovers included"),
+    Column("max_attempts", Integer, nullable=True, comment="NULL: the sweep's default"),
+    Column("lease_until", UTCDateTime, nullable=True),
+    Column("claimed_by", String(64), nullable=True, comment="token of the current claim"),
+    Column("last_error", Text, nullable=True),
+    Column("errors", JSON, nullable=True, comment="error history: [{attempt, at, error}]"),
+    Column("idempotency_key", Text, nullable=True, comment="unique among retained jobs"),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+    Column("finished_at", UTCDateTime, nullable=True),
+    # The autoincrement keyword stops SQLite from reusing the id of a purged newest row, so a
+    # Message-ID derived from the id is never reused either.
+    sqlite_autoincrement=True,
+)
+
+Index("jobs_idempotency_key", jobs.c.idempotency_key, unique=True)
+# Partial indexes keep the claimable set small however many finished jobs are retained.
+Index(
+    "jobs_claimable",
+    jobs.c.priority.desc(),
+    jobs.c.run_at,
+    jobs.c.id,
+    postgresql_where=PENDING,
+    sqlite_where=PENDING,
+)
+Index("jobs_leases", jobs.c.lease_until, postgresql_where=RUNNING, sqlite_where=RUNNING)
+Index("jobs_finished", jobs.c.finished_at, postgresql_where=FINISHED, sqlite_where=FINISHED)
