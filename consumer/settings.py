@@ -32,7 +32,9 @@ class Settings:
     push_service_accounts: tuple[str, ...] = ()
     """Service-account emails allowed to sign push requests."""
     oidc_certs_url: str = "https://www.googleapis.com/oauth2/v1/certs"
+    """Where Google's ``{kid: certificate PEM}`` signing certificates are fetched (and cached)."""
     oidc_clock_skew_seconds: int = 30
+    """Tolerance on the token's ``exp`` and ``iat`` for clocks that disagree (0..300)."""
     push_token: str = ""
     """Legacy shared verification token (``?token=``), for setups without OIDC."""
     ack_deadline_seconds: int = 60
@@ -42,8 +44,11 @@ class Settings:
     max_attempts: int = 5
     """Inbox attempts before an event is recorded ``dead``."""
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    """Larger push bodies get 413 before they are read (chunked ones are cut off at the limit)."""
     max_attributes: int = 256
+    """Most message attributes accepted (Pub/Sub allows 100)."""
     max_json_depth: int = 64
+    """Deepest JSON nesting accepted in a push body."""
     inbox_retention_seconds: int = 7 * 24 * 3600
     tick_periods: Mapping[str, int] = field(default_factory=dict)
     """Overrides of the registered tick periods, ``task=seconds``."""
@@ -77,6 +82,30 @@ class Settings:
     """HTTP warmer: extra request headers as a JSON object, e.g. ``{"Authorization": "..."}``."""
     warm_max_targets: int = 10000
     """HTTP warmer: at most this many targets per run (a runaway sitemap is cut here)."""
+    sweep_batch_size: int = 100
+    """Jobs the sweep claims per statement; a sweeper killed mid-batch re-runs at most these."""
+    job_lease_seconds: int = 0
+    """Lease on a claimed job; 0: the ack deadline plus the safety margin (outlives a sweep)."""
+    job_max_attempts: int = 10
+    """Attempts of a job enqueued without its own ``max_attempts`` before it is ``dead``."""
+    job_retry_base_seconds: int = 10
+    """First retry delay of a failed job; doubles per attempt, with jitter, up to the max."""
+    job_retry_max_seconds: int = 3600
+    job_retention_seconds: int = 7 * 24 * 3600
+    """``cleanup`` purges finished jobs (freeing their idempotency keys) after this."""
+    smtp_host: str = ""
+    """SMTP server of the ``email`` job kind; empty: deliver to ``maildir_path`` instead."""
+    smtp_port: int = 0
+    """0: 465 with ``ssl``, 587 with ``starttls``, 25 with ``none``."""
+    smtp_security: str = "starttls"
+    """``starttls``, ``ssl`` or ``none`` (plain SMTP, for a relay on a trusted network)."""
+    smtp_username: str = ""
+    smtp_password: str = field(default="", repr=False)
+    smtp_timeout_seconds: int = 30
+    mail_from: str = "consumer@localhost"
+    """Default sender of the ``email`` job kind; its domain also names the Message-IDs."""
+    maildir_path: str = "maildir"
+    """Where the ``email`` kind delivers when no ``smtp_host`` is set (the embedded default)."""
 
     @property
     def handler_budget_seconds(self) -> float:
@@ -154,7 +183,46 @@ class Settings:
                 "CONSUMER_DATABASE_URL must be a sqlite:// or postgresql:// URL",
             ),
             *_deploy_rules(self),
+            *_job_rules(self),
+            *_auth_rules(self),
         ]
+
+
+def _auth_rules(settings: Settings) -> list[tuple[bool, str]]:
+    """Push authentication (consumer.oidc): no half-configured OIDC, no certs over plain HTTP."""
+    certs_url = settings.oidc_certs_url
+    return [
+        (
+            bool(settings.push_audience) == bool(settings.push_service_accounts),
+            "CONSUMER_PUSH_AUDIENCE and CONSUMER_PUSH_SERVICE_ACCOUNTS must be set together",
+        ),
+        (
+            certs_url.startswith(("https://", "http://127.0.0.1:", "http://localhost:")),
+            "CONSUMER_OIDC_CERTS_URL must be an https:// URL (plain http only on loopback)",
+        ),
+        (
+            0 <= settings.oidc_clock_skew_seconds <= 300,
+            "CONSUMER_OIDC_CLOCK_SKEW_SECONDS must be 0..300",
+        ),
+    ]
+
+
+def _job_rules(settings: Settings) -> list[tuple[bool, str]]:
+    """The sweep and the ``email`` job kind (consumer.jobs)."""
+    return [
+        (settings.sweep_batch_size >= 1, "CONSUMER_SWEEP_BATCH_SIZE must be at least 1"),
+        (settings.job_lease_seconds >= 0, "CONSUMER_JOB_LEASE_SECONDS must not be negative"),
+        (settings.job_max_attempts >= 1, "CONSUMER_JOB_MAX_ATTEMPTS must be at least 1"),
+        (
+            0 <= settings.job_retry_base_seconds <= settings.job_retry_max_seconds,
+            "CONSUMER_JOB_RETRY_BASE_SECONDS must be 0..CONSUMER_JOB_RETRY_MAX_SECONDS",
+        ),
+        (
+            settings.smtp_security in ("starttls", "ssl", "none"),
+            "CONSUMER_SMTP_SECURITY must be starttls, ssl or none",
+        ),
+        (0 <= settings.smtp_port <= 65535, "CONSUMER_SMTP_PORT must be 0..65535"),
+    ]
 
 
 def _deploy_rules(settings: Settings) -> list[tuple[bool, str]]:
