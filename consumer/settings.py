@@ -106,6 +106,8 @@ class Settings:
     """Default sender of the ``email`` job kind; its domain also names the Message-IDs."""
     maildir_path: str = "maildir"
     """Where the ``email`` kind delivers when no ``smtp_host`` is set (the embedded default)."""
+    storage_rules: str = ""
+    """File-processing rules: a JSON list, or the path of a JSON file (see docs/storage.md)."""
 
     @property
     def handler_budget_seconds(self) -> float:
@@ -185,6 +187,7 @@ class Settings:
             *_deploy_rules(self),
             *_job_rules(self),
             *_auth_rules(self),
+            *_storage_rules(self),
         ]
 
 
@@ -302,3 +305,11 @@ def _to_periods(raw: str) -> dict[str, int]:
             raise ValueError(f"expected task=seconds pairs, got {item!r}")
         periods[task.strip()] = int(seconds)
     return periods
+
+
+def _storage_rules(settings: Settings) -> list[tuple[bool, str]]:
+    """Parsed at start, so a bad rule set stops the service instead of the first upload."""
+    from consumer.storage.rules import problem_with
+
+    problem = problem_with(settings.storage_rules)
+    return [(not problem, f"CONSUMER_STORAGE_RULES: {problem}")]
