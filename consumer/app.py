@@ -13,6 +13,7 @@ from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 from consumer import metrics
 from consumer.auth import Authenticator, authenticator_for
 from consumer.db.engine import make_engine, unavailable_on_db_fault
+from consumer.deploy.hook import hook_view
 from consumer.dispatch import Dispatcher
 from consumer.envelope import Limits, parse_push
 from consumer.errors import BodyTooLarge, ConsumerError
@@ -43,6 +44,9 @@ def create_app(
 
     app.add_url_rule(
         "/push", "push", _push_view(dispatcher, authenticate, limits), methods=["POST"]
+    )
+    app.add_url_rule(
+        "/hooks/deploy", "deploy_hook", hook_view(settings, dispatcher), methods=["POST"]
     )
     app.add_url_rule("/healthz", "healthz", lambda: jsonify(status="ok"))
     app.add_url_rule("/readyz", "readyz", _ready_view(engine))

@@ -6,6 +6,8 @@ from consumer.registry import Registry
 
 
 def register_builtins(registry: Registry) -> None:
+    from consumer import deploy
     from consumer.handlers import cleanup
 
     cleanup.register(registry)
+    deploy.register(registry)

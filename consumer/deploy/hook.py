@@ -1,0 +1,111 @@
+"""``POST /hooks/deploy``: a CI deploy hook, HMAC-signed, joining the same inbox flow as a push.
+
+The body is ``{"service": ..., "release": ... (or "version"), "environment"?, "commit"?}``. It is
+read only after the signature checks out, then turned into the same ``PushMessage`` shape a
+Pub/Sub deploy has (attribute ``event=deploy``, canonical JSON data), so classification, the
+idempotency key (service + release), replay and the outcome table are the push path's own.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from datetime import datetime
+
+from flask import Response, jsonify, request
+from werkzeug.exceptions import RequestEntityTooLarge
+
+from consumer import metrics
+from consumer.classify import PeriodLookup, classify
+from consumer.deploy.signature import Verifier
+from consumer.dispatch import Dispatcher
+from consumer.envelope import Limits, load_json_object
+from consumer.errors import BodyTooLarge, ConsumerError, InvalidEvent
+from consumer.events import DeployEvent
+from consumer.message import Format, PushMessage
+from consumer.outcomes import Outcome, from_error
+from consumer.settings import Settings
+
+log = logging.getLogger("consumer.deploy.hook")
+
+HOOK_MAX_BYTES = 64 * 1024
+HOOK_SUBSCRIPTION = "hooks/deploy"
+FIELDS = ("service", "release", "version", "environment", "commit")
+
+
+def parse_hook(body: bytes, received: datetime, period_of: PeriodLookup) -> DeployEvent:
+    """The deploy event a verified hook body describes; ``InvalidEvent``/``InvalidEnvelope``
+    (400) when it does not describe one."""
+    if not body.strip():
+        raise InvalidEvent("empty body: expected {service, release, environment?, commit?}")
+    document = load_json_object(body, Limits())
+    for name in FIELDS:
+        if name in document and not isinstance(document[name], str):
+            raise InvalidEvent(f"'{name}' must be a string")
+    fields = {name: document.get(name, "").strip() for name in FIELDS}
+    fields["release"] = fields["release"] or fields.pop("version")
+    canonical = {"event": "deploy", **{k: v for k, v in fields.items() if v and k != "version"}}
+    message = PushMessage(
+        message_id=f"hook-{uuid.uuid4().hex}",
+        publish_time=received,
+        data=json.dumps(canonical, sort_keys=True).encode(),
+        attributes={"event": "deploy"},
+        subscription=HOOK_SUBSCRIPTION,
+        format=Format.DEPLOY_HOOK,
+    )
+    event = classify(message, period_of)
+    if not isinstance(event, DeployEvent):  # the canonical message always classifies as deploy
+        raise InvalidEvent("not a deploy")
+    return event
+
+
+def hook_view(settings: Settings, dispatcher: Dispatcher) -> Callable[[], Response]:
+    """The view for ``POST /hooks/deploy``: verify, parse, then the dispatcher decides."""
+    verifier = Verifier(settings.deploy_hook_secrets, settings.deploy_hook_tolerance_seconds)
+
+    def deploy_hook() -> Response:
+        started = time.monotonic()
+        try:
+            body = _body()
+            verifier.verify(dict(request.headers), body, dispatcher.clock().timestamp())
+            event = parse_hook(body, dispatcher.clock(), dispatcher.registry.period_of)
+            outcome = dispatcher.handle(event)
+        except ConsumerError as error:
+            outcome = from_error(error)
+        _log_decision(outcome, time.monotonic() - started)
+        response = jsonify(outcome.body())
+        response.status_code = outcome.http_status
+        return response
+
+    return deploy_hook
+
+
+def _body() -> bytes:
+    """The raw body, refused over ``HOOK_MAX_BYTES`` (a deploy announcement is a few lines)."""
+    if (request.content_length or 0) > HOOK_MAX_BYTES:
+        raise BodyTooLarge(f"hook body is over {HOOK_MAX_BYTES} bytes")
+    try:
+        body = request.get_data(cache=False)
+    except RequestEntityTooLarge:
+        raise BodyTooLarge() from None
+    if len(body) > HOOK_MAX_BYTES:
+        raise BodyTooLarge(f"hook body is over {HOOK_MAX_BYTES} bytes")
+    return body
+
+
+def _log_decision(outcome: Outcome, seconds: float) -> None:
+    metrics.record(outcome, seconds)
+    log.info(
+        "deploy hook decided",
+        extra={
+            "route": HOOK_SUBSCRIPTION,
+            "key": outcome.key,
+            "outcome": outcome.kind.value,
+            "status": outcome.http_status,
+            "attempt": outcome.details.get("attempt"),
+            "duration_ms": round(seconds * 1000, 1),
+        },
+    )

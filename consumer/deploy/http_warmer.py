@@ -1,0 +1,100 @@
+"""The built-in warmer: GET every configured URL (and every sitemap URL) once per release.
+
+Workers take targets from one queue; a worker stops taking when the budget cannot cover another
+request, and what is left in the queue is reported as not reached. Slow and failing targets are
+recorded, never fail the run.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+import requests
+
+from consumer.context import HandlerContext
+from consumer.deploy.http_fetch import MIN_REQUEST_SECONDS, Budget, HttpPolicy, fetch
+from consumer.deploy.report import TargetResult, WarmReport
+from consumer.deploy.sitemap import SitemapError, sitemap_urls
+from consumer.events import DeployEvent
+
+
+class HttpWarmer:
+    """Configured by ``CONSUMER_WARM_*``; does nothing (returns ``None``) when no target is set."""
+
+    def __call__(self, context: HandlerContext, event: DeployEvent) -> WarmReport | None:
+        settings = context.settings
+        if not (settings.warm_targets or settings.warm_sitemap_url):
+            return None
+        started = time.monotonic()
+        policy, budget = HttpPolicy.from_settings(settings), Budget(context.remaining)
+        problems: list[TargetResult] = []
+        targets = list(settings.warm_targets)
+        if settings.warm_sitemap_url:
+            targets += _from_sitemap(settings.warm_sitemap_url, policy, budget, problems)
+        targets, cut = _capped(_unique(targets), policy.max_targets)
+        results, not_reached = warm_all(targets, policy, budget)
+        note = f"target list cut at CONSUMER_WARM_MAX_TARGETS={policy.max_targets}" if cut else ""
+        return WarmReport(
+            "http", tuple(problems + results), tuple(not_reached), time.monotonic() - started, note
+        )
+
+
+def warm_all(
+    targets: Sequence[str], policy: HttpPolicy, budget: Budget
+) -> tuple[list[TargetResult], list[str]]:
+    """Warm ``targets`` with at most ``policy.concurrency`` requests in flight; return the
+    results and the targets the budget did not reach."""
+    pending, lock = deque(targets), threading.Lock()
+    results: list[TargetResult] = []
+
+    def take() -> str | None:
+        with lock:
+            if pending and budget.allows(MIN_REQUEST_SECONDS):
+                return pending.popleft()
+            return None
+
+    def work() -> None:
+        with requests.Session() as session:
+            while (url := take()) is not None:
+                results.append(fetch(session, url, policy, budget)[0])
+
+    workers = min(policy.concurrency, len(targets))
+    if workers:
+        with ThreadPoolExecutor(workers, thread_name_prefix="warm") as pool:
+            for future in [pool.submit(work) for _ in range(workers)]:
+                future.result()
+    return results, list(pending)
+
+
+def _from_sitemap(
+    url: str, policy: HttpPolicy, budget: Budget, problems: list[TargetResult]
+) -> list[str]:
+    """The sitemap's URLs; a sitemap that cannot be read is recorded as a failed target."""
+    started = time.monotonic()
+    with requests.Session() as session:
+
+        def get(location: str) -> bytes:
+            result, body = fetch(session, location, policy, budget, keep=True)
+            if not result.ok:
+                raise SitemapError(f"{location}: {result.error}")
+            return body
+
+        try:
+            return sitemap_urls(url, get, policy.max_targets + 1)
+        except SitemapError as exc:
+            elapsed = time.monotonic() - started
+            problems.append(TargetResult(f"sitemap {url}", False, elapsed, error=str(exc)))
+            return []
+
+
+def _unique(urls: Iterable[str]) -> list[str]:
+    """Each target once per run, in first-seen order."""
+    return list(dict.fromkeys(urls))
+
+
+def _capped(urls: list[str], limit: int) -> tuple[list[str], int]:
+    return urls[:limit], max(0, len(urls) - limit)

@@ -1,0 +1,133 @@
+"""The ``warm_runs`` table and its named queries: one row per warmer run for one release.
+
+A row says what a release's warming did (targets ok, failed, not reached, p50/p95 latency,
+duration) so an operator can see it after the push response is gone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Column,
+    Engine,
+    Float,
+    Index,
+    Integer,
+    String,
+    Table,
+    Text,
+    insert,
+    select,
+)
+
+from consumer.db.engine import unavailable_on_db_fault
+from consumer.db.schema import metadata
+from consumer.db.types import UTCDateTime
+from consumer.deploy.report import WarmReport
+from consumer.events import DeployEvent
+
+MAX_LISTED = 100
+"""Failures and unreached targets kept per row; the counts are always complete."""
+
+warm_runs = Table(
+    "warm_runs",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("key", Text, nullable=False, comment="inbox key of the deploy: deploy:service:release"),
+    Column("service", String(200), nullable=False),
+    Column("release", String(200), nullable=False),
+    Column("environment", String(200), nullable=False),
+    Column("warmer", String(200), nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("started_at", UTCDateTime, nullable=False),
+    Column("duration_ms", Float, nullable=False),
+    Column("targets_ok", Integer, nullable=False),
+    Column("targets_failed", Integer, nullable=False),
+    Column("targets_not_reached", Integer, nullable=False),
+    Column("p50_ms", Float, nullable=True),
+    Column("p95_ms", Float, nullable=True),
+    Column("failures", JSON, nullable=False, comment="first failures: target, status, error"),
+    Column("not_reached", JSON, nullable=False, comment="first targets the budget did not cover"),
+    Column("note", Text, nullable=True),
+    Index("warm_runs_key", "key"),
+)
+
+
+@dataclass(frozen=True)
+class WarmRun:
+    id: int
+    key: str
+    service: str
+    release: str
+    environment: str
+    warmer: str
+    attempt: int
+    started_at: datetime
+    duration_ms: float
+    targets_ok: int
+    targets_failed: int
+    targets_not_reached: int
+    p50_ms: float | None
+    p95_ms: float | None
+    failures: list[dict[str, Any]]
+    not_reached: list[str]
+    note: str | None
+
+    @classmethod
+    def from_row(cls, row: Any) -> WarmRun:
+        return cls(**dict(row._mapping))
+
+
+class WarmRuns:
+    """Named queries over ``warm_runs``."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def record(
+        self, event: DeployEvent, attempt: int, started_at: datetime, report: WarmReport
+    ) -> None:
+        """Store one warmer's run of one release."""
+        statement = insert(warm_runs).values(
+            key=event.key, service=event.service, release=event.release,
+            environment=event.environment, warmer=report.warmer, attempt=attempt,
+            started_at=started_at, **_figures(report),
+        )  # fmt: skip
+        with unavailable_on_db_fault(), self.engine.begin() as connection:
+            connection.execute(statement)
+
+    def for_key(self, key: str) -> Sequence[WarmRun]:
+        """The runs of one release, oldest first."""
+        query = select(warm_runs).where(warm_runs.c.key == key).order_by(warm_runs.c.id)
+        return self._fetch(query)
+
+    def recent(self, limit: int = 20) -> Sequence[WarmRun]:
+        """The latest runs, newest first."""
+        return self._fetch(select(warm_runs).order_by(warm_runs.c.id.desc()).limit(limit))
+
+    def _fetch(self, query: Any) -> Sequence[WarmRun]:
+        with unavailable_on_db_fault(), self.engine.connect() as connection:
+            return [WarmRun.from_row(row) for row in connection.execute(query)]
+
+
+def _figures(report: WarmReport) -> dict[str, Any]:
+    failures = [
+        {"target": r.target, "status": r.status, "attempts": r.attempts, "error": r.error[:500]}
+        for r in report.failed[:MAX_LISTED]
+    ]
+    return {
+        "duration_ms": report.duration_seconds * 1000,
+        "targets_ok": report.ok,
+        "targets_failed": len(report.failed),
+        "targets_not_reached": len(report.not_reached),
+        "p50_ms": report.latency_ms(0.50),
+        "p95_ms": report.latency_ms(0.95),
+        "failures": failures,
+        "not_reached": list(report.not_reached[:MAX_LISTED]),
+        "note": report.note or None,
+    }

@@ -1,0 +1,84 @@
+"""Read a sitemap (or a sitemap index, one level deep) into a list of URLs. Parsing is pure.
+
+Per the sitemaps protocol a sitemap lists URLs of its own host only; others are dropped, so a
+sitemap cannot point the warmer at somebody else's site. Documents with a DTD are refused (no
+entity expansion), and gzip bodies are decompressed with a bound.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+from urllib.parse import urlsplit
+from xml.etree import ElementTree
+
+from consumer.errors import ConsumerError
+
+MAX_SITEMAP_BYTES = 16 * 1024 * 1024
+MAX_CHILD_SITEMAPS = 50
+GZIP_MAGIC = b"\x1f\x8b"
+
+Fetch = Callable[[str], bytes]
+"""Returns the body of a URL or raises ``SitemapError``."""
+
+
+class SitemapError(ConsumerError):
+    """The sitemap could not be read."""
+
+
+def sitemap_urls(url: str, fetch: Fetch, limit: int) -> list[str]:
+    """The page URLs of the sitemap at ``url``, in document order, at most ``limit``."""
+    kind, locations = parse_sitemap(fetch(url))
+    if kind == "urlset":
+        return same_host(url, locations)[:limit]
+    urls: list[str] = []
+    for child in same_host(url, locations)[:MAX_CHILD_SITEMAPS]:
+        child_kind, child_locations = parse_sitemap(fetch(child))
+        if child_kind == "urlset":
+            urls.extend(same_host(child, child_locations))
+        if len(urls) >= limit:
+            break
+    return urls[:limit]
+
+
+def parse_sitemap(document: bytes) -> tuple[str, list[str]]:
+    """``("urlset" | "sitemapindex", [loc, ...])``; raise ``SitemapError`` on anything else."""
+    document = _gunzip(document) if document[:2] == GZIP_MAGIC else document
+    if b"<!DOCTYPE" in document or b"<!ENTITY" in document:
+        raise SitemapError("sitemap has a DTD; refused")
+    try:
+        root = ElementTree.fromstring(document)
+    except ElementTree.ParseError as exc:
+        raise SitemapError(f"sitemap is not well-formed XML: {exc}") from None
+    kind = _local(root.tag)
+    if kind not in ("urlset", "sitemapindex"):
+        raise SitemapError(f"not a sitemap: root element <{kind}>")
+    locations = [
+        (element.text or "").strip() for element in root.iter() if _local(element.tag) == "loc"
+    ]
+    return kind, [location for location in locations if location]
+
+
+def same_host(base: str, urls: list[str]) -> list[str]:
+    origin = urlsplit(base)
+    return [
+        url
+        for url in urls
+        if (parts := urlsplit(url)).scheme in ("http", "https") and parts.netloc == origin.netloc
+    ]
+
+
+def _gunzip(data: bytes) -> bytes:
+    inflater = zlib.decompressobj(wbits=zlib.MAX_WBITS | 16)
+    try:
+        plain = inflater.decompress(data, MAX_SITEMAP_BYTES)
+    except zlib.error as exc:
+        raise SitemapError(f"sitemap is not valid gzip: {exc}") from None
+    if inflater.unconsumed_tail:
+        raise SitemapError(f"sitemap is larger than {MAX_SITEMAP_BYTES} bytes uncompressed")
+    return plain
+
+
+def _local(tag: str) -> str:
+    """The element name without its XML namespace."""
+    return tag.rsplit("}", 1)[-1]

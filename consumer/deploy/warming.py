@@ -1,0 +1,131 @@
+"""The deploy handler: run every cache warmer that applies to the release, record each run.
+
+Warmers live in a ``WarmerRegistry`` owned by the handler; a plugin adds its own with::
+
+    from consumer.deploy import WarmReport, warmers_of
+
+    def register(registry):
+        @warmers_of(registry).warmer("search", services={"web"})
+        def warm_search(context, event) -> WarmReport | None: ...
+
+A warmer returns a ``WarmReport`` (or ``None``: nothing to warm for this release). A warmer that
+raises is recorded as failed and the others still run: by then some caches are warm, and a
+redelivery would warm them twice, so a warming failure never asks Pub/Sub for a retry.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
+
+from consumer.context import HandlerContext, LeaseLost
+from consumer.deploy.http_fetch import RESERVE_SECONDS
+from consumer.deploy.http_warmer import HttpWarmer
+from consumer.deploy.report import TargetResult, WarmReport
+from consumer.deploy.runs import WarmRuns
+from consumer.dispatch import Skip
+from consumer.errors import SettingsError
+from consumer.events import DeployEvent
+from consumer.registry import Registry
+from consumer.timeutil import utcnow
+
+log = logging.getLogger("consumer.deploy")
+
+Warmer = Callable[[HandlerContext, DeployEvent], WarmReport | None]
+W = TypeVar("W", bound=Warmer)
+
+
+@dataclass(frozen=True)
+class WarmerSpec:
+    name: str
+    warmer: Warmer
+    services: frozenset[str] = frozenset()
+    """Only deploys of these services; empty: every service."""
+
+    def applies_to(self, event: DeployEvent) -> bool:
+        return not self.services or event.service in self.services
+
+
+class WarmerRegistry:
+    """Named warmers, run in registration order; adding a name again replaces it."""
+
+    def __init__(self) -> None:
+        self.specs: dict[str, WarmerSpec] = {}
+
+    def add(self, name: str, warmer: Warmer, services: Collection[str] = ()) -> None:
+        self.specs[name] = WarmerSpec(name, warmer, frozenset(services))
+
+    def warmer(self, name: str, services: Collection[str] = ()) -> Callable[[W], W]:
+        def register(warmer: W) -> W:
+            self.add(name, warmer, services)
+            return warmer
+
+        return register
+
+    def remove(self, name: str) -> None:
+        self.specs.pop(name, None)
+
+    def for_event(self, event: DeployEvent) -> list[WarmerSpec]:
+        return [spec for spec in self.specs.values() if spec.applies_to(event)]
+
+
+class CacheWarming:
+    """The registered deploy handler."""
+
+    def __init__(self, warmers: WarmerRegistry) -> None:
+        self.warmers = warmers
+
+    def __call__(self, context: HandlerContext, event: DeployEvent) -> dict[str, Any]:
+        store, summaries = WarmRuns(context.engine), []
+        for spec in self.warmers.for_event(event):
+            started_at = utcnow()
+            report = run_warmer(spec, context, event)
+            if report is not None:
+                store.record(event, context.attempt, started_at, report)
+                summaries.append(report.summary())
+        if not summaries:
+            raise Skip(f"no cache warmer has targets for service {event.service!r}")
+        return {
+            "service": event.service,
+            "release": event.release,
+            "environment": event.environment,
+            "warmers": summaries,
+        }
+
+
+def run_warmer(spec: WarmerSpec, context: HandlerContext, event: DeployEvent) -> WarmReport | None:
+    """Run one warmer within the budget; its failure becomes a failed report."""
+    if context.remaining() < RESERVE_SECONDS:
+        return WarmReport(spec.name, note="not started: the time budget was used up")
+    started = time.monotonic()
+    try:
+        report = spec.warmer(context, event)
+    except LeaseLost:
+        raise
+    except Exception as exc:
+        log.warning("cache warmer %s failed for %s", spec.name, event.key, exc_info=True)
+        elapsed = time.monotonic() - started
+        failure = TargetResult(spec.name, False, elapsed, error=f"{type(exc).__name__}: {exc}")
+        return WarmReport(spec.name, (failure,), duration_seconds=elapsed, note="warmer raised")
+    if report is None:
+        return None
+    elapsed = report.duration_seconds or time.monotonic() - started
+    return replace(report, warmer=spec.name, duration_seconds=elapsed)
+
+
+def register(registry: Registry) -> None:
+    """Install the cache-warming deploy handler with the built-in HTTP warmer."""
+    warmers = WarmerRegistry()
+    warmers.add("http", HttpWarmer())
+    registry.deploy(CacheWarming(warmers))
+
+
+def warmers_of(registry: Registry) -> WarmerRegistry:
+    """The warmer registry of ``registry``'s deploy handler, for plugins to add to."""
+    handler = registry.deploy_handler
+    if not isinstance(handler, CacheWarming):
+        raise SettingsError("the deploy handler is not the cache warmer; cannot add a warmer")
+    return handler.warmers
