@@ -16,16 +16,22 @@ from consumer.settings import Settings
 from consumer.ticker import LocalTicker
 
 log = logging.getLogger("consumer.serve")
+# gunicorn's default logs the request line, query included: a legacy ?token= would be written to
+# the log. %(U)s is the path without the query.
+ACCESS_LOG_FORMAT = '%(h)s %(t)s "%(m)s %(U)s %(H)s" %(s)s %(b)s %(L)ss "%(a)s"'
 
 
 def gunicorn_command(settings: Settings) -> list[str]:
     return [
         sys.executable, "-m", "gunicorn",
+        "--config", "python:consumer.gunicorn_conf",
         "--bind", settings.bind,
         "--workers", str(settings.workers),
         "--timeout", str(settings.gunicorn_timeout_seconds),
         "--graceful-timeout", str(settings.gunicorn_timeout_seconds),
         "--access-logfile", "-",
+        "--access-logformat", ACCESS_LOG_FORMAT,
+        "--no-control-socket",
         "consumer.wsgi:app()",
     ]  # fmt: skip
 

@@ -1,0 +1,90 @@
+# Topics for the three triggers, a dead-letter topic, and one push subscription per trigger.
+
+locals {
+  topics = {
+    ticks   = "${var.name}-ticks"
+    storage = "${var.name}-storage"
+    deploys = "${var.name}-deploys"
+  }
+}
+
+resource "google_pubsub_topic" "events" {
+  for_each   = local.topics
+  name       = each.value
+  depends_on = [google_project_service.apis]
+}
+
+resource "google_pubsub_topic" "dead_letter" {
+  name       = "${var.name}-dead-letter"
+  depends_on = [google_project_service.apis]
+}
+
+# A topic keeps nothing without a subscription: this one holds dead letters for inspection.
+resource "google_pubsub_subscription" "dead_letter" {
+  name                       = "${var.name}-dead-letter"
+  topic                      = google_pubsub_topic.dead_letter.id
+  ack_deadline_seconds       = 60
+  message_retention_duration = var.message_retention_duration
+
+  expiration_policy {
+    ttl = ""
+  }
+}
+
+# The push request timeout is the ack deadline: it must equal CONSUMER_ACK_DEADLINE_SECONDS
+# (gunicorn's timeout), so the service's handler budget ends before Pub/Sub gives up.
+resource "google_pubsub_subscription" "push" {
+  for_each                   = local.topics
+  name                       = "${each.value}-push"
+  topic                      = google_pubsub_topic.events[each.key].id
+  ack_deadline_seconds       = var.ack_deadline_seconds
+  message_retention_duration = var.message_retention_duration
+
+  push_config {
+    push_endpoint = var.push_endpoint
+
+    oidc_token {
+      service_account_email = google_service_account.push.email
+      audience              = local.push_audience
+    }
+  }
+
+  retry_policy {
+    minimum_backoff = var.retry_minimum_backoff
+    maximum_backoff = var.retry_maximum_backoff
+  }
+
+  dead_letter_policy {
+    dead_letter_topic     = google_pubsub_topic.dead_letter.id
+    max_delivery_attempts = var.max_delivery_attempts
+  }
+
+  expiration_policy {
+    ttl = ""
+  }
+
+  depends_on = [google_service_account_iam_member.push_token_creator]
+}
+
+# Dead-lettering needs the Pub/Sub service agent to publish to the dead-letter topic and to
+# acknowledge on the source subscriptions.
+resource "google_pubsub_topic_iam_member" "dead_letter_publisher" {
+  topic  = google_pubsub_topic.dead_letter.id
+  role   = "roles/pubsub.publisher"
+  member = local.pubsub_service_agent
+}
+
+resource "google_pubsub_subscription_iam_member" "dead_letter_subscriber" {
+  for_each     = google_pubsub_subscription.push
+  subscription = each.value.id
+  role         = "roles/pubsub.subscriber"
+  member       = local.pubsub_service_agent
+}
+
+# CI systems announce releases on the deploys topic.
+resource "google_pubsub_topic_iam_member" "deploy_publishers" {
+  for_each = toset(var.deploy_publishers)
+  topic    = google_pubsub_topic.events["deploys"].id
+  role     = "roles/pubsub.publisher"
+  member   = each.value
+}

@@ -1,0 +1,25 @@
+# Cloud Scheduler publishes one tick per schedule to the ticks topic, attribute task=NAME (the
+# service keys a tick by task and schedule slot, so a duplicated run collapses into one).
+
+resource "google_cloud_scheduler_job" "tick" {
+  for_each    = var.tick_schedules
+  name        = "${var.name}-${each.key}"
+  description = "Tick for the ${each.key} task of ${var.name}"
+  region      = var.region
+  schedule    = each.value
+  time_zone   = "Etc/UTC"
+
+  retry_config {
+    retry_count = 3
+  }
+
+  pubsub_target {
+    topic_name = google_pubsub_topic.events["ticks"].id
+    data       = base64encode(jsonencode({ task = each.key }))
+    attributes = {
+      task = each.key
+    }
+  }
+
+  depends_on = [google_project_service.apis]
+}
