@@ -12,6 +12,7 @@ import requests
 
 from consumer import envelopes_out
 from consumer.errors import ConsumerError, SettingsError
+from consumer.jobs import cli as jobs_cli
 from consumer.settings import Settings
 
 TIMEOUT_SECONDS = 30
@@ -178,3 +179,7 @@ def inbox_replay(key: str) -> None:
     click.echo(json.dumps(outcome.body(), default=str))
     if outcome.http_status != 200:
         sys.exit(1)
+
+
+main.add_command(jobs_cli.jobs)
+main.add_command(jobs_cli.sweep_command)

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 from consumer.context import HandlerContext
 from consumer.events import DeployEvent, Event, StorageEvent, TickEvent
+from consumer.jobs.kinds import JobKinds
 
 DEFAULT_TICK_PERIOD_SECONDS = 60
 
@@ -34,6 +35,8 @@ class Registry:
         self.storage_handler: StorageHandler | None = None
         self.deploy_handler: DeployHandler | None = None
         self.period_overrides: Mapping[str, int] = {}
+        self.job_kinds = JobKinds()
+        """Job kinds the sweep runs: ``@registry.job_kinds.kind("name")``."""
 
     def tick(self, name: str, period_seconds: int) -> Callable[[H], H]:
         """Register a tick task; the period defines its schedule slots (and so its duplicates)."""

@@ -8,6 +8,8 @@ from consumer.registry import Registry
 def register_builtins(registry: Registry) -> None:
     from consumer import deploy
     from consumer.handlers import cleanup
+    from consumer.jobs import tick as jobs_tick
 
     cleanup.register(registry)
+    jobs_tick.register(registry)
     deploy.register(registry)

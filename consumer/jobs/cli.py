@@ -1,0 +1,187 @@
+"""``consumer jobs ...`` and ``consumer sweep --once`` (added to the main group in consumer.cli)."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from datetime import datetime
+from typing import Any
+
+import click
+from sqlalchemy import Engine
+
+from consumer.jobs.model import EnqueueResult, InvalidJob, Job, Status
+from consumer.settings import Settings
+from consumer.timeutil import floor_to_period, parse_rfc3339, utcnow
+
+
+def _settings() -> Settings:
+    """Push authentication is irrelevant to these commands, so it is not demanded."""
+    from consumer.cli import load_settings
+
+    return load_settings(local_mode="true")
+
+
+def _engine() -> Engine:
+    from consumer.db.engine import make_engine
+
+    return make_engine(_settings().database_url)
+
+
+def _parse_json(_ctx: click.Context, _param: click.Parameter, value: str) -> Any:
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"not valid JSON: {exc}") from exc
+
+
+def _parse_time(_ctx: click.Context, _param: click.Parameter, value: str | None) -> Any:
+    if value is None:
+        return None
+    try:
+        return parse_rfc3339(value)
+    except ValueError as exc:
+        raise click.BadParameter(f"expected an RFC 3339 time with a zone: {exc}") from exc
+
+
+@click.group()
+def jobs() -> None:
+    """Enqueue, inspect, retry and cancel jobs."""
+
+
+@jobs.command("enqueue")
+@click.argument("kind")
+@click.option("--payload", default="{}", callback=_parse_json, help="The job's JSON payload.")
+@click.option("--key", default=None, help="Idempotency key: a second job with it is refused.")
+@click.option(
+    "--run-at", default=None, callback=_parse_time, help="RFC 3339, e.g. 2026-01-01T09:00:00Z."
+)
+@click.option("--priority", default=0, show_default=True, help="Higher runs first.")
+@click.option("--max-attempts", type=click.IntRange(min=1), default=None)
+def enqueue_command(
+    kind: str,
+    payload: Any,
+    key: str | None,
+    run_at: datetime | None,
+    priority: int,
+    max_attempts: int | None,
+) -> None:
+    """Add a KIND job. A duplicate key is reported (exit status 0), not inserted twice."""
+    from consumer.jobs.store import enqueue
+
+    try:
+        result = enqueue(
+            _engine(), kind, payload, key=key, run_at=run_at, priority=priority,
+            max_attempts=max_attempts,
+        )  # fmt: skip
+    except InvalidJob as exc:
+        raise click.UsageError(str(exc)) from exc
+    click.echo(json.dumps(_enqueued(result, key)))
+
+
+def _enqueued(result: EnqueueResult, key: str | None) -> dict[str, Any]:
+    if result.inserted:
+        return {"outcome": "enqueued", "id": result.job_id}
+    return {"outcome": "duplicate", "id": result.job_id, "key": key}
+
+
+@jobs.command("list")
+@click.option("--status", type=click.Choice([s.value for s in Status]), default=None)
+@click.option("--kind", default=None)
+@click.option("--limit", default=50, show_default=True)
+def list_command(status: str | None, kind: str | None, limit: int) -> None:
+    """Newest first: id, status, attempts, kind, run_at, last error."""
+    from consumer.jobs.store import list_jobs
+
+    for job in list_jobs(_engine(), Status(status) if status else None, kind, limit):
+        click.echo(_line(job))
+
+
+def _line(job: Job) -> str:
+    error = f"  {job.last_error[:80]}" if job.last_error else ""
+    return (
+        f"{job.id:>8}  {job.status:<9}  {job.attempts:>2}  {job.kind:<12}  "
+        f"{job.run_at:%Y-%m-%d %H:%M:%S}{error}"
+    )
+
+
+@jobs.command("show")
+@click.argument("job_id", type=int)
+def show_command(job_id: int) -> None:
+    """One job in full, with its error history."""
+    from consumer.jobs.store import get
+
+    job = get(_engine(), job_id)
+    if job is None:
+        raise click.ClickException(f"no job {job_id}")
+    click.echo(json.dumps(vars(job), default=str, indent=2))
+
+
+@jobs.command("retry")
+@click.argument("job_id", type=int, required=False)
+@click.option("--dead", is_flag=True, help="Every dead job.")
+def retry_command(job_id: int | None, dead: bool) -> None:
+    """Make a dead or cancelled job (or, with --dead, every dead job) pending again with fresh
+    attempts; its error history is kept."""
+    from consumer.jobs.store import retry
+
+    if (job_id is None) == (not dead):
+        raise click.UsageError("give a job ID or --dead, not both")
+    count = retry(_engine(), utcnow(), None if dead else job_id)
+    if job_id is not None and count == 0:
+        raise click.ClickException(f"job {job_id} is missing or not dead or cancelled")
+    click.echo(json.dumps({"outcome": "retried", "count": count}))
+
+
+@jobs.command("cancel")
+@click.argument("job_id", type=int)
+def cancel_command(job_id: int) -> None:
+    """Cancel a pending job (a running one cannot be stopped mid-effect)."""
+    from consumer.jobs.store import cancel
+
+    if not cancel(_engine(), job_id, utcnow()):
+        raise click.ClickException(f"job {job_id} is missing or not pending")
+    click.echo(json.dumps({"outcome": "cancelled", "id": job_id}))
+
+
+@click.command("sweep")
+@click.option("--once", is_flag=True, help="Run one sweep now (required; ticks do the rest).")
+@click.option(
+    "--budget",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Seconds; default: the handler budget.",
+)
+def sweep_command(once: bool, budget: float | None) -> None:
+    """Run the ``sweep`` tick handler once, in this process, and print its summary.
+
+    It skips the inbox on purpose: a manual sweep always runs, even beside a tick's sweep;
+    the job claims keep them apart."""
+    if not once:
+        raise click.UsageError("use --once; in a cluster, Cloud Scheduler ticks run the sweep")
+    settings = _settings()
+    click.echo(json.dumps(run_sweep_once(settings, budget)))
+
+
+def run_sweep_once(settings: Settings, budget: float | None = None) -> dict[str, Any]:
+    """The registered ``sweep`` handler with a tick's context and budget."""
+    from consumer.context import HandlerContext
+    from consumer.db.engine import make_engine
+    from consumer.events import TickEvent
+    from consumer.message import Format, PushMessage
+    from consumer.plugins import build_registry
+
+    registry = build_registry(settings)
+    now, period = utcnow(), registry.period_of("sweep")
+    message = PushMessage(
+        f"cli-{uuid.uuid4().hex}", now, attributes={"task": "sweep"}, format=Format.CLI
+    )
+    event = TickEvent("sweep", floor_to_period(now, period), period, message)
+    seconds = settings.handler_budget_seconds if budget is None else budget
+    engine = make_engine(settings.database_url)
+    context = HandlerContext(settings, engine, event.key, 1, time.monotonic() + seconds)
+    try:
+        return dict(registry.tasks["sweep"].handler(context, event) or {})
+    finally:
+        engine.dispose()

@@ -1,0 +1,206 @@
+"""The sweep: claim due jobs in batches, run each through its kind, record the batch with guarded
+writes, and stop before the time budget runs out (DESIGN.md sections 2 and 4)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import Engine
+
+from consumer.errors import Permanent, Unavailable
+from consumer.jobs import store
+from consumer.jobs.kinds import JobContext, JobKinds
+from consumer.jobs.model import Job
+from consumer.jobs.retry import describe, next_run_at, with_error
+from consumer.jobs.store import Failure, Written
+from consumer.settings import Settings
+from consumer.timeutil import Clock, utcnow
+
+log = logging.getLogger("consumer.jobs.sweep")
+FIRST_BATCH = 10
+"""The first batch is small: it measures how long this sweep's jobs take."""
+MIN_RESERVE_SECONDS = 0.05
+WRITE_RETRIES = 3
+
+
+@dataclass
+class SweepSummary:
+    """The sweep's JSON result."""
+
+    claimed: int = 0
+    done: int = 0
+    retried: int = 0
+    dead: int = 0
+    released: int = 0
+    """Claimed but not run for lack of time; pending again, no attempt used."""
+    lost: int = 0
+    """Results not recorded because the lease had been taken over."""
+    batches: int = 0
+    still_due: int = 0
+    budget_left: float = 0.0
+    stopped: str = "drained"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "budget_left": round(self.budget_left, 3)}
+
+
+@dataclass
+class Pace:
+    """Running estimates that size batches to the time left."""
+
+    job_seconds: float = 0.0
+    write_seconds: float = MIN_RESERVE_SECONDS
+
+    def reserve(self) -> float:
+        """Time kept back to record the batch."""
+        return max(MIN_RESERVE_SECONDS, 2 * self.write_seconds)
+
+    def batch_size(self, available: float, limit: int, first: bool) -> int:
+        if available <= self.job_seconds:
+            return 0
+        if first:
+            return min(limit, FIRST_BATCH)
+        if self.job_seconds <= 0:
+            return limit
+        return min(limit, int(available / self.job_seconds))
+
+    def observe_job(self, seconds: float) -> None:
+        self.job_seconds = (
+            seconds if self.job_seconds <= 0 else 0.7 * self.job_seconds + 0.3 * seconds
+        )
+
+    def observe_write(self, seconds: float) -> None:
+        self.write_seconds = 0.7 * self.write_seconds + 0.3 * seconds
+
+
+@dataclass
+class Batch:
+    """One claim's jobs and what became of them."""
+
+    token: str
+    jobs: list[Job]
+    ends: float
+    """``time.monotonic()`` by which the batch must be recorded: the budget or the lease."""
+    done: list[int] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
+    unrun: list[int] = field(default_factory=list)
+
+
+def job_lease_seconds(settings: Settings) -> int:
+    return settings.job_lease_seconds or settings.lease_seconds
+
+
+class Sweeper:
+    """Works off due jobs until none is left or the budget is spent."""
+
+    def __init__(
+        self, settings: Settings, engine: Engine, kinds: JobKinds, clock: Clock = utcnow
+    ) -> None:
+        self.settings = settings
+        self.engine = engine
+        self.kinds = kinds
+        self.clock = clock
+        self.pace = Pace()
+        self.worker = f"{socket.gethostname()[:24]}/{os.getpid()}"
+
+    def run(self, deadline: float) -> SweepSummary:
+        """Sweep until drained or ``deadline`` (a ``time.monotonic()`` value) is near."""
+        summary = SweepSummary()
+        while True:
+            size = self._next_size(deadline, first=summary.batches == 0)
+            if size == 0:
+                summary.stopped = "budget"
+                break
+            batch = self._claim(size, deadline)
+            if not batch.jobs:
+                break
+            self._work(batch, summary)
+            if len(batch.jobs) < size or batch.unrun:
+                summary.stopped = "budget" if batch.unrun else "drained"
+                break
+        summary.still_due = store.count_due(self.engine, self.clock())
+        summary.budget_left = deadline - time.monotonic()
+        return summary
+
+    def _next_size(self, deadline: float, first: bool) -> int:
+        available = deadline - time.monotonic() - self.pace.reserve()
+        return self.pace.batch_size(available, self.settings.sweep_batch_size, first)
+
+    def _claim(self, size: int, deadline: float) -> Batch:
+        lease = job_lease_seconds(self.settings)
+        token = f"{self.worker}/{uuid.uuid4().hex[:16]}"
+        started, now = time.monotonic(), self.clock()
+        until = now + timedelta(seconds=lease)
+        claimed = store.claim(self.engine, token, size, self.kinds.names(), now, until)
+        return Batch(token, claimed, ends=min(deadline, started + lease))
+
+    def _work(self, batch: Batch, summary: SweepSummary) -> None:
+        summary.batches += 1
+        summary.claimed += len(batch.jobs)
+        with JobContext(self.settings, self.engine, batch.ends) as context:
+            for job in batch.jobs:
+                if time.monotonic() + self.pace.job_seconds + self.pace.reserve() > batch.ends:
+                    batch.unrun.append(job.id)
+                else:
+                    self._run(context, job, batch)
+        written = self._record(batch)
+        summary.done += written.done
+        summary.retried += written.retried
+        summary.dead += written.dead
+        summary.released += written.released
+        summary.lost += len(batch.jobs) - written.total
+
+    def _run(self, context: JobContext, job: Job, batch: Batch) -> None:
+        limit = job.max_attempts or self.settings.job_max_attempts
+        if job.attempts > limit:
+            error = f"attempts exhausted: claimed {job.attempts} times (did a sweeper die?)"
+            batch.failures.append(self._failure(job, error, dead=True))
+            return
+        handler = self.kinds.get(job.kind)
+        started = time.monotonic()
+        try:
+            if handler is None:  # unregistered after the claim: not this job's fault
+                raise LookupError(f"no job kind {job.kind!r}")
+            handler(context, job)
+        except Permanent as exc:
+            batch.failures.append(self._failure(job, describe(exc), dead=True))
+        except Exception as exc:
+            log.warning("job %s (%s) failed", job.id, job.kind, exc_info=True)
+            batch.failures.append(self._failure(job, describe(exc), dead=job.attempts >= limit))
+        else:
+            batch.done.append(job.id)
+        self.pace.observe_job(time.monotonic() - started)
+
+    def _failure(self, job: Job, error: str, dead: bool) -> Failure:
+        now = self.clock()
+        base, cap = self.settings.job_retry_base_seconds, self.settings.job_retry_max_seconds
+        return Failure(
+            job_id=job.id,
+            dead=dead,
+            run_at=job.run_at if dead else next_run_at(now, job.attempts, base, cap),
+            error=error,
+            errors=with_error(job.errors, job.attempts, now, error),
+        )
+
+    def _record(self, batch: Batch) -> Written:
+        """Write the batch, retrying a short database blip so finished effects are not re-run."""
+        started = time.monotonic()
+        for attempt in range(WRITE_RETRIES):
+            try:
+                written = store.complete(
+                    self.engine, batch.token, self.clock(), batch.done, batch.failures, batch.unrun
+                )
+                break
+            except Unavailable:
+                if attempt == WRITE_RETRIES - 1:
+                    raise
+                time.sleep(0.2 * 2**attempt)
+        self.pace.observe_write(time.monotonic() - started)
+        return written
