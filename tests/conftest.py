@@ -101,10 +101,14 @@ class Server:
         command = [
             sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{self.port}",
             "--workers", str(workers), "--timeout", env.get("CONSUMER_ACK_DEADLINE_SECONDS", "60"),
-            app,
+            "--no-control-socket", app,
         ]  # fmt: skip
         self.process = subprocess.Popen(command, env={**os.environ, **env})
-        self._wait_ready()
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
 
     def _wait_ready(self, timeout: float = 30) -> None:
         deadline = time.monotonic() + timeout
@@ -112,9 +116,9 @@ class Server:
             if self.process.poll() is not None:
                 raise RuntimeError(f"gunicorn exited with {self.process.returncode}")
             try:
-                if requests.get(f"{self.url}/healthz", timeout=1).ok:
+                if requests.get(f"{self.url}/healthz", timeout=10).ok:
                     return
-            except requests.ConnectionError:
+            except requests.RequestException:
                 time.sleep(0.1)
         raise RuntimeError("gunicorn did not become ready")
 

@@ -5,7 +5,8 @@ Behaviour is steered by message attributes (the test decides, the handler obeys)
 - ``sleep``: seconds to sleep before the effect (to overlap deliveries);
 - ``fail``: ``retryable-once`` fails the first attempt, ``permanent`` always fails permanently,
   ``always`` always fails retryably;
-- ``hang``: record the worker pid, then sleep this long (a test SIGKILLs the worker meanwhile).
+- ``hang``: on the first attempt only, record the worker pid, then sleep this long (a test
+  SIGKILLs the worker meanwhile).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def effect_rows(engine: Engine, stage: str = "effect") -> list[Any]:
 
 def _run(context: HandlerContext, attributes: Any) -> dict[str, Any]:
     effects_metadata.create_all(context.engine)
-    if "hang" in attributes:
+    if "hang" in attributes and context.attempt == 1:
         record(context.engine, context.key, "started")
         time.sleep(float(attributes["hang"]))
     time.sleep(float(attributes.get("sleep", 0)))

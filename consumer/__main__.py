@@ -1,0 +1,5 @@
+"""``python -m consumer`` is the ``consumer`` command."""
+
+from consumer.cli import main
+
+main()

@@ -1,0 +1,108 @@
+"""The real ``consumer`` command in subprocesses: send, inbox list/show/replay, db upgrade, serve."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import requests
+
+from consumer.db.engine import make_engine
+from consumer.inbox import Inbox, Status
+from consumer.settings import Settings
+from tests.conftest import Server, free_port, settings_env
+
+pytestmark = pytest.mark.slow
+CONSUMER = [sys.executable, "-m", "consumer"]
+
+
+def run(*args: str, env: dict[str, str], check: bool = True) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        [*CONSUMER, *args], env={**os.environ, **env}, capture_output=True, text=True, timeout=120
+    )
+    if check:
+        assert result.returncode == 0, result.stderr
+    return result
+
+
+def test_db_upgrade_creates_the_schema_and_is_idempotent(tmp_path: Path) -> None:
+    env = {"CONSUMER_DATABASE_URL": f"sqlite:///{tmp_path / 'fresh.db'}"}
+    assert "up to date" in run("db", "upgrade", env=env).stdout
+    assert "up to date" in run("db", "upgrade", env=env).stdout
+    engine = make_engine(env["CONSUMER_DATABASE_URL"])
+    assert Inbox(engine).list() == []
+    engine.dispose()
+
+
+def test_send_then_inspect_and_replay(sqlite_url: str, start_server: Callable[..., Server]) -> None:
+    settings = Settings(database_url=sqlite_url, local_mode=True)
+    server = start_server(settings_env(settings))
+    env = {"CONSUMER_DATABASE_URL": sqlite_url, "CONSUMER_LOCAL_MODE": "true"}
+    sent = run("send", "tick", "cleanup", "--to", f"{server.url}/push", env=env)
+    assert sent.stdout.startswith("200 ") and '"outcome":"done"' in sent.stdout.replace(" ", "")
+    # The server has no "effect" task; the plugin used for the replay has.
+    unroutable = run("send", "tick", "effect", "--to", f"{server.url}/push", env=env)
+    assert '"outcome":"unroutable"' in unroutable.stdout.replace(" ", "")
+
+    key = json.loads(unroutable.stdout.split(" ", 1)[1])["key"]
+    listing = run("inbox", "list", "--status", "unroutable", env=env).stdout
+    assert key in listing and "cleanup" not in listing
+    shown = json.loads(run("inbox", "show", key, env=env).stdout)
+    assert shown["status"] == "unroutable" and shown["message"]["attributes"] == {"task": "effect"}
+
+    plugin_env = {**env, "CONSUMER_PLUGINS": "tests.plugins.effects"}
+    replayed = json.loads(run("inbox", "replay", key, env=plugin_env).stdout)
+    assert replayed["outcome"] == "done"
+    engine = make_engine(sqlite_url)
+    row = Inbox(engine).get(key)
+    engine.dispose()
+    assert row is not None and row.status is Status.DONE
+    again = run("inbox", "replay", key, env=plugin_env, check=False)
+    assert again.returncode != 0 and "not dead, unroutable or failed" in again.stderr
+
+
+def test_send_reports_an_unreachable_endpoint(tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{free_port()}/push"
+    result = run("send", "tick", "sweep", "--to", url, env={}, check=False)
+    assert result.returncode != 0 and "cannot reach" in result.stderr
+
+
+def test_serve_refuses_to_start_without_authentication(tmp_path: Path) -> None:
+    env = {"CONSUMER_DATABASE_URL": f"sqlite:///{tmp_path / 'x.db'}"}
+    result = run("serve", env=env, check=False)
+    assert result.returncode == 2 and "push authentication is not configured" in result.stderr
+
+
+def test_serve_local_runs_ticks_from_one_tick_source(tmp_path: Path) -> None:
+    """The quickstart: local mode migrates, serves, and a single ticker drives cleanup."""
+    database = f"sqlite:///{tmp_path / 'local.db'}"
+    port = free_port()
+    env = {**os.environ, "CONSUMER_DATABASE_URL": database, "CONSUMER_WORKERS": "2"}
+    command = [*CONSUMER, "serve", "--local", "--bind", f"127.0.0.1:{port}", "--tick-seconds", "1"]
+    process = subprocess.Popen(
+        command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        deadline = time.monotonic() + 60
+        row = None
+        while time.monotonic() < deadline and row is None:
+            time.sleep(0.5)
+            engine = make_engine(database)
+            try:
+                row = next(iter(Inbox(engine).list(Status.DONE)), None)
+            except Exception:
+                row = None
+            finally:
+                engine.dispose()
+        assert row is not None and row.key.startswith("tick:cleanup:")
+        assert requests.get(f"http://127.0.0.1:{port}/healthz", timeout=5).ok
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=30)

@@ -1,0 +1,165 @@
+"""Duplicate, concurrent, crashed and outage deliveries through a real gunicorn server on
+PostgreSQL. The handler's effect is non-idempotent (a row per run), so a double run shows."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+import requests
+from sqlalchemy import Engine
+
+from consumer.db.engine import make_engine
+from consumer.envelopes_out import deploy_body, storage_body
+from consumer.inbox import Inbox, Status
+from consumer.settings import Settings
+from tests.conftest import Server, settings_env
+from tests.plugins.effects import effect_rows
+from tests.support.tcpproxy import TcpProxy
+
+pytestmark = [pytest.mark.slow, pytest.mark.postgres]
+ACKED = {102, 200, 201, 202, 204}
+EFFECTS = "tests.plugins.effects"
+
+
+def push(server: Server, body: dict[str, Any]) -> requests.Response:
+    return requests.post(f"{server.url}/push", json=body, timeout=60)
+
+
+@pytest.fixture
+def pg_engine(postgres_url: str) -> Iterator[Engine]:
+    engine = make_engine(postgres_url)
+    effect_rows(engine)  # creates the effects table before concurrent handlers race to
+    yield engine
+    engine.dispose()
+
+
+def effect_settings(url: str, **changes: Any) -> Settings:
+    return Settings(database_url=url, local_mode=True, plugins=(EFFECTS,), **changes)
+
+
+def test_same_event_50_times_from_8_workers_takes_effect_once(
+    postgres_url: str, pg_engine: Engine, start_server: Callable[..., Server]
+) -> None:
+    server = start_server(settings_env(effect_settings(postgres_url)), workers=4)
+    body = deploy_body("web", "concurrent")
+    body["message"]["attributes"]["sleep"] = "0.3"  # keep the first run busy while others arrive
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        responses = list(pool.map(lambda _: push(server, body), range(50)))
+    outcomes = Counter((r.status_code, r.json()["outcome"]) for r in responses)
+    assert outcomes[(200, "done")] == 1, outcomes
+    assert set(outcomes) <= {(200, "done"), (200, "duplicate"), (409, "in-progress")}, outcomes
+    assert outcomes[(409, "in-progress")] > 0, "deliveries did not overlap; the test proved nothing"
+    assert len(effect_rows(pg_engine)) == 1
+
+
+def test_storage_duplicates_with_fresh_message_ids_hammered_take_effect_once(
+    postgres_url: str, pg_engine: Engine, start_server: Callable[..., Server]
+) -> None:
+    """Like Pub/Sub: every nack is redelivered until acked; 20 objects x 10 copies each."""
+    server = start_server(settings_env(effect_settings(postgres_url)), workers=4)
+    copies = [storage_body("bucket", f"obj-{n}.csv", "1") for n in range(20) for _ in range(10)]
+
+    def deliver_until_acked(body: dict[str, Any]) -> int:
+        for attempt in range(1, 100):
+            if push(server, body).status_code in ACKED:
+                return attempt
+            time.sleep(0.05)
+        raise AssertionError("never acked")
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(deliver_until_acked, copies))
+    keys = Counter(row.key for row in effect_rows(pg_engine))
+    assert len(keys) == 20 and set(keys.values()) == {1}, keys
+
+
+def test_worker_killed_mid_handler_is_taken_over_after_the_lease(
+    postgres_url: str, pg_engine: Engine, start_server: Callable[..., Server]
+) -> None:
+    settings = effect_settings(postgres_url, ack_deadline_seconds=10, safety_margin_seconds=1)
+    server = start_server(settings_env(settings), workers=2)
+    body = deploy_body("web", "crash")
+    body["message"]["attributes"]["hang"] = "30"
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pending = pool.submit(push, server, body)
+        pid = wait_for_started_pid(pg_engine)
+        os.kill(pid, signal.SIGKILL)
+        with pytest.raises(requests.RequestException):
+            pending.result()
+    assert push(server, body).status_code == 409  # the dead worker's lease is still live
+    time.sleep(settings.lease_seconds + 1)
+    retried = push(server, body)
+    assert (retried.status_code, retried.json()["outcome"], retried.json()["attempt"]) == (
+        200,
+        "done",
+        2,
+    )
+    assert len(effect_rows(pg_engine)) == 1
+
+
+def wait_for_started_pid(engine: Engine, timeout: float = 20) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        started = effect_rows(engine, stage="started")
+        if started:
+            return int(started[0].pid)
+        time.sleep(0.1)
+    raise AssertionError("handler never started")
+
+
+def test_database_outage_gives_503_and_nothing_is_lost(
+    postgres_url: str, pg_engine: Engine, start_server: Callable[..., Server]
+) -> None:
+    proxy = TcpProxy(5432)
+    proxy.start()
+    proxied = postgres_url.replace("127.0.0.1:5432", f"127.0.0.1:{proxy.port}")
+    server = start_server(settings_env(effect_settings(proxied)), workers=2)
+    assert push(server, deploy_body("web", "before")).status_code == 200
+    proxy.stop()
+    during = [deploy_body("web", f"during-{n}") for n in range(5)]
+    for body in during:
+        response = push(server, body)
+        assert (response.status_code, response.json()["outcome"]) == (503, "unavailable")
+        assert "database unavailable" in response.json()["error"]
+    assert requests.get(f"{server.url}/readyz", timeout=30).status_code == 503
+    proxy.start()
+    for body in during:  # Pub/Sub redelivers what was nacked
+        response = push(server, body)
+        assert (response.status_code, response.json()["outcome"]) == (200, "done")
+    assert requests.get(f"{server.url}/readyz", timeout=30).status_code == 200
+    assert len(effect_rows(pg_engine)) == 6
+    proxy.stop()
+
+
+def test_database_lost_mid_handler_never_doubles_the_effect(
+    postgres_url: str, pg_engine: Engine, start_server: Callable[..., Server]
+) -> None:
+    proxy = TcpProxy(5432)
+    proxy.start()
+    proxied = postgres_url.replace("127.0.0.1:5432", f"127.0.0.1:{proxy.port}")
+    settings = effect_settings(proxied, ack_deadline_seconds=10, safety_margin_seconds=1)
+    server = start_server(settings_env(settings), workers=2)
+    body = deploy_body("web", "cut")
+    body["message"]["attributes"]["sleep"] = "1.5"
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pending = pool.submit(push, server, body)
+        time.sleep(0.7)  # claimed, now sleeping before its effect
+        proxy.stop()
+        first = pending.result()
+    assert first.status_code == 503
+    proxy.start()
+    deadline = time.monotonic() + settings.lease_seconds + 15
+    while (answer := push(server, body)).status_code not in ACKED:
+        assert time.monotonic() < deadline, answer.text
+        time.sleep(0.5)
+    assert answer.json()["outcome"] == "done"
+    assert len(effect_rows(pg_engine)) == 1
+    row = Inbox(pg_engine).get("deploy:web:cut")
+    assert row is not None and row.status is Status.DONE
+    proxy.stop()
