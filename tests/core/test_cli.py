@@ -1,4 +1,4 @@
-"""The real ``consumer`` command in subprocesses: send, inbox list/show/replay, db upgrade, serve."""
+"""The real ``consumer`` command in subprocesses: send, inbox, db upgrade, serve."""
 
 from __future__ import annotations
 
