@@ -1,0 +1,59 @@
+"""Sitemap parsing, pure: both document kinds, foreign hosts dropped, hostile documents refused."""
+
+from __future__ import annotations
+
+import gzip
+
+import pytest
+
+from consumer.deploy.sitemap import SitemapError, parse_sitemap, sitemap_urls
+from tests.deploy.targets import sitemap, sitemap_index
+
+BASE = "http://cache.test"
+
+
+def test_a_urlset_lists_its_locations_in_order() -> None:
+    urls = [f"{BASE}/a", f"{BASE}/b?x=1&y=2", f"{BASE}/c"]
+    document = sitemap(urls).replace(b"&", b"&amp;")
+    assert parse_sitemap(document) == ("urlset", urls)
+
+
+def test_a_gzipped_sitemap_is_read() -> None:
+    assert parse_sitemap(gzip.compress(sitemap([f"{BASE}/a"]))) == ("urlset", [f"{BASE}/a"])
+
+
+def test_an_index_is_followed_one_level_and_foreign_hosts_are_dropped() -> None:
+    documents = {
+        f"{BASE}/sitemap.xml": sitemap_index([f"{BASE}/one.xml", "http://evil.test/x.xml"]),
+        f"{BASE}/one.xml": sitemap([f"{BASE}/p1", "http://evil.test/p", f"{BASE}/p2"]),
+    }
+    fetched: list[str] = []
+
+    def fetch(url: str) -> bytes:
+        fetched.append(url)
+        return documents[url]
+
+    assert sitemap_urls(f"{BASE}/sitemap.xml", fetch, limit=10) == [f"{BASE}/p1", f"{BASE}/p2"]
+    assert fetched == [f"{BASE}/sitemap.xml", f"{BASE}/one.xml"]
+
+
+def test_the_limit_cuts_the_list() -> None:
+    urls = [f"{BASE}/{n}" for n in range(10)]
+    assert sitemap_urls(BASE, lambda _: sitemap(urls), limit=3) == urls[:3]
+
+
+@pytest.mark.parametrize(
+    ("document", "fragment"),
+    [
+        (b"<html><body>hi</body></html>", "not a sitemap"),
+        (b"<urlset><url><loc>", "not well-formed"),
+        (
+            b'<?xml version="1.0"?><!DOCTYPE l [<!ENTITY a "aaaa">]><urlset>&a;</urlset>',
+            "DTD",
+        ),
+        (b"\x1f\x8bnot really gzip", "not valid gzip"),
+    ],
+)
+def test_bad_documents_are_refused(document: bytes, fragment: str) -> None:
+    with pytest.raises(SitemapError, match=fragment):
+        parse_sitemap(document)
