@@ -61,6 +61,14 @@ def serve(local: bool, bind: str | None, workers: int | None, tick_seconds: int 
     run(settings)
 
 
+@main.command("settings")
+def settings_reference() -> None:
+    """Print the configuration reference (every CONSUMER_* variable) as Markdown."""
+    from consumer.settings_doc import markdown_table
+
+    click.echo(markdown_table())
+
+
 @main.group()
 def db() -> None:
     """Schema management (run once per release, never in every pod's start-up)."""

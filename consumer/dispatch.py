@@ -88,8 +88,15 @@ class Dispatcher:
             return self._finish(claim, kind, error=_describe(exc))
         outcome = self._finish(claim, Kind.DONE, details=dict(result or {}))
         if isinstance(event, TickEvent) and outcome.kind is Kind.DONE:
-            self.inbox.advance_slot(event.task, event.slot)
+            self._advance_slot(event)
         return outcome
+
+    def _advance_slot(self, event: TickEvent) -> None:
+        """Best effort: the tick is done either way; a missed advance only delays coalescing."""
+        try:
+            self.inbox.advance_slot(event.task, event.slot)
+        except Unavailable:
+            log.warning("could not record the completed slot of %s", event.key)
 
     def _context(self, claim: Claim) -> HandlerContext:
         deadline = time.monotonic() + self.settings.handler_budget_seconds

@@ -25,6 +25,7 @@ class Settings:
     """Every knob of the service. Field docs are the configuration reference (see README)."""
 
     database_url: str = DEFAULT_DATABASE_URL
+    """SQLAlchemy URL: a SQLite file (embedded default) or ``postgresql+psycopg://...``."""
     local_mode: bool = False
     """Insecure local mode: no push authentication. Must be asked for explicitly."""
     push_audience: str = ""
@@ -50,6 +51,7 @@ class Settings:
     max_json_depth: int = 64
     """Deepest JSON nesting accepted in a push body."""
     inbox_retention_seconds: int = 7 * 24 * 3600
+    """``cleanup`` purges finished inbox rows older than this (their keys can then recur)."""
     tick_periods: Mapping[str, int] = field(default_factory=dict)
     """Overrides of the registered tick periods, ``task=seconds``."""
     tick_max_age_periods: int = 2
@@ -57,10 +59,13 @@ class Settings:
     plugins: tuple[str, ...] = ()
     """Modules with a ``register(registry)`` function that add user handlers."""
     bind: str = "127.0.0.1:8080"
+    """``host:port`` gunicorn listens on (``0.0.0.0:8080`` inside a container)."""
     workers: int = 2
+    """gunicorn worker processes (sync workers: one request at a time each)."""
     local_tick_seconds: int = 0
     """In local mode, publish a ``sweep`` and ``cleanup`` tick this often (0: never)."""
     log_level: str = "INFO"
+    """Level of the JSON log lines on stderr."""
     deploy_hook_secrets: tuple[str, ...] = ()
     """HMAC secrets accepted on ``POST /hooks/deploy``, comma-separated (two during a rotation).
     Empty: the hook refuses every request."""
