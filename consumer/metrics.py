@@ -28,7 +28,7 @@ DURATION = Histogram("consumer_push_seconds", "Time to decide a push request", [
 
 
 def record(outcome: Outcome, seconds: float) -> None:
-    DECISIONS.labels(outcome.kind.value, str(outcome.http_status)).inc()
+    DECISIONS.labels(outcome.route, outcome.kind.value, str(outcome.http_status)).inc()
     DURATION.labels(outcome.kind.value).observe(seconds)
 
 

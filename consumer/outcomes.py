@@ -38,6 +38,8 @@ STATUS = {
     Kind.UNAVAILABLE: 503,
 }
 
+ROUTE_OF_KEY_PREFIX = {"tick": "tick", "storage": "storage", "deploy": "deploy", "message": "other"}
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -45,6 +47,12 @@ class Outcome:
     key: str = ""
     details: dict[str, Any] = field(default_factory=dict)
     status: int = 0
+
+    @property
+    def route(self) -> str:
+        """The event's route, read off its key (``tick:...``, ``storage:...``); ``-`` if none."""
+        prefix = self.key.split(":", 1)[0]
+        return ROUTE_OF_KEY_PREFIX.get(prefix, "-")
 
     @property
     def http_status(self) -> int:
