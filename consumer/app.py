@@ -10,7 +10,7 @@ from flask import Flask, Response, jsonify, request
 from sqlalchemy import Engine, text
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
-from consumer import metrics
+from consumer import metrics, openapi
 from consumer.auth import Authenticator, authenticator_for
 from consumer.db.engine import make_engine, unavailable_on_db_fault
 from consumer.deploy.hook import hook_view
@@ -51,6 +51,7 @@ def create_app(
     app.add_url_rule("/healthz", "healthz", lambda: jsonify(status="ok"))
     app.add_url_rule("/readyz", "readyz", _ready_view(engine))
     app.add_url_rule("/metrics", "metrics", metrics.view)
+    app.add_url_rule("/openapi.yaml", "openapi", openapi.view)
     app.register_error_handler(HTTPException, _http_error)
     return app
 
@@ -99,8 +100,12 @@ def _ready_view(engine: Engine) -> Any:
 
 
 def _http_error(error: HTTPException) -> Response:
-    response = jsonify(outcome="rejected", error=error.description or error.name)
+    """404, 405, 413... and the 500 Flask makes of an unexpected exception: JSON, no trace."""
+    outcome = "error" if (error.code or 500) >= 500 else "rejected"
+    response = jsonify(outcome=outcome, error=error.description or error.name)
     response.status_code = error.code or 500
+    # Keep what the error adds besides its HTML (the Allow header of a 405).
+    response.headers.extend((k, v) for k, v in error.get_headers() if k.lower() != "content-type")
     return response
 
 

@@ -45,6 +45,8 @@ def authenticator_for(settings: Settings) -> Authenticator:
     if settings.push_token:
         return SharedTokenAuthenticator(settings.push_token)
     if settings.local_mode:
-        log.warning("LOCAL MODE: push requests are NOT authenticated; never expose this port")
+        # Logged at every worker start, and never hidden by a quieter CONSUMER_LOG_LEVEL.
+        level = max(logging.WARNING, log.getEffectiveLevel())
+        log.log(level, "LOCAL MODE: push requests are NOT authenticated; never expose this port")
         return allow_all
     raise Unauthorized("no push authentication configured")  # validate() prevents this

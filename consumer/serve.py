@@ -11,14 +11,11 @@ import threading
 import time
 
 from consumer.db.migrate import upgrade
-from consumer.logs import configure_logging
+from consumer.logs import ACCESS_LOG_FORMAT, configure_logging
 from consumer.settings import Settings
 from consumer.ticker import LocalTicker
 
 log = logging.getLogger("consumer.serve")
-# gunicorn's default logs the request line, query included: a legacy ?token= would be written to
-# the log. %(U)s is the path without the query.
-ACCESS_LOG_FORMAT = '%(h)s %(t)s "%(m)s %(U)s %(H)s" %(s)s %(b)s %(L)ss "%(a)s"'
 
 
 def gunicorn_command(settings: Settings) -> list[str]:
