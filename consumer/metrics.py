@@ -21,8 +21,8 @@ from consumer.outcomes import Outcome
 
 DECISIONS = Counter(
     "consumer_push_decisions_total",
-    "Push requests by outcome and HTTP status",
-    ["outcome", "status"],
+    "Push requests by route, outcome and HTTP status",
+    ["route", "outcome", "status"],
 )
 DURATION = Histogram("consumer_push_seconds", "Time to decide a push request", ["outcome"])
 
