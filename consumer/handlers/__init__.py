@@ -9,7 +9,9 @@ def register_builtins(registry: Registry) -> None:
     from consumer import deploy
     from consumer.handlers import cleanup
     from consumer.jobs import tick as jobs_tick
+    from consumer.storage import handler as storage
 
     cleanup.register(registry)
     jobs_tick.register(registry)
     deploy.register(registry)
+    storage.register(registry)

@@ -6,3 +6,11 @@ generation pinned and checksum-verified (``consumer.storage.reader``), and every
 in ``processed_files`` (``consumer.storage.store``). The built-in processor ``import-jobs`` turns
 each row of a CSV or JSON Lines file into a job.
 """
+
+from consumer.storage.model import FileResult, FileStatus, Progress, StoredObject
+from consumer.storage.processors import FileInput, Processor, Processors, processors_of
+
+__all__ = [
+    "FileInput", "FileResult", "FileStatus", "Processor", "Processors", "Progress",
+    "StoredObject", "processors_of",
+]  # fmt: skip

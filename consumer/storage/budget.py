@@ -1,0 +1,46 @@
+"""Keeping a long file inside its time budget (DESIGN.md section 4).
+
+While a file is read and processed the inbox lease is renewed every quarter lease, so a
+redelivery sees a live lease (409) and cannot start a second copy. Before each unit of work the
+processor asks whether the budget still covers it; if not, it stops at its last checkpoint and
+raises ``BudgetExhausted``: the delivery is nacked and the redelivery resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from consumer.context import HandlerContext
+from consumer.errors import Retryable
+
+MIN_RESERVE_SECONDS = 0.5
+
+
+class BudgetExhausted(Retryable):
+    """The time budget ran out; the work done so far is committed and a retry resumes it."""
+
+
+class Pacer:
+    """Heartbeats the inbox lease when due and guards the remaining budget."""
+
+    def __init__(self, context: HandlerContext, clock: Callable[[], float] = time.monotonic):
+        self.context = context
+        self.clock = clock
+        self.every = max(context.settings.lease_seconds / 4, 1.0)
+        self.last_beat = clock()
+
+    def tick(self) -> None:
+        """Renew the lease if a quarter of it has passed; raise ``LeaseLost`` if it is gone."""
+        if self.clock() - self.last_beat >= self.every:
+            self.context.heartbeat()
+            self.last_beat = self.clock()
+
+    def ensure(self, seconds: float, where: str) -> None:
+        """Raise ``BudgetExhausted`` unless the budget covers ``seconds`` more of work."""
+        self.tick()
+        remaining = self.context.remaining()
+        if remaining < seconds + MIN_RESERVE_SECONDS:
+            raise BudgetExhausted(
+                f"time budget exhausted ({remaining:.1f}s left) {where}; a retry resumes there"
+            )

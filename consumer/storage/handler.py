@@ -1,0 +1,127 @@
+"""The storage handler: a GCS notification -> the processor its rule names, recorded.
+
+OBJECT_FINALIZE with a matching rule: read the generation (pinned, verified), run the processor,
+record the run in ``processed_files``. Deleted or superseded before it was read: ``skipped``,
+acknowledged. No rule: skipped with the reason. Deletes, archives and metadata updates are
+recorded by the inbox and acknowledged, unless a rule names them.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from consumer.context import HandlerContext, LeaseLost
+from consumer.dispatch import Skip
+from consumer.errors import Permanent
+from consumer.events import StorageEvent, StorageEventType
+from consumer.registry import Registry
+from consumer.storage.budget import Pacer
+from consumer.storage.import_jobs import import_jobs
+from consumer.storage.model import FINAL, FileResult, FileStatus, StoredObject
+from consumer.storage.processors import FileInput, Processor, Processors
+from consumer.storage.reader import ObjectStore, ObjectUnavailable
+from consumer.storage.rules import Rule, load_rules
+from consumer.storage.store import ProcessedFiles
+from consumer.timeutil import utcnow
+
+log = logging.getLogger("consumer.storage")
+FINALIZE = StorageEventType.OBJECT_FINALIZE
+
+
+class StorageHandler:
+    """The registry's storage handler. ``processors`` is the registry plugins extend."""
+
+    def __init__(self, objects: ObjectStore | None = None) -> None:
+        self.processors = Processors()
+        self.processors.add("import-jobs", import_jobs)
+        self.objects = objects or ObjectStore()
+
+    def __call__(self, context: HandlerContext, event: StorageEvent) -> dict[str, Any]:
+        rules = load_rules(context.settings.storage_rules)
+        rule = rules.select(event.event_type, event.bucket, event.name, event.content_type)
+        if rule is None and event.event_type is FINALIZE:
+            raise Skip(f"no storage rule matches gs://{event.bucket}/{event.name}")
+        if rule is None:
+            return {"recorded": event.event_type.value, "object": _named(event).url}
+        processor = self.processors.get(rule.processor)
+        if event.event_type is not FINALIZE:
+            return self._notify(context, event, rule, processor)
+        return self._process(context, event, rule, processor)
+
+    def _notify(
+        self, context: HandlerContext, event: StorageEvent, rule: Rule, processor: Processor
+    ) -> dict[str, Any]:
+        """A rule asked for a non-finalize event: the processor runs without content."""
+        file = FileInput(
+            event, _named(event), rule.options, context, Pacer(context),
+            ProcessedFiles(context.engine), owner="",
+        )  # fmt: skip
+        result = processor(file)
+        return {"event": event.event_type.value, "status": result.status.value, **result.details}
+
+    def _process(
+        self, context: HandlerContext, event: StorageEvent, rule: Rule, processor: Processor
+    ) -> dict[str, Any]:
+        files = ProcessedFiles(context.engine)
+        try:
+            obj = self.objects.stat(event.bucket, event.name, int(event.generation))
+        except ObjectUnavailable as gone:
+            files.record_skip(_named(event), rule.processor, str(gone), utcnow())
+            raise Skip(str(gone)) from None
+        owner = uuid.uuid4().hex
+        row = files.begin(obj, rule.processor, owner, utcnow())
+        if row.status in FINAL:
+            return {"outcome": "already processed", **row.summary()}
+        file = FileInput(
+            event, obj, rule.options, context, Pacer(context), files, owner, row.progress
+        )
+        checksum, result = self._run(file, processor, rule)
+        files.finish(
+            obj, owner, result.status, result.progress, utcnow(),
+            checksum=checksum or None, result=dict(result.details), error=result.error,
+        )  # fmt: skip
+        finished = files.get(obj.bucket, obj.name, obj.generation)
+        assert finished is not None
+        log.info("file processed", extra={"file": obj.url, "status": result.status.value})
+        return finished.summary()
+
+    def _run(self, file: FileInput, processor: Processor, rule: Rule) -> tuple[str, FileResult]:
+        """Spool the verified content and run the processor; record failures on the way out."""
+        files, obj = file.files, file.object
+        try:
+            with self.objects.spool(obj, file.pacer.tick) as (content, checksum):
+                file.content = content
+                return checksum, processor(file)
+        except (ObjectUnavailable, Skip) as skip:
+            files.record_skip(obj, rule.processor, str(skip), utcnow())
+            raise Skip(str(skip)) from None
+        except LeaseLost:
+            raise
+        except Permanent as exc:
+            progress = file.timed(file.committed)
+            files.finish(obj, file.owner, FileStatus.FAILED, progress, utcnow(), error=str(exc))
+            raise
+        except Exception as exc:
+            _note(files, file, f"{type(exc).__name__}: {exc}")
+            raise
+
+
+def _note(files: ProcessedFiles, file: FileInput, error: str) -> None:
+    """Best effort: the failure may be the database itself."""
+    try:
+        files.note_error(file.object, file.owner, error, utcnow())
+    except Exception:
+        log.warning("could not record the failure of %s", file.object.url, exc_info=True)
+
+
+def _named(event: StorageEvent) -> StoredObject:
+    """The object as the event names it (before, or instead of, asking GCS)."""
+    return StoredObject(
+        event.bucket, event.name, int(event.generation), event.size, event.content_type
+    )
+
+
+def register(registry: Registry) -> None:
+    registry.storage(StorageHandler())

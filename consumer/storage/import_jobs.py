@@ -1,0 +1,124 @@
+"""Built-in processor ``import-jobs``: each row of a CSV (with a header row) or JSON Lines file
+becomes a job.
+
+Rows are validated; a rejected row is reported by line number and reason and the rest go on. The
+job's idempotency key is ``bucket/object#generation:line``, so a second run over the same
+generation creates nothing new. Jobs are added in batches, each committed together with the
+progress it represents, so a retry (or a run stopped by its time budget) resumes after the last
+committed row instead of starting over.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+from sqlalchemy import Connection
+
+from consumer.jobs import NewJob, enqueue_many
+from consumer.storage.import_options import ImportOptions
+from consumer.storage.lines import read_lines
+from consumer.storage.model import FileResult, FileStatus, Progress
+from consumer.storage.processors import FileInput
+from consumer.storage.rows import (
+    EmptyFile,
+    FileRejected,
+    Record,
+    csv_header,
+    csv_records,
+    jsonl_records,
+)
+from consumer.storage.validate import row_problem
+
+
+def import_jobs(file: FileInput) -> FileResult:
+    """The ``import-jobs`` processor."""
+    options = ImportOptions.parse(file.options)
+    file_format = options.format_for(file.object)
+    details = {"format": file_format, "kind": options.kind}
+    try:
+        records = _records(file, file_format)
+    except EmptyFile as exc:
+        return FileResult(FileStatus.EMPTY, file.timed(file.resumed), details, str(exc))
+    except FileRejected as exc:
+        return FileResult(FileStatus.REJECTED, file.timed(file.resumed), details, str(exc))
+    progress = _Importer(file, options).run(records)
+    return FileResult(status_of(progress), progress, details)
+
+
+def status_of(progress: Progress) -> FileStatus:
+    if progress.rows_rejected == 0:
+        return FileStatus.DONE if progress.rows_accepted else FileStatus.EMPTY
+    return FileStatus.PARTIAL if progress.rows_accepted else FileStatus.REJECTED
+
+
+def _records(file: FileInput, file_format: str) -> Iterator[Record]:
+    """Records from the resume point (the CSV header is always read from the start)."""
+    content, resumed = file.content, file.resumed
+    if content is None:
+        raise FileRejected("import-jobs only handles OBJECT_FINALIZE (there is no content)")
+    content.seek(0)
+    lines = read_lines(content)
+    header = csv_header(lines) if file_format == "csv" else []
+    if resumed.resume_line:
+        content.seek(resumed.resume_offset)
+        lines = read_lines(content, number=resumed.resume_line + 1, offset=resumed.resume_offset)
+    return csv_records(lines, header) if file_format == "csv" else jsonl_records(lines)
+
+
+class _Importer:
+    """Turns records into jobs, committing a batch (and the progress it represents) at a time."""
+
+    def __init__(self, file: FileInput, options: ImportOptions) -> None:
+        self.file = file
+        self.options = options
+        self.jobs: list[NewJob] = []
+        self.rows_in_batch = 0
+        self.cycle_seconds = 0.0
+        self.cycle_started = time.monotonic()
+        self.committed_line = file.resumed.resume_line
+
+    def run(self, records: Iterator[Record]) -> Progress:
+        progress = self.file.resumed
+        for record in records:
+            progress = self._take(record, progress)
+            if self.rows_in_batch >= self.options.batch_rows:
+                progress = self._flush(progress)
+        return self._flush(progress)
+
+    def _take(self, record: Record, progress: Progress) -> Progress:
+        self.rows_in_batch += 1
+        progress = progress.advanced(resume_line=record.last_line, resume_offset=record.end)
+        problem = record.problem or row_problem(record.fields, self.options)
+        if problem:
+            errors = progress.errors
+            if len(errors) < self.options.max_errors:
+                errors = (*errors, {"line": record.line, "error": problem})
+            return progress.advanced(rows_rejected=progress.rows_rejected + 1, errors=errors)
+        self.jobs.append(self._job(record))
+        return progress.advanced(rows_accepted=progress.rows_accepted + 1)
+
+    def _job(self, record: Record) -> NewJob:
+        options = self.options
+        key = f"{self.file.object.key}:{record.line}"
+        return NewJob(
+            options.kind, record.fields, key, None, options.priority, options.max_attempts
+        )
+
+    def _flush(self, pending: Progress) -> Progress:
+        """Commit the batch, unless the budget cannot cover it: then stop where the last
+        commit left off (``BudgetExhausted``)."""
+        if not self.rows_in_batch:
+            return pending
+        self.file.pacer.ensure(self.cycle_seconds, f"after line {self.committed_line}")
+        jobs, self.jobs, self.rows_in_batch = self.jobs, [], 0
+
+        def work(connection: Connection) -> Progress:
+            created = enqueue_many(connection, jobs)
+            return pending.advanced(jobs_created=pending.jobs_created + created)
+
+        committed = self.file.commit(work)
+        self.committed_line = committed.resume_line
+        now = time.monotonic()
+        self.cycle_seconds, self.cycle_started = now - self.cycle_started, now
+        return committed

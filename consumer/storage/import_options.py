@@ -1,0 +1,104 @@
+"""The options of ``import-jobs``, from the matching rule's ``options`` object."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from consumer.errors import SettingsError
+from consumer.storage.model import StoredObject
+
+FORMATS = ("auto", "csv", "jsonl")
+JSONL_MEDIA_TYPES = {
+    "application/jsonl", "application/x-jsonlines", "application/jsonlines",
+    "application/x-ndjson", "application/ndjson",
+}  # fmt: skip
+JSONL_SUFFIXES = (".jsonl", ".ndjson", ".jsonl.gz", ".ndjson.gz")
+EMAIL_ADDRESS_FIELDS = ("to", "cc", "bcc", "reply_to", "from")
+LIMITS = {"batch_rows": (1, 10_000), "max_errors": (0, 10_000), "max_row_bytes": (64, 1 << 20)}
+
+
+@dataclass(frozen=True)
+class ImportOptions:
+    kind: str = "email"
+    """The job kind every row becomes."""
+    format: str = "auto"
+    """``csv``, ``jsonl``, or ``auto`` (JSON Lines by content type or ``.jsonl``/``.ndjson``)."""
+    required: tuple[str, ...] | None = None
+    """Fields that must be present and non-empty; default ``to`` for ``email``, else none."""
+    emails: tuple[str, ...] | None = None
+    """Fields that, when present, must hold email addresses; default the address fields of
+    ``email`` (``to``, ``cc``, ``bcc``, ``reply_to``, ``from``), else none."""
+    priority: int = 0
+    max_attempts: int | None = None
+    batch_rows: int = 500
+    """Rows per transaction (each commits its jobs with the progress they represent)."""
+    max_errors: int = 100
+    """Rejected rows kept, with line number and reason, in ``processed_files.errors``."""
+    max_row_bytes: int = 64 * 1024
+    """A row whose JSON payload is larger is rejected."""
+
+    @property
+    def required_fields(self) -> tuple[str, ...]:
+        if self.required is not None:
+            return self.required
+        return ("to",) if self.kind == "email" else ()
+
+    @property
+    def email_fields(self) -> tuple[str, ...]:
+        if self.emails is not None:
+            return self.emails
+        return EMAIL_ADDRESS_FIELDS if self.kind == "email" else ()
+
+    def format_for(self, obj: StoredObject) -> str:
+        if self.format != "auto":
+            return self.format
+        media_type = obj.content_type.split(";", 1)[0].strip().lower()
+        if media_type in JSONL_MEDIA_TYPES or obj.name.lower().endswith(JSONL_SUFFIXES):
+            return "jsonl"
+        return "csv"
+
+    @classmethod
+    def parse(cls, options: Mapping[str, Any]) -> ImportOptions:
+        """Raise ``SettingsError`` naming every problem (a retry after the fix succeeds)."""
+        known = {spec.name for spec in fields(cls)}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise SettingsError(f"import-jobs: unknown options {unknown}")
+        values = dict(options)
+        for name in ("required", "emails"):
+            if name in values:
+                values[name] = _names(values[name], name)
+        parsed = cls(**values)
+        parsed.check()
+        return parsed
+
+    def check(self) -> None:
+        problems = []
+        if not isinstance(self.kind, str) or not 0 < len(self.kind) <= 100:
+            problems.append("'kind' must be a job kind name")
+        if self.format not in FORMATS:
+            problems.append(f"'format' must be one of {', '.join(FORMATS)}")
+        for name, (low, high) in LIMITS.items():
+            value = getattr(self, name)
+            if not _is_int(value) or not low <= value <= high:
+                problems.append(f"'{name}' must be a whole number in {low}..{high}")
+        if not _is_int(self.priority):
+            problems.append("'priority' must be a whole number")
+        if self.max_attempts is not None and not (
+            _is_int(self.max_attempts) and self.max_attempts >= 1
+        ):
+            problems.append("'max_attempts' must be a whole number of at least 1")
+        if problems:
+            raise SettingsError("import-jobs: " + "; ".join(problems))
+
+
+def _names(value: Any, name: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise SettingsError(f"import-jobs: '{name}' must be a list of field names")
+    return tuple(value)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

@@ -1,0 +1,63 @@
+"""Bytes -> numbered text lines, in memory bounded by the longest allowed line.
+
+A line over the limit is read through and reported, never held whole (binary garbage may have no
+newline for 100 MB); a line that is not UTF-8, or holds a NUL byte, is reported by number instead
+of failing the file. Each line carries the byte offset after it, so a run can resume mid-file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import BinaryIO
+
+MAX_LINE_BYTES = 1 << 20
+SKIP_CHUNK_BYTES = 1 << 16
+BOM = b"\xef\xbb\xbf"
+
+
+@dataclass(frozen=True)
+class Line:
+    number: int
+    text: str
+    """The decoded line with its line ending; ``""`` when ``problem`` is set."""
+    end: int
+    """Byte offset just after the line."""
+    problem: str = ""
+
+
+def read_lines(
+    stream: BinaryIO, *, number: int = 1, offset: int = 0, max_bytes: int = MAX_LINE_BYTES
+) -> Iterator[Line]:
+    """Lines of ``stream`` read from its current position, which is byte ``offset`` of the file
+    and the start of line ``number``."""
+    position = offset
+    while raw := stream.readline(max_bytes + 1):
+        size = len(raw)
+        if size > max_bytes and not raw.endswith(b"\n"):
+            size += _skip_line(stream)
+            text, problem = "", f"line is longer than {max_bytes} bytes"
+        else:
+            text, problem = _decode(raw[len(BOM) :] if position == 0 and raw[:3] == BOM else raw)
+        position += size
+        yield Line(number, text, position, problem)
+        number += 1
+
+
+def _skip_line(stream: BinaryIO) -> int:
+    """Read up to and including the next newline; return how many bytes that was."""
+    skipped = 0
+    while chunk := stream.readline(SKIP_CHUNK_BYTES):
+        skipped += len(chunk)
+        if chunk.endswith(b"\n"):
+            break
+    return skipped
+
+
+def _decode(raw: bytes) -> tuple[str, str]:
+    if b"\x00" in raw:
+        return "", "contains a NUL byte (binary data?)"
+    try:
+        return raw.decode("utf-8"), ""
+    except UnicodeDecodeError as exc:
+        return "", f"not valid UTF-8 (byte {exc.start + 1} of the line)"

@@ -1,0 +1,115 @@
+"""File processors: a registry users extend, and what a processor is given.
+
+A processor is ``fn(file: FileInput) -> FileResult``. Built-in: ``import-jobs``. A plugin adds
+its own in its ``register(registry)``::
+
+    from consumer.storage import processors_of
+
+    def register(registry):
+        @processors_of(registry).register("thumbnails")
+        def thumbnails(file): ...
+
+A processor must be idempotent per generation (a retry runs it again from its last committed
+``Progress``): derive every effect's key from ``file.object.key``, and commit work together with
+progress through ``file.commit``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO, TypeVar
+
+from sqlalchemy import Connection
+
+from consumer.context import HandlerContext
+from consumer.db.engine import unavailable_on_db_fault
+from consumer.errors import SettingsError
+from consumer.events import StorageEvent
+from consumer.registry import Registry
+from consumer.storage.budget import Pacer
+from consumer.storage.model import FileResult, Progress, StoredObject
+from consumer.storage.store import ProcessedFiles
+from consumer.timeutil import utcnow
+
+Processor = Callable[["FileInput"], FileResult]
+P = TypeVar("P", bound=Processor)
+
+
+@dataclass
+class FileInput:
+    """One run of a processor over one object generation."""
+
+    event: StorageEvent
+    object: StoredObject
+    options: Mapping[str, Any]
+    """The matching rule's ``options``."""
+    context: HandlerContext
+    pacer: Pacer
+    files: ProcessedFiles
+    owner: str
+    resumed: Progress = field(default_factory=Progress)
+    """What earlier attempts committed: start after ``resumed.resume_offset``."""
+    content: BinaryIO | None = None
+    """The verified content at offset 0; ``None`` for events other than OBJECT_FINALIZE."""
+    started: float = field(default_factory=time.monotonic)
+    committed: Progress = field(init=False)
+    """The latest progress committed, by an earlier attempt or by this one."""
+
+    def __post_init__(self) -> None:
+        self.committed = self.resumed
+
+    def commit(self, work: Callable[[Connection], Progress]) -> Progress:
+        """Run ``work`` and record the progress it returns in one transaction, so a retry resumes
+        exactly after it; raise ``FileTakenOver`` (rolling ``work`` back) if a newer run owns
+        the file."""
+        with unavailable_on_db_fault(), self.context.engine.begin() as connection:
+            progress = self.timed(work(connection))
+            self.files.checkpoint(connection, self.object, self.owner, progress, utcnow())
+        self.committed = progress
+        return progress
+
+    def timed(self, progress: Progress) -> Progress:
+        """``progress`` with this attempt's processing time added to earlier attempts'."""
+        elapsed_ms = int((time.monotonic() - self.started) * 1000)
+        return progress.advanced(duration_ms=self.resumed.duration_ms + elapsed_ms)
+
+
+class Processors:
+    """Processors by name; the matching rule names one."""
+
+    def __init__(self) -> None:
+        self._by_name: dict[str, Processor] = {}
+
+    def register(self, name: str) -> Callable[[P], P]:
+        def add(processor: P) -> P:
+            self.add(name, processor)
+            return processor
+
+        return add
+
+    def add(self, name: str, processor: Processor) -> None:
+        if not name:
+            raise ValueError("a processor needs a name")
+        self._by_name[name] = processor
+
+    def get(self, name: str) -> Processor:
+        try:
+            return self._by_name[name]
+        except KeyError:
+            known = ", ".join(sorted(self._by_name)) or "none"
+            raise SettingsError(
+                f"a storage rule names processor {name!r}, which is not registered (known: {known})"
+            ) from None
+
+    def names(self) -> list[str]:
+        return sorted(self._by_name)
+
+
+def processors_of(registry: Registry) -> Processors:
+    """The processor registry of the built-in storage handler, for plugins to extend."""
+    processors = getattr(registry.storage_handler, "processors", None)
+    if not isinstance(processors, Processors):
+        raise SettingsError("the storage handler was replaced, so it has no file processors")
+    return processors

@@ -1,0 +1,171 @@
+"""Every SQL statement on ``processed_files``, each named once.
+
+A run owns its row through an ``owner`` token: ``begin`` hands the row to the newest run (the
+inbox only lets one start once the previous lease expired), and every later write says
+``WHERE ... AND owner = ? AND status = 'running'``. Zero rows means a newer run took the file
+over; the writer stops, and its transaction (with the jobs it was adding) rolls back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, Engine, Update, and_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+
+from consumer.context import LeaseLost
+from consumer.db.engine import unavailable_on_db_fault
+from consumer.storage.model import FileRow, FileStatus, Progress, StoredObject
+from consumer.storage.schema import processed_files as files
+
+MAX_ERROR_CHARS = 2000
+
+
+class FileTakenOver(LeaseLost):
+    """A newer run of the same file owns its ``processed_files`` row now."""
+
+
+def _progress_values(progress: Progress) -> dict[str, Any]:
+    return {
+        "rows_accepted": progress.rows_accepted, "rows_rejected": progress.rows_rejected,
+        "jobs_created": progress.jobs_created, "resume_line": progress.resume_line,
+        "resume_offset": progress.resume_offset, "errors": list(progress.errors) or None,
+        "duration_ms": progress.duration_ms,
+    }  # fmt: skip
+
+
+def _new_row(
+    obj: StoredObject, processor: str, status: FileStatus, now: datetime
+) -> dict[str, Any]:
+    return {
+        "bucket": obj.bucket, "name": obj.name, "generation": obj.generation,
+        "processor": processor, "status": status, "size": obj.size,
+        "content_type": obj.content_type or None, "attempts": 1, "started_at": now,
+        "updated_at": now, **_progress_values(Progress()),
+    }  # fmt: skip
+
+
+class ProcessedFiles:
+    """Named queries over ``processed_files``."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._insert = postgresql.insert if engine.dialect.name == "postgresql" else sqlite.insert
+
+    def begin(self, obj: StoredObject, processor: str, owner: str, now: datetime) -> FileRow:
+        """Start (or take over) the run of ``obj``; a finished row is returned untouched."""
+        insert = self._insert(files).values(
+            owner=owner, **_new_row(obj, processor, FileStatus.RUNNING, now)
+        )
+        statement = insert.on_conflict_do_update(
+            index_elements=[files.c.bucket, files.c.name, files.c.generation],
+            set_={
+                "owner": insert.excluded.owner,
+                "attempts": files.c.attempts + 1,
+                "processor": insert.excluded.processor,
+                "updated_at": insert.excluded.updated_at,
+            },
+            where=files.c.status == FileStatus.RUNNING,
+        ).returning(*files.c)
+        with unavailable_on_db_fault(), self.engine.begin() as connection:
+            row = connection.execute(statement).first()
+            if row is None:
+                row = connection.execute(self._select(obj)).first()
+        return FileRow.from_row(row)
+
+    def checkpoint(
+        self,
+        connection: Connection,
+        obj: StoredObject,
+        owner: str,
+        progress: Progress,
+        now: datetime,
+    ) -> None:
+        """Record progress inside the caller's transaction (the one adding the work it covers)."""
+        statement = self._owned(obj, owner).values(updated_at=now, **_progress_values(progress))
+        with unavailable_on_db_fault():
+            if connection.execute(statement).rowcount != 1:
+                raise FileTakenOver(f"{obj.url} was taken over by a newer run")
+
+    def finish(
+        self,
+        obj: StoredObject,
+        owner: str,
+        status: FileStatus,
+        progress: Progress,
+        now: datetime,
+        *,
+        checksum: str | None = None,
+        result: Any = None,
+        error: str = "",
+    ) -> None:
+        """Record the outcome; raise ``FileTakenOver`` if a newer run owns the row."""
+        statement = self._owned(obj, owner).values(
+            status=status, checksum=checksum, result=result, updated_at=now, finished_at=now,
+            last_error=error[:MAX_ERROR_CHARS] or None, owner=None, **_progress_values(progress),
+        )  # fmt: skip
+        with unavailable_on_db_fault(), self.engine.begin() as connection:
+            if connection.execute(statement).rowcount != 1:
+                raise FileTakenOver(f"{obj.url} was taken over by a newer run")
+
+    def note_error(self, obj: StoredObject, owner: str, error: str, now: datetime) -> None:
+        """Keep why the last attempt failed; the row stays ``running`` for the retry."""
+        statement = self._owned(obj, owner).values(
+            last_error=error[:MAX_ERROR_CHARS], updated_at=now
+        )
+        with unavailable_on_db_fault(), self.engine.begin() as connection:
+            connection.execute(statement)
+
+    def record_skip(self, obj: StoredObject, processor: str, reason: str, now: datetime) -> None:
+        """The generation cannot be read (deleted, superseded): record why, finished."""
+        values = {
+            **_new_row(obj, processor, FileStatus.SKIPPED, now),
+            "last_error": reason[:MAX_ERROR_CHARS], "finished_at": now,
+        }  # fmt: skip
+        insert = self._insert(files).values(**values)
+        statement = insert.on_conflict_do_update(
+            index_elements=[files.c.bucket, files.c.name, files.c.generation],
+            set_={
+                "status": FileStatus.SKIPPED,
+                "last_error": insert.excluded.last_error,
+                "owner": None,
+                "updated_at": now,
+                "finished_at": now,
+            },
+            where=files.c.status == FileStatus.RUNNING,
+        )
+        with unavailable_on_db_fault(), self.engine.begin() as connection:
+            connection.execute(statement)
+
+    def get(self, bucket: str, name: str, generation: int) -> FileRow | None:
+        obj = StoredObject(bucket, name, generation)
+        with unavailable_on_db_fault(), self.engine.connect() as connection:
+            row = connection.execute(self._select(obj)).first()
+        return FileRow.from_row(row) if row else None
+
+    def list(self, status: FileStatus | None = None, limit: int = 50) -> Sequence[FileRow]:
+        """Most recently updated first."""
+        query = select(files).order_by(files.c.updated_at.desc()).limit(limit)
+        if status is not None:
+            query = query.where(files.c.status == status)
+        with unavailable_on_db_fault(), self.engine.connect() as connection:
+            return [FileRow.from_row(row) for row in connection.execute(query)]
+
+    def _select(self, obj: StoredObject) -> Any:
+        return select(files).where(self._identity(obj))
+
+    def _owned(self, obj: StoredObject, owner: str) -> Update:
+        owned = and_(
+            self._identity(obj), files.c.owner == owner, files.c.status == FileStatus.RUNNING
+        )
+        return update(files).where(owned)
+
+    @staticmethod
+    def _identity(obj: StoredObject) -> Any:
+        return and_(
+            files.c.bucket == obj.bucket,
+            files.c.name == obj.name,
+            files.c.generation == obj.generation,
+        )

@@ -1,0 +1,58 @@
+"""Row validation for ``import-jobs``: one reason per rejected row, or ``""``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from email.utils import parseaddr
+from typing import Any
+
+from consumer.storage.import_options import ImportOptions
+
+
+def row_problem(fields: Mapping[str, Any] | None, options: ImportOptions) -> str:
+    """Why the row cannot become a job, or ``""``."""
+    if fields is None:
+        return "the row is unreadable"
+    for name in options.required_fields:
+        if fields.get(name) in (None, "", []):
+            return f"'{name}' is required"
+    for name in options.email_fields:
+        problem = _address_problem(name, fields.get(name))
+        if problem:
+            return problem
+    return _payload_problem(fields, options.max_row_bytes)
+
+
+def _address_problem(name: str, value: Any) -> str:
+    if value in (None, "", []):
+        return ""
+    items = value if isinstance(value, list) else [value]
+    for item in items:
+        if not isinstance(item, str) or not _is_address(item):
+            return f"'{name}' is not an email address: {_short(item)}"
+    return ""
+
+
+def _is_address(text: str) -> bool:
+    address = parseaddr(text)[1]
+    local, at, domain = address.rpartition("@")
+    return bool(local and at and "." in domain.strip(".")) and not any(c.isspace() for c in address)
+
+
+def _payload_problem(fields: Mapping[str, Any], max_bytes: int) -> str:
+    """The payload must store as JSON on both databases, within the size limit."""
+    try:
+        size = len(json.dumps(fields, ensure_ascii=False, allow_nan=False).encode("utf-8"))
+    except UnicodeEncodeError:
+        return "a value holds an unpaired surrogate (not valid Unicode)"
+    except (TypeError, ValueError) as exc:
+        return f"the row cannot be stored as JSON: {exc}"
+    if size > max_bytes:
+        return f"the row is {size} bytes as JSON, over the {max_bytes}-byte limit"
+    return ""
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
