@@ -12,6 +12,7 @@ import glob
 import os
 from typing import Any
 
+from consumer.logs import ACCESS_LOG_FORMAT
 from consumer.settings import Settings
 
 _settings = Settings.from_env(os.environ)
@@ -21,6 +22,7 @@ workers = _settings.workers
 timeout = _settings.gunicorn_timeout_seconds
 graceful_timeout = _settings.gunicorn_timeout_seconds
 accesslog = "-"
+access_log_format = ACCESS_LOG_FORMAT  # the path without the query: no ?token= in the log
 # No runtime control socket: nothing in a pod uses it, and its default home is not writable there.
 control_socket_disable = True
 # Heartbeat files in memory: the container's root filesystem is read-only, and a disk-backed

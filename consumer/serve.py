@@ -11,7 +11,7 @@ import threading
 import time
 
 from consumer.db.migrate import upgrade
-from consumer.logs import ACCESS_LOG_FORMAT, configure_logging
+from consumer.logs import configure_logging
 from consumer.settings import Settings
 from consumer.ticker import LocalTicker
 
@@ -27,7 +27,6 @@ def gunicorn_command(settings: Settings) -> list[str]:
         "--timeout", str(settings.gunicorn_timeout_seconds),
         "--graceful-timeout", str(settings.gunicorn_timeout_seconds),
         "--access-logfile", "-",
-        "--access-logformat", ACCESS_LOG_FORMAT,
         "--no-control-socket",
         "consumer.wsgi:app()",
     ]  # fmt: skip

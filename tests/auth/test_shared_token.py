@@ -1,0 +1,66 @@
+"""The legacy ``?token=`` verification token, and that it never reaches the access log."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import requests
+from flask.testing import FlaskClient
+
+from consumer.app import create_app
+from consumer.envelopes_out import wrapped_body
+from consumer.settings import Settings
+from tests.auth.server import gunicorn
+
+TOKEN = "pV8sQ2-legacy-verification-token-7Kd"
+
+
+@pytest.fixture
+def client(sqlite_url: str) -> FlaskClient:
+    return create_app(Settings(database_url=sqlite_url, push_token=TOKEN)).test_client()
+
+
+def test_the_right_token_is_accepted(client: FlaskClient) -> None:
+    response = client.post(f"/push?token={TOKEN}", json=wrapped_body(data=b"x"))
+    assert response.status_code == 200
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "",
+        "?token=",
+        "?token=wrong",
+        f"?token={TOKEN[:-1]}X",  # same length, last character differs
+        f"?token={TOKEN}extra",
+        f"?token={TOKEN[:-1]}",
+        "?token=%C3%A9%00%FF",  # non-ASCII, a NUL, an invalid UTF-8 byte
+        f"?TOKEN={TOKEN}",
+        f"?tokens={TOKEN}",
+    ],
+)
+def test_a_wrong_or_missing_token_gets_401(client: FlaskClient, query: str) -> None:
+    response = client.post(f"/push{query}", json=wrapped_body(data=b"x"))
+    assert response.status_code == 401
+    assert response.json == {"outcome": "rejected", "key": "", "error": "missing or invalid token"}
+
+
+def test_the_token_in_a_header_does_not_count(client: FlaskClient) -> None:
+    headers = {"Authorization": f"Bearer {TOKEN}", "X-Token": TOKEN}
+    assert client.post("/push", json=wrapped_body(data=b"x"), headers=headers).status_code == 401
+
+
+def test_the_token_never_reaches_the_access_log(sqlite_url: str, tmp_path: Path) -> None:
+    """Run the container's command (``--config python:consumer.gunicorn_conf``)."""
+    env = {"CONSUMER_DATABASE_URL": sqlite_url, "CONSUMER_PUSH_TOKEN": TOKEN}
+    options = ("--config", "python:consumer.gunicorn_conf")
+    with gunicorn(env, tmp_path / "out.log", *options) as server:
+        push = f"{server.url}/push?token="
+        accepted = requests.post(push + TOKEN, json=wrapped_body(), timeout=10)
+        refused = requests.post(f"{push}guess-{TOKEN}", json={}, timeout=10)
+    assert (accepted.status_code, refused.status_code) == (200, 401)
+    output = server.text()
+    assert '"POST /push HTTP/1.1" 200' in output
+    assert '"POST /push HTTP/1.1" 401' in output
+    assert TOKEN not in output

@@ -1,0 +1,116 @@
+"""Missing push authentication refuses to start with a clear message; local mode has to be asked
+for and says so loudly at every worker start."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from consumer.app import create_app
+from consumer.errors import SettingsError
+from consumer.settings import Settings
+from tests.auth.server import clean_env, command, gunicorn
+from tests.conftest import free_port
+
+NOT_CONFIGURED = "push authentication is not configured"
+LOCAL_WARNING = "LOCAL MODE: push requests are NOT authenticated"
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({}, NOT_CONFIGURED),
+        ({"CONSUMER_LOCAL_MODE": "false"}, NOT_CONFIGURED),
+        ({"CONSUMER_PUSH_AUDIENCE": "https://x.example.com/push"}, "must be set together"),
+        (
+            {"CONSUMER_PUSH_SERVICE_ACCOUNTS": "a@b.iam.gserviceaccount.com"},
+            "must be set together",
+        ),
+        (
+            {"CONSUMER_LOCAL_MODE": "true", "CONSUMER_PUSH_AUDIENCE": "https://x.example.com"},
+            "must be set together",
+        ),
+        (
+            {"CONSUMER_PUSH_TOKEN": "t" * 32, "CONSUMER_OIDC_CERTS_URL": "http://certs.example"},
+            "CONSUMER_OIDC_CERTS_URL must be an https:// URL",
+        ),
+        (
+            {"CONSUMER_PUSH_TOKEN": "t" * 32, "CONSUMER_OIDC_CLOCK_SKEW_SECONDS": "3600"},
+            "CONSUMER_OIDC_CLOCK_SKEW_SECONDS must be 0..300",
+        ),
+    ],
+)
+def test_settings_without_usable_push_authentication_are_refused(
+    env: dict[str, str], message: str
+) -> None:
+    with pytest.raises(SettingsError, match=message):
+        Settings.from_env(env)
+
+
+def test_each_way_of_authenticating_is_accepted() -> None:
+    oidc = {
+        "CONSUMER_PUSH_AUDIENCE": "https://consumer.example.com/push",
+        "CONSUMER_PUSH_SERVICE_ACCOUNTS": "a@p.iam.gserviceaccount.com,b@p.iam.gserviceaccount.com",
+    }
+    assert Settings.from_env(oidc).push_service_accounts == (
+        "a@p.iam.gserviceaccount.com",
+        "b@p.iam.gserviceaccount.com",
+    )
+    assert Settings.from_env({"CONSUMER_PUSH_TOKEN": "s3cret"}).push_token == "s3cret"
+    assert Settings.from_env({"CONSUMER_LOCAL_MODE": "true"}).local_mode
+
+
+def test_the_cli_refuses_to_serve_without_authentication(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", "from consumer.cli import main; main()", "serve"],
+        env=clean_env({}),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0
+    assert NOT_CONFIGURED in result.stderr
+    assert "CONSUMER_LOCAL_MODE=true" in result.stderr
+
+
+def test_gunicorn_refuses_to_boot_without_authentication(tmp_path: Path) -> None:
+    result = subprocess.run(
+        command(free_port()),
+        env=clean_env({"CONSUMER_DATABASE_URL": f"sqlite:///{tmp_path / 'c.db'}"}),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0
+    assert NOT_CONFIGURED in result.stderr
+
+
+def test_local_mode_warns_even_when_the_log_level_is_quieter(
+    sqlite_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    logging.getLogger("consumer").setLevel(logging.ERROR)
+    try:
+        with caplog.at_level(logging.ERROR, logger="consumer"):
+            create_app(Settings(database_url=sqlite_url, local_mode=True))
+    finally:
+        logging.getLogger("consumer").setLevel(logging.NOTSET)
+    assert any(LOCAL_WARNING in record.getMessage() for record in caplog.records)
+
+
+def test_local_mode_warns_at_every_worker_start(sqlite_url: str, tmp_path: Path) -> None:
+    env = {
+        "CONSUMER_DATABASE_URL": sqlite_url,
+        "CONSUMER_LOCAL_MODE": "true",
+        "CONSUMER_LOG_LEVEL": "ERROR",
+    }
+    with gunicorn(env, tmp_path / "out.log", workers=3) as server:
+        deadline = time.monotonic() + 30
+        while server.text().count(LOCAL_WARNING) < 3 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert server.text().count(LOCAL_WARNING) == 3
