@@ -1,0 +1,1 @@
+"""The local trigger stack (``up`` / ``down``): Pub/Sub emulator, fake-gcs-server, scheduler."""
