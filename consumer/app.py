@@ -35,7 +35,9 @@ def create_app(
     """Build the service. Everything it needs is passed in; nothing is read from the process."""
     settings.validate()
     app = Flask("consumer")
-    app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
+    # One byte over the limit: Werkzeug cuts a chunked body (no Content-Length) off at this size
+    # without an error, so reading one byte more is how ``_body`` tells "at" from "over".
+    app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes + 1
     engine = engine or make_engine(settings.database_url)
     dispatcher = Dispatcher(settings, engine, registry or build_registry(settings), clock)
     authenticate = authenticator_for(settings)
@@ -62,7 +64,7 @@ def _push_view(dispatcher: Dispatcher, authenticate: Authenticator, limits: Limi
         try:
             headers = dict(request.headers)
             authenticate(headers, request.args)
-            message = parse_push(headers, _body(), limits)
+            message = parse_push(headers, _body(dispatcher.settings.max_body_bytes), limits)
             outcome = dispatcher.dispatch(message)
         except ConsumerError as error:
             outcome = from_error(error)
@@ -73,12 +75,15 @@ def _push_view(dispatcher: Dispatcher, authenticate: Authenticator, limits: Limi
     return push
 
 
-def _body() -> bytes:
-    """Read the body within the size limit (Werkzeug stops reading at MAX_CONTENT_LENGTH)."""
+def _body(limit: int) -> bytes:
+    """Read at most ``limit`` + 1 bytes (a larger Content-Length is refused unread); 413 if over."""
     try:
-        return request.get_data(cache=False)
+        body = request.get_data(cache=False)
     except RequestEntityTooLarge:
         raise BodyTooLarge() from None
+    if len(body) > limit:
+        raise BodyTooLarge()
+    return body
 
 
 def respond(outcome: Outcome) -> Response:
