@@ -1,0 +1,58 @@
+"""Through real gunicorn workers: a burst of identical hooks (a CI pipeline retrying, several
+runners announcing the same release) and a Pub/Sub push of it warm the caches exactly once; a
+forged hook runs nothing."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import requests
+from sqlalchemy import Engine
+
+from consumer.deploy.runs import WarmRuns
+from consumer.deploy.signature import signed_headers
+from consumer.envelopes_out import deploy_body
+from consumer.inbox import Inbox
+from consumer.settings import Settings
+from tests.conftest import Server, settings_env
+from tests.deploy.conftest import SECRET
+from tests.deploy.targets import TargetServer
+
+BODY = json.dumps({"service": "web", "release": "2026.11.29-1"}).encode()
+KEY = "deploy:web:2026.11.29-1"
+
+
+def post_hook(server: Server, secret: str = SECRET) -> tuple[int, str]:
+    headers = {"Content-Type": "application/json"}
+    headers.update(signed_headers(secret, int(time.time()), BODY))
+    response = requests.post(f"{server.url}/hooks/deploy", data=BODY, headers=headers, timeout=60)
+    return response.status_code, response.json()["outcome"]
+
+
+@pytest.mark.slow
+def test_a_burst_of_identical_hooks_and_a_push_warm_once(
+    start_server: Callable[..., Server], settings: Settings, engine: Engine, targets: TargetServer
+) -> None:
+    targets.delay = 0.05
+    urls = targets.urls("ok", 40)
+    env = settings_env(
+        settings, CONSUMER_DEPLOY_HOOK_SECRETS=SECRET, CONSUMER_WARM_TARGETS=",".join(urls),
+        CONSUMER_WARM_CONCURRENCY="4",
+    )  # fmt: skip
+    server = start_server(env, workers=4)
+    assert post_hook(server, secret="forged-secret-0123456789abc") == (401, "rejected")
+    assert Inbox(engine).get(KEY) is None and sum(targets.hits_of(urls)) == 0
+
+    with ThreadPoolExecutor(16) as pool:
+        answers = list(pool.map(lambda _: post_hook(server), range(16)))
+    assert answers.count((200, "done")) == 1
+    assert set(answers) <= {(200, "done"), (409, "in-progress"), (200, "duplicate")}
+    push = requests.post(f"{server.url}/push", json=deploy_body("web", "2026.11.29-1"), timeout=30)
+    assert (push.status_code, push.json()["outcome"]) == (200, "duplicate")
+    assert post_hook(server) == (200, "duplicate")
+    assert targets.hits_of(urls) == [1] * 40
+    assert [run.targets_ok for run in WarmRuns(engine).for_key(KEY)] == [40]
