@@ -84,16 +84,20 @@ def hook_view(settings: Settings, dispatcher: Dispatcher) -> Callable[[], Respon
 
 
 def _body() -> bytes:
-    """The raw body, refused over ``HOOK_MAX_BYTES`` (a deploy announcement is a few lines)."""
+    """The raw body, refused over ``HOOK_MAX_BYTES`` (an announcement is a few lines); a chunked
+    body is read only one byte past the limit, not up to the push limit."""
     if (request.content_length or 0) > HOOK_MAX_BYTES:
         raise BodyTooLarge(f"hook body is over {HOOK_MAX_BYTES} bytes")
+    chunks, size = [], 0
     try:
-        body = request.get_data(cache=False)
+        while size <= HOOK_MAX_BYTES and (chunk := request.stream.read(HOOK_MAX_BYTES + 1 - size)):
+            chunks.append(chunk)
+            size += len(chunk)
     except RequestEntityTooLarge:
         raise BodyTooLarge() from None
-    if len(body) > HOOK_MAX_BYTES:
+    if size > HOOK_MAX_BYTES:
         raise BodyTooLarge(f"hook body is over {HOOK_MAX_BYTES} bytes")
-    return body
+    return b"".join(chunks)
 
 
 def _log_decision(outcome: Outcome, seconds: float) -> None:

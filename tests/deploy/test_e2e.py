@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
 from sqlalchemy import Engine
 
+from consumer.deploy.hook import HOOK_MAX_BYTES
 from consumer.deploy.runs import WarmRuns
 from consumer.deploy.signature import signed_headers
 from consumer.envelopes_out import deploy_body
@@ -56,3 +57,29 @@ def test_a_burst_of_identical_hooks_and_a_push_warm_once(
     assert post_hook(server) == (200, "duplicate")
     assert targets.hits_of(urls) == [1] * 40
     assert [run.targets_ok for run in WarmRuns(engine).for_key(KEY)] == [40]
+
+
+def chunked(body: bytes) -> Iterator[bytes]:
+    """A generator body: requests sends it with Transfer-Encoding: chunked, no Content-Length."""
+    for start in range(0, len(body), 1000):
+        yield body[start : start + 1000]
+
+
+@pytest.mark.slow
+def test_chunked_hooks_are_read_within_the_hook_limit(
+    start_server: Callable[..., Server], sqlite_url: str, targets: TargetServer
+) -> None:
+    urls = targets.urls("ok", 2)
+    env = settings_env(
+        Settings(database_url=sqlite_url, local_mode=True),
+        CONSUMER_DEPLOY_HOOK_SECRETS=SECRET, CONSUMER_WARM_TARGETS=",".join(urls),
+    )  # fmt: skip
+    server = start_server(env, workers=1)
+    big = json.dumps({"service": "web", "release": "big", "pad": "x" * HOOK_MAX_BYTES}).encode()
+    for body, expected in ((big, (413, "rejected")), (BODY, (200, "done"))):
+        headers = signed_headers(SECRET, int(time.time()), body)
+        response = requests.post(
+            f"{server.url}/hooks/deploy", data=chunked(body), headers=headers, timeout=30
+        )
+        assert (response.status_code, response.json()["outcome"]) == expected
+    assert targets.hits_of(urls) == [1, 1]
