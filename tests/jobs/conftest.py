@@ -1,0 +1,83 @@
+"""Fixtures for the jobs tests: an engine with the effect-recording table, a kind registry,
+sweep settings and a movable clock."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+import pytest
+from sqlalchemy import Engine
+
+from consumer.jobs.kinds import JobKinds
+from consumer.jobs.sweep import Sweeper, SweepSummary
+from consumer.registry import Registry
+from consumer.settings import Settings
+from consumer.timeutil import utcnow
+from tests.jobs import kinds_plugin, smtp_server
+from tests.jobs.smtp_server import Recorder
+
+
+@dataclass
+class MovableClock:
+    """Wall-clock time that a test can move forward (retries become due without waiting)."""
+
+    offset: timedelta = field(default_factory=timedelta)
+
+    def __call__(self) -> datetime:
+        return utcnow() + self.offset
+
+    def advance(self, seconds: float) -> None:
+        self.offset += timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def runs_engine(engine: Engine) -> Iterator[Engine]:
+    kinds_plugin.runs_metadata.create_all(engine)
+    yield engine
+
+
+@pytest.fixture
+def kinds() -> JobKinds:
+    registry = Registry()
+    kinds_plugin.register(registry)
+    return registry.job_kinds
+
+
+@pytest.fixture
+def job_settings(database_url: str) -> Settings:
+    return Settings(
+        database_url=database_url,
+        local_mode=True,
+        sweep_batch_size=20,
+        job_max_attempts=3,
+        job_retry_base_seconds=10,
+        job_retry_max_seconds=100,
+    )
+
+
+@pytest.fixture
+def clock() -> MovableClock:
+    return MovableClock()
+
+
+def sweep(
+    settings: Settings,
+    engine: Engine,
+    kinds: JobKinds,
+    clock: MovableClock | None = None,
+    budget: float = 30,
+) -> SweepSummary:
+    sweeper = Sweeper(settings, engine, kinds, clock or MovableClock())
+    return sweeper.run(time.monotonic() + budget)
+
+
+@pytest.fixture
+def smtp() -> Iterator[Recorder]:
+    """A plain SMTP server on loopback."""
+    recorder = Recorder()
+    controller = smtp_server.start(recorder)
+    yield recorder
+    controller.stop()

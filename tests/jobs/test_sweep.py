@@ -1,0 +1,242 @@
+"""The sweep on SQLite and PostgreSQL: claims, retries with backoff, dead jobs, leases, budget."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import timedelta
+
+from sqlalchemy import Engine, select, update
+
+from consumer.jobs import NewJob, Status, enqueue, enqueue_many, store
+from consumer.jobs.kinds import JobKinds
+from consumer.jobs.schema import jobs
+from consumer.settings import Settings
+from consumer.timeutil import utcnow
+from tests.jobs.conftest import MovableClock, sweep
+from tests.jobs.kinds_plugin import run_counts
+
+
+def add(engine: Engine, count: int, kind: str = "record", **payload: object) -> list[int]:
+    with engine.begin() as connection:
+        enqueue_many(connection, [NewJob(kind, dict(payload)) for _ in range(count)])
+    with engine.connect() as connection:
+        return list(connection.execute(select(jobs.c.id).order_by(jobs.c.id)).scalars())
+
+
+def statuses(engine: Engine) -> dict[int, str]:
+    with engine.connect() as connection:
+        rows = connection.execute(select(jobs.c.id, jobs.c.status)).all()
+    return {int(job_id): str(status) for job_id, status in rows}
+
+
+def test_due_jobs_run_once_and_are_done(
+    runs_engine: Engine, job_settings: Settings, kinds: JobKinds
+) -> None:
+    ids = add(runs_engine, 45)
+    summary = sweep(job_settings, runs_engine, kinds)
+    assert (summary.claimed, summary.done, summary.lost, summary.still_due) == (45, 45, 0, 0)
+    assert summary.batches == 3  # the first batch of 10 measures the pace, then 20, 15
+    assert run_counts(runs_engine) == {job_id: 1 for job_id in ids}
+    assert set(statuses(runs_engine).values()) == {"done"}
+    again = sweep(job_settings, runs_engine, kinds)
+    assert (again.claimed, again.done) == (0, 0)
+    assert run_counts(runs_engine) == {job_id: 1 for job_id in ids}
+
+
+def test_future_and_unknown_kind_jobs_are_left_pending(
+    runs_engine: Engine, job_settings: Settings, kinds: JobKinds
+) -> None:
+    later = enqueue(runs_engine, "record", {}, run_at=utcnow() + timedelta(hours=1)).job_id
+    unknown = enqueue(runs_engine, "not-registered-here", {}).job_id
+    summary = sweep(job_settings, runs_engine, kinds)
+    assert summary.claimed == 0
+    assert summary.still_due == 1  # the unknown kind is due; another sweeper may know it
+    assert statuses(runs_engine) == {later: "pending", unknown: "pending"}
+
+
+def test_higher_priority_runs_first(
+    runs_engine: Engine, job_settings: Settings, kinds: JobKinds
+) -> None:
+    low = [enqueue(runs_engine, "record", {}).job_id for _ in range(3)]
+    high = enqueue(runs_engine, "record", {}, priority=5).job_id
+    claimed = store.claim(runs_engine, "t", 2, ["record"], utcnow(), utcnow() + timedelta(60))
+    assert [job.id for job in claimed] == [high, low[0]]
+
+
+def test_failing_kind_backs_off_then_dies_with_its_history_and_retry_revives_it(
+    runs_engine: Engine, job_settings: Settings, kinds: JobKinds, clock: MovableClock
+) -> None:
+    (job_id,) = add(runs_engine, 1, fail="always")
+    run_ats = []
+    for attempt in (1, 2, 3):
+        summary = sweep(job_settings, runs_engine, kinds, clock)
+        job = store.get(runs_engine, job_id)
+        assert job is not None and job.attempts == attempt
+        assert [entry["attempt"] for entry in job.errors] == list(range(1, attempt + 1))
+        assert "Flaky: attempt" in (job.last_error or "")
+        if attempt < 3:
+            assert (summary.retried, job.status) == (1, Status.PENDING)
+            run_ats.append(job.run_at)
+            delay = (job.run_at - clock()).total_seconds()
+            base = 10 * 2 ** (attempt - 1)
+            assert base / 2 - 1 <= delay <= base  # equal jitter: [d/2, d]
+            assert sweep(job_settings, runs_engine, kinds, clock).claimed == 0  # not yet due
+            clock.advance(delay + 1)
+        else:
+            assert (summary.dead, job.status, job.finished_at is not None) == (1, "dead", True)
+    assert run_ats[0] < run_ats[1]
+    assert sweep(job_settings, runs_engine, kinds, clock).claimed == 0  # dead stays dead
+
+    assert store.retry(runs_engine, clock(), job_id) == 1
+    revived = store.get(runs_engine, job_id)
+    assert revived is not None and (revived.status, revived.attempts) == ("pending", 0)
+    assert len(revived.errors) == 3  # the history is kept
+    with runs_engine.begin() as connection:  # the cause is fixed
+        connection.execute(update(jobs).values(payload={}))
+    assert sweep(job_settings, runs_engine, kinds, clock).done == 1
+    assert run_counts(runs_engine) == {job_id: 1}
+
+
+def test_permanent_failure_is_dead_at_once(
+    runs_engine: Engine, job_settings: Settings, kinds: JobKinds
+) -> None:
+    (job_id,) = add(runs_engine, 1, fail="permanent")
+    assert sweep(job_settings, runs_engine, kinds).dead == 1
+    job = store.get(runs_engine, job_id)
+    assert job is not None and (job.status, job.attempts) == ("dead", 1)
+    assert job.errors[0]["error"] == "Permanent: the test said so"
+
+
+def test_a_job_recovers_after_transient_failures(
+    runs_engine: Engine, job_settings: Settings, kinds: JobKinds, clock: MovableClock
+) -> None:
+    (job_id,) = add(runs_engine, 1, fail="until:3")
+    for _ in range(3):
+        sweep(job_settings, runs_engine, kinds, clock)
+        clock.advance(100)
+    job = store.get(runs_engine, job_id)
+    assert job is not None and (job.status, job.attempts, len(job.errors)) == ("done", 3, 2)
+
+
+def test_retry_dead_revives_every_dead_job(
+    runs_engine: Engine, job_settings: Settings, kinds: JobKinds
+) -> None:
+    add(runs_engine, 3, fail="permanent")
+    add(runs_engine, 1)
+    sweep(job_settings, runs_engine, kinds)
+    assert store.retry(runs_engine, utcnow()) == 3
+    assert sorted(statuses(runs_engine).values()) == ["done", "pending", "pending", "pending"]
+
+
+def test_an_expired_lease_is_taken_over_and_the_old_owner_cannot_write(
+    runs_engine: Engine, job_settings: Settings, kinds: JobKinds, clock: MovableClock
+) -> None:
+    ids = add(runs_engine, 3)
+    now = clock()
+    crashed = store.claim(runs_engine, "crashed", 10, ["record"], now, now + timedelta(seconds=5))
+    assert len(crashed) == 3
+    assert sweep(job_settings, runs_engine, kinds, clock).claimed == 0  # lease still live
+    clock.advance(6)
+    summary = sweep(job_settings, runs_engine, kinds, clock)
+    assert (summary.claimed, summary.done) == (3, 3)
+    written = store.complete(runs_engine, "crashed", clock(), done=ids, released=ids)
+    assert written.total == 0  # zero rows: the lease was lost, nothing is overwritten
+    for job_id in ids:
+        job = store.get(runs_engine, job_id)
+        assert job is not None and (job.status, job.attempts) == ("done", 2)
+
+
+def test_a_job_whose_sweepers_keep_dying_ends_dead(
+    runs_engine: Engine, job_settings: Settings, kinds: JobKinds, clock: MovableClock
+) -> None:
+    (job_id,) = add(runs_engine, 1)
+    for _ in range(job_settings.job_max_attempts):
+        now = clock()
+        assert store.claim(runs_engine, "dies", 1, ["record"], now, now + timedelta(seconds=1))
+        clock.advance(2)
+    summary = sweep(job_settings, runs_engine, kinds, clock)
+    job = store.get(runs_engine, job_id)
+    assert summary.dead == 1 and job is not None and job.status == "dead"
+    assert "attempts exhausted" in (job.last_error or "")
+    assert run_counts(runs_engine) == {}
+
+
+def test_the_budget_stops_the_sweep_and_reports_what_remains(
+    runs_engine: Engine, job_settings: Settings, kinds: JobKinds
+) -> None:
+    add(runs_engine, 40, sleep=0.1)
+    started = time.monotonic()
+    summary = sweep(job_settings, runs_engine, kinds, budget=1.5)
+    elapsed = time.monotonic() - started
+    assert elapsed < 1.5, "the sweep outlived its budget"
+    assert summary.stopped == "budget" and summary.budget_left > 0
+    assert 5 <= summary.done <= 15
+    assert summary.still_due == 40 - summary.done
+    counts = statuses(runs_engine)
+    assert list(counts.values()).count("pending") == 40 - summary.done  # nothing left running
+    with runs_engine.connect() as connection:
+        attempts = connection.execute(
+            select(jobs.c.attempts).where(jobs.c.status == "pending")
+        ).scalars()
+        assert set(attempts) == {0}  # a released claim is not an attempt
+
+
+def test_an_exhausted_budget_claims_nothing(
+    runs_engine: Engine, job_settings: Settings, kinds: JobKinds
+) -> None:
+    add(runs_engine, 5)
+    summary = sweep(job_settings, runs_engine, kinds, budget=0.01)
+    assert (summary.claimed, summary.stopped, summary.still_due) == (0, "budget", 5)
+
+
+def test_cancel_only_pending_jobs(
+    runs_engine: Engine, job_settings: Settings, kinds: JobKinds
+) -> None:
+    pending, done = add(runs_engine, 2)
+    store.claim(runs_engine, "t", 1, ["record"], utcnow(), utcnow() + timedelta(seconds=60))
+    assert not store.cancel(runs_engine, pending, utcnow())  # running now
+    store.complete(runs_engine, "t", utcnow(), done=[pending])
+    assert store.cancel(runs_engine, done, utcnow())
+    assert not store.cancel(runs_engine, done, utcnow())
+    assert sweep(job_settings, runs_engine, kinds).claimed == 0
+    assert store.retry(runs_engine, utcnow(), done) == 1  # a cancelled job can be revived
+    assert sweep(job_settings, runs_engine, kinds).done == 1
+
+
+def test_purge_removes_only_finished_jobs_past_retention(runs_engine: Engine) -> None:
+    old_done, old_pending, new_done = add(runs_engine, 3)
+    long_ago = utcnow() - timedelta(days=30)
+    with runs_engine.begin() as connection:
+        for job_id, status, finished in (
+            (old_done, "done", long_ago),
+            (old_pending, "pending", None),
+            (new_done, "done", utcnow()),
+        ):
+            connection.execute(
+                update(jobs)
+                .where(jobs.c.id == job_id)
+                .values(status=status, finished_at=finished, idempotency_key=f"k{job_id}")
+            )
+    assert store.purge(runs_engine, finished_before=utcnow() - timedelta(days=7)) == 1
+    assert set(statuses(runs_engine)) == {old_pending, new_done}
+    assert enqueue(runs_engine, "record", {}, key=f"k{old_done}").inserted  # the key is free
+
+
+def test_concurrent_sweeps_in_threads_run_each_job_once(
+    runs_engine: Engine, job_settings: Settings, kinds: JobKinds
+) -> None:
+    ids = add(runs_engine, 300)
+    summaries = []
+
+    def work() -> None:
+        summaries.append(sweep(job_settings, runs_engine, kinds))
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert run_counts(runs_engine) == {job_id: 1 for job_id in ids}
+    assert sum(s.done for s in summaries) == 300 and sum(s.lost for s in summaries) == 0
+    assert sum(s.claimed > 0 for s in summaries) >= 2, "the sweeps did not overlap"
