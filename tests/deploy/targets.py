@@ -7,6 +7,7 @@ seconds (longer than the warmer's timeout), ``/fail/*`` is a 500, ``/missing/*``
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections import Counter
@@ -77,6 +78,9 @@ class _Handler(BaseHTTPRequestHandler):
         server, kind = self.server, self.path.split("/")[1]
         if self.path in server.files:
             return 200, server.files[self.path]
+        if self.path == "/_hits":  # for a server in another process (the bench)
+            with server.lock:
+                return 200, json.dumps(dict(server.hits)).encode()
         if kind in ("ok", "slow"):
             time.sleep(server.delay if kind == "ok" else server.slow)
             return 200, b"warm " + self.path.encode()
