@@ -11,6 +11,7 @@ import click
 import requests
 
 from consumer import envelopes_out
+from consumer.deploy import cli as deploy_cli
 from consumer.errors import ConsumerError, SettingsError
 from consumer.jobs import cli as jobs_cli
 from consumer.settings import Settings
@@ -191,3 +192,4 @@ def inbox_replay(key: str) -> None:
 
 main.add_command(jobs_cli.jobs)
 main.add_command(jobs_cli.sweep_command)
+main.add_command(deploy_cli.deploy)

@@ -179,3 +179,33 @@ def test_pubsub_mode_through_the_emulator_warms_the_caches_once(
     row = inbox.get("deploy:web:v7")
     assert row is not None and row.result["environment"] == "ci"
     assert targets.hits_of(urls) == [1] * 12
+
+
+@pytest.mark.slow
+def test_the_cli_sends_a_signed_hook_and_lists_the_warm_run(
+    warm_server: tuple[Server, list[str]], targets: TargetServer, sqlite_url: str
+) -> None:
+    server, urls = warm_server
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("CONSUMER_")},
+        "CONSUMER_DATABASE_URL": sqlite_url,
+        "DEPLOY_HOOK_SECRET": SECRET,
+    }
+    command = [shutil.which("consumer") or "consumer", "deploy"]
+    sent = subprocess.run(
+        [*command, "hook", "web", "v3", "--to", f"{server.url}/hooks/deploy"],
+        env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert sent.returncode == 0 and sent.stdout.startswith("200 "), sent.stdout + sent.stderr
+    listed = subprocess.run(
+        [*command, "runs", "--key", "deploy:web:v3"], env=env, capture_output=True, text=True,
+        timeout=60, check=True,
+    )  # fmt: skip
+    assert "deploy:web:v3  http  ok=12 failed=0 not_reached=0" in listed.stdout
+    unsigned = subprocess.run(
+        [*command, "hook", "web", "v4", "--to", f"{server.url}/hooks/deploy"],
+        env={**env, "DEPLOY_HOOK_SECRET": "a-wrong-secret-0123456789"}, capture_output=True,
+        text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert unsigned.returncode == 1 and unsigned.stdout.startswith("401 ")
+    assert targets.hits_of(urls) == [1] * 12
