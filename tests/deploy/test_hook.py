@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 from flask.testing import FlaskClient
+from hypothesis import HealthCheck, given
+from hypothesis import strategies as st
 from sqlalchemy import Engine, func, select
 
 from consumer.app import create_app
@@ -165,3 +167,30 @@ def test_an_oversized_hook_is_413(
 
 def test_only_post_is_allowed(client: FlaskClient) -> None:
     assert client.get("/hooks/deploy").status_code == 405
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    document=st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=30),
+        lambda children: (
+            st.lists(children, max_size=4)
+            | st.dictionaries(st.sampled_from(["service", "release", "version", "x"]), children)
+        ),
+        max_leaves=12,
+    )
+    | st.fixed_dictionaries(
+        {"service": st.text(max_size=250), "release": st.text(max_size=250)},
+        optional={"environment": st.text(max_size=20), "commit": st.text(max_size=20)},
+    ),
+)
+def test_any_signed_body_gets_a_200_or_a_clear_400_never_a_500(
+    sqlite_url: str, document: Any
+) -> None:
+    config = Settings(database_url=sqlite_url, local_mode=True, deploy_hook_secrets=(SECRET,))
+    client = create_app(config).test_client()
+    status, body = hook(client, body=json.dumps(document).encode())
+    assert status in (200, 400), body
+    assert body["outcome"] in ("skipped", "duplicate", "rejected")

@@ -1,0 +1,57 @@
+"""The deploy and warmer settings: read from CONSUMER_* variables, refused when unusable."""
+
+from __future__ import annotations
+
+import pytest
+
+from consumer.deploy.http_fetch import HttpPolicy
+from consumer.errors import SettingsError
+from consumer.settings import Settings
+
+BASE = {"CONSUMER_LOCAL_MODE": "true"}
+
+
+def test_the_variables_are_read() -> None:
+    settings = Settings.from_env(
+        {
+            **BASE,
+            "CONSUMER_DEPLOY_HOOK_SECRETS": "new-secret-0123456789, old-secret-0123456789",
+            "CONSUMER_DEPLOY_HOOK_TOLERANCE_SECONDS": "120",
+            "CONSUMER_WARM_TARGETS": "https://example.test/,https://example.test/pricing",
+            "CONSUMER_WARM_SITEMAP_URL": "https://example.test/sitemap.xml",
+            "CONSUMER_WARM_CONCURRENCY": "16",
+            "CONSUMER_WARM_TIMEOUT_MS": "2500",
+            "CONSUMER_WARM_RETRIES": "3",
+            "CONSUMER_WARM_BACKOFF_MS": "100",
+            "CONSUMER_WARM_HEADERS": '{"Authorization": "Bearer x, y", "X-Warm": "1"}',
+        }
+    )
+    assert settings.deploy_hook_secrets == ("new-secret-0123456789", "old-secret-0123456789")
+    assert settings.warm_targets == ("https://example.test/", "https://example.test/pricing")
+    policy = HttpPolicy.from_settings(settings)
+    assert (policy.timeout_seconds, policy.retries, policy.backoff_seconds) == (2.5, 3, 0.1)
+    assert policy.concurrency == 16 and policy.headers["Authorization"] == "Bearer x, y"
+    assert policy.headers["User-Agent"].startswith("consumer-cache-warmer")
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "fragment"),
+    [
+        ("CONSUMER_DEPLOY_HOOK_SECRETS", "short", "at least 16 characters"),
+        ("CONSUMER_DEPLOY_HOOK_TOLERANCE_SECONDS", "0", "TOLERANCE_SECONDS must be positive"),
+        ("CONSUMER_WARM_TARGETS", "https://ok.test/,ftp://files.test/", "http(s) URLs"),
+        ("CONSUMER_WARM_SITEMAP_URL", "sitemap.xml", "http(s) URLs"),
+        ("CONSUMER_WARM_CONCURRENCY", "0", "WARM_CONCURRENCY must be 1..256"),
+        ("CONSUMER_WARM_CONCURRENCY", "1000", "WARM_CONCURRENCY must be 1..256"),
+        ("CONSUMER_WARM_TIMEOUT_MS", "0", "WARM_TIMEOUT_MS must be positive"),
+        ("CONSUMER_WARM_RETRIES", "-1", "WARM_RETRIES must be 0..10"),
+        ("CONSUMER_WARM_BACKOFF_MS", "-5", "must not be negative"),
+        ("CONSUMER_WARM_MAX_TARGETS", "0", "at least 1"),
+        ("CONSUMER_WARM_HEADERS", "Authorization: x", "JSON object"),
+        ("CONSUMER_WARM_HEADERS", '{"X-Count": 3}', "JSON object"),
+        ("CONSUMER_WARM_HEADERS", '{"X-A": "1\\r\\nX-Injected: 1"}', "JSON object"),
+    ],
+)
+def test_unusable_values_are_refused_at_start(name: str, value: str, fragment: str) -> None:
+    with pytest.raises(SettingsError, match=fragment.replace("(", r"\(").replace(")", r"\)")):
+        Settings.from_env({**BASE, name: value})
