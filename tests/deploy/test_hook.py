@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from sqlalchemy import Engine, func, select
 
@@ -169,7 +170,7 @@ def test_only_post_is_allowed(client: FlaskClient) -> None:
     assert client.get("/hooks/deploy").status_code == 405
 
 
-@settings(
+@hypothesis_settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
