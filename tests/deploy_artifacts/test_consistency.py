@@ -45,7 +45,6 @@ def chain(docs: list[Doc], module: Module, values: dict[str, Any]) -> Chain:
 
 def test_timing_chain_holds(chain: Chain) -> None:
     assert problems(chain) == []
-    assert chain.configmap_ack == chain.service_default_ack == 60
 
 
 @pytest.mark.parametrize(
@@ -195,3 +194,13 @@ def test_configmap_holds_only_settings_the_service_knows(docs: list[Doc]) -> Non
     env = config_env(docs)
     assert all(key.startswith("CONSUMER_") for key in env)
     service_settings(docs).validate()
+
+
+def test_ingress_exposes_exactly_the_services_post_routes(docs: list[Doc], tmp_path: Path) -> None:
+    """Every entry a trigger calls is reachable; health, readiness and metrics stay internal."""
+    from consumer.app import create_app
+
+    app = create_app(Settings(local_mode=True, database_url=f"sqlite:///{tmp_path / 'c.db'}"))
+    posts = {rule.rule for rule in app.url_map.iter_rules() if "POST" in (rule.methods or ())}
+    rule = one(docs, "Ingress")["spec"]["rules"][0]
+    assert {path["path"] for path in rule["http"]["paths"]} == posts
