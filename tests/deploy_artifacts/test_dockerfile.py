@@ -139,3 +139,35 @@ def test_gunicorn_in_the_container_takes_its_timeouts_from_the_configmap(overlay
     assert (settings["timeout"], settings["graceful_timeout"]) == (ack, ack)
     assert settings["bind"] == [config_env(docs)["CONSUMER_BIND"]]
     assert settings["worker_tmp_dir"] == "/dev/shm" and settings["control_socket_disable"] is True
+
+
+@pytest.mark.slow
+def test_the_build_context_installs_every_package_file(tmp_path: Path) -> None:
+    """The build stage's install (an isolated build, as in the image) from exactly the files
+    .dockerignore admits: a data file missing from package-data (a migration, openapi.yaml)
+    would be missing in the image."""
+    import shutil
+    import zipfile
+
+    context = tmp_path / "context"
+    context.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, context / name)
+    shutil.copytree(
+        ROOT / "consumer", context / "consumer", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    wheels = tmp_path / "wheels"
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q",
+         "-w", str(wheels), str(context)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    (wheel,) = wheels.glob("consumer-*.whl")
+    packaged = set(zipfile.ZipFile(wheel).namelist())
+    sources = {
+        str(path.relative_to(context))
+        for path in (context / "consumer").rglob("*")
+        if path.is_file() and path.suffix in {".py", ".yaml", ".mako", ".json", ".sql"}
+    }
+    assert sources - packaged == set()
