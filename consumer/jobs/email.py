@@ -102,15 +102,15 @@ def smtp_session(settings: Settings, remaining: float) -> Iterator[smtplib.SMTP]
     """One authenticated SMTP connection, shared by the jobs of a batch."""
     port = settings.smtp_port or DEFAULT_PORTS[settings.smtp_security]
     timeout = max(1.0, min(float(settings.smtp_timeout_seconds), remaining))
-    tls = ssl.create_default_context()
     smtp: smtplib.SMTP
     if settings.smtp_security == "ssl":
-        smtp = smtplib.SMTP_SSL(settings.smtp_host, port, timeout=timeout, context=tls)
+        context = ssl.create_default_context()
+        smtp = smtplib.SMTP_SSL(settings.smtp_host, port, timeout=timeout, context=context)
     else:
         smtp = smtplib.SMTP(settings.smtp_host, port, timeout=timeout)
     try:
         if settings.smtp_security == "starttls":
-            smtp.starttls(context=tls)
+            smtp.starttls(context=ssl.create_default_context())
         if settings.smtp_username:
             smtp.login(settings.smtp_username, settings.smtp_password)
         yield smtp
