@@ -61,13 +61,8 @@ def medians(reports: Sequence[WarmReport]) -> dict[str, float]:
     }
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="bench.warm_run", description=__doc__)
-    parser.add_argument("--targets", type=int, default=200)
-    parser.add_argument("--concurrency", type=int, default=16)
-    parser.add_argument("--delay-ms", type=float, default=20.0)
-    parser.add_argument("--repeat", type=int, default=5)
-    args = parser.parse_args(argv)
+def measure(args: argparse.Namespace) -> dict[int, dict[str, float]]:
+    """Medians per concurrency (1, the baseline, and the one asked for), same server, same run."""
     ports: Queue[int] = multiprocessing.Queue()
     stop = multiprocessing.Event()
     process = multiprocessing.Process(target=_serve, args=(args.delay_ms / 1000, ports, stop))
@@ -75,13 +70,23 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         base = f"http://127.0.0.1:{ports.get(timeout=30)}"
         urls = [f"{base}/ok/{n}" for n in range(args.targets)]
-        rows = {
+        return {
             concurrency: medians([one_run(base, urls, concurrency) for _ in range(args.repeat)])
             for concurrency in (1, args.concurrency)
         }
     finally:
         stop.set()
         process.join(30)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="bench.warm_run", description=__doc__)
+    parser.add_argument("--targets", type=int, default=200)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--delay-ms", type=float, default=20.0)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args(argv)
+    rows = measure(args)
     print(f"{args.targets} targets, server delay {args.delay_ms:g} ms, medians of {args.repeat}")
     for concurrency, row in rows.items():
         figures = "  ".join(f"{name} {value:8.1f}" for name, value in row.items())

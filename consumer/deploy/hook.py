@@ -39,19 +39,10 @@ FIELDS = ("service", "release", "version", "environment", "commit")
 def parse_hook(body: bytes, received: datetime, period_of: PeriodLookup) -> DeployEvent:
     """The deploy event a verified hook body describes; ``InvalidEvent``/``InvalidEnvelope``
     (400) when it does not describe one."""
-    if not body.strip():
-        raise InvalidEvent("empty body: expected {service, release, environment?, commit?}")
-    document = load_json_object(body, Limits())
-    for name in FIELDS:
-        if name in document and not isinstance(document[name], str):
-            raise InvalidEvent(f"'{name}' must be a string")
-    fields = {name: document.get(name, "").strip() for name in FIELDS}
-    fields["release"] = fields["release"] or fields.pop("version")
-    canonical = {"event": "deploy", **{k: v for k, v in fields.items() if v and k != "version"}}
     message = PushMessage(
         message_id=f"hook-{uuid.uuid4().hex}",
         publish_time=received,
-        data=json.dumps(canonical, sort_keys=True).encode(),
+        data=json.dumps(_canonical(body), sort_keys=True).encode(),
         attributes={"event": "deploy"},
         subscription=HOOK_SUBSCRIPTION,
         format=Format.DEPLOY_HOOK,
@@ -62,12 +53,26 @@ def parse_hook(body: bytes, received: datetime, period_of: PeriodLookup) -> Depl
     return event
 
 
+def _canonical(body: bytes) -> dict[str, str]:
+    """The deploy fields of the body as the Pub/Sub path reads them (and nothing else, so a
+    stray ``task`` field cannot turn a hook into a tick, now or on replay)."""
+    if not body.strip():
+        raise InvalidEvent("empty body: expected {service, release, environment?, commit?}")
+    document = load_json_object(body, Limits())
+    for name in FIELDS:
+        if name in document and not isinstance(document[name], str):
+            raise InvalidEvent(f"'{name}' must be a string")
+    fields = {name: document.get(name, "").strip() for name in FIELDS}
+    fields["release"] = fields["release"] or fields["version"]
+    return {"event": "deploy", **{k: v for k, v in fields.items() if v and k != "version"}}
+
+
 def hook_view(settings: Settings, dispatcher: Dispatcher) -> Callable[[], Response]:
     """The view for ``POST /hooks/deploy``: verify, parse, then the dispatcher decides."""
     verifier = Verifier(settings.deploy_hook_secrets, settings.deploy_hook_tolerance_seconds)
 
     def deploy_hook() -> Response:
-        started = time.monotonic()
+        started, event = time.monotonic(), None
         try:
             body = _body()
             verifier.verify(dict(request.headers), body, dispatcher.clock().timestamp())
@@ -75,7 +80,7 @@ def hook_view(settings: Settings, dispatcher: Dispatcher) -> Callable[[], Respon
             outcome = dispatcher.handle(event)
         except ConsumerError as error:
             outcome = from_error(error)
-        _log_decision(outcome, time.monotonic() - started)
+        _log_decision(outcome, event, time.monotonic() - started)
         response = jsonify(outcome.body())
         response.status_code = outcome.http_status
         return response
@@ -100,12 +105,13 @@ def _body() -> bytes:
     return b"".join(chunks)
 
 
-def _log_decision(outcome: Outcome, seconds: float) -> None:
+def _log_decision(outcome: Outcome, event: DeployEvent | None, seconds: float) -> None:
     metrics.record(outcome, seconds)
     log.info(
         "deploy hook decided",
         extra={
             "route": HOOK_SUBSCRIPTION,
+            "message_id": event.message.message_id if event else None,
             "key": outcome.key,
             "outcome": outcome.kind.value,
             "status": outcome.http_status,
