@@ -60,7 +60,7 @@ def warm_all(
     def work() -> None:
         with requests.Session() as session:
             while (url := take()) is not None:
-                results.append(fetch(session, url, policy, budget)[0])
+                results.append(_fetch_one(session, url, policy, budget))
 
     workers = min(policy.concurrency, len(targets))
     if workers:
@@ -68,6 +68,18 @@ def warm_all(
             for future in [pool.submit(work) for _ in range(workers)]:
                 future.result()
     return results, list(pending)
+
+
+def _fetch_one(
+    session: requests.Session, url: str, policy: HttpPolicy, budget: Budget
+) -> TargetResult:
+    """One target; even an unexpected error stays this target's failure, not the run's."""
+    started = time.monotonic()
+    try:
+        return fetch(session, url, policy, budget)[0]
+    except Exception as exc:
+        error = f"{type(exc).__name__}: {exc}"[:500]
+        return TargetResult(url, False, time.monotonic() - started, error=error)
 
 
 def _from_sitemap(

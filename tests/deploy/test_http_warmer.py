@@ -148,3 +148,13 @@ def test_max_targets_cuts_the_list_with_a_note(targets: TargetServer, local_engi
 def test_nothing_configured_means_nothing_to_report(local_engine: Engine) -> None:
     context = HandlerContext(Settings(local_mode=True), local_engine, EVENT.key, 1, 1e12)
     assert HttpWarmer()(context, EVENT) is None
+
+
+def test_an_unusable_url_fails_alone_without_retries(
+    targets: TargetServer, local_engine: Engine
+) -> None:
+    good = targets.urls("ok", 3)
+    report = warm(local_engine, warm_targets=("http://127.0.0.1:99999/x", *good), warm_retries=3)
+    assert report.ok == 3 and targets.hits_of(good) == [1, 1, 1]
+    (failure,) = report.failed
+    assert failure.attempts == 1 and "InvalidURL" in failure.error
