@@ -19,13 +19,15 @@ from consumer.settings import Settings
 TIMEOUT_SECONDS = 30
 
 
-def load_settings(**overrides: Any) -> Settings:
+def load_settings(*, serves_push: bool = False, **overrides: Any) -> Settings:
+    """Settings from the environment plus command-line overrides; only ``serve`` needs push
+    authentication configured."""
     env = dict(os.environ)
     for name, value in overrides.items():
         if value is not None:
             env[f"CONSUMER_{name.upper()}"] = str(value)
     try:
-        return Settings.from_env(env)
+        return Settings.from_env(env, serves_push=serves_push)
     except SettingsError as exc:
         raise click.UsageError(f"invalid settings: {exc}") from exc
 
@@ -58,7 +60,7 @@ def serve(local: bool, bind: str | None, workers: int | None, tick_seconds: int 
     if local:
         overrides["local_mode"] = "true"
         overrides["local_tick_seconds"] = 10 if tick_seconds is None else tick_seconds
-    settings = load_settings(**overrides)
+    settings = load_settings(serves_push=True, **overrides)
     run(settings)
 
 
@@ -68,6 +70,16 @@ def settings_reference() -> None:
     from consumer.settings_doc import markdown_table
 
     click.echo(markdown_table())
+
+
+@main.command()
+@click.argument("subscription")
+@click.option("--max-messages", default=4, show_default=True, help="Messages in flight at once.")
+def pull(subscription: str, max_messages: int) -> None:
+    """Stream-pull SUBSCRIPTION (projects/P/subscriptions/S) into the same core as /push."""
+    from consumer.pull import run_pull
+
+    run_pull(load_settings(), subscription, max_messages)
 
 
 @main.group()
@@ -80,7 +92,7 @@ def db_upgrade() -> None:
     """Apply every pending migration."""
     from consumer.db.migrate import upgrade
 
-    settings = load_settings(local_mode="true")
+    settings = load_settings()
     upgrade(settings.database_url)
     click.echo("database is up to date")
 
@@ -148,7 +160,7 @@ def _inbox() -> Any:
     from consumer.db.engine import make_engine
     from consumer.inbox import Inbox
 
-    return Inbox(make_engine(load_settings(local_mode="true").database_url))
+    return Inbox(make_engine(load_settings().database_url))
 
 
 @inbox.command("list")

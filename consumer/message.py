@@ -21,6 +21,7 @@ class Format(StrEnum):
     CLOUDEVENT_STRUCTURED = "cloudevent-structured"
     DEPLOY_HOOK = "deploy-hook"
     CLI = "cli"
+    PULL = "pull"
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,8 @@ STATUS = {
     Kind.LEASE_LOST: 200,
     Kind.UNAVAILABLE: 503,
 }
-
+ACK_STATUSES = frozenset({102, 200, 201, 202, 204})
+"""The statuses Pub/Sub counts as an ack; anything else is redelivered."""
 ROUTE_OF_KEY_PREFIX = {"tick": "tick", "storage": "storage", "deploy": "deploy", "message": "other"}
 
 
@@ -57,6 +58,10 @@ class Outcome:
     @property
     def http_status(self) -> int:
         return self.status or STATUS[self.kind]
+
+    @property
+    def acked(self) -> bool:
+        return self.http_status in ACK_STATUSES
 
     def body(self) -> dict[str, Any]:
         return {"outcome": self.kind.value, "key": self.key, **self.details}

@@ -129,8 +129,9 @@ class Settings:
         return self.ack_deadline_seconds
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> Settings:
-        """Build from ``CONSUMER_*`` variables; every problem is reported at once."""
+    def from_env(cls, env: Mapping[str, str], *, serves_push: bool = True) -> Settings:
+        """Build from ``CONSUMER_*`` variables; every problem is reported at once.
+        ``serves_push=False`` (pull mode, CLI tools) has no endpoint to authenticate."""
         values: dict[str, Any] = {}
         problems: list[str] = []
         known = {f.name.upper(): f for f in dataclasses.fields(cls)}
@@ -149,22 +150,22 @@ class Settings:
         if problems:
             raise SettingsError("; ".join(sorted(problems)))
         settings = cls(**values)
-        settings.validate()
+        settings.validate(serves_push=serves_push)
         return settings
 
-    def validate(self) -> None:
+    def validate(self, *, serves_push: bool = True) -> None:
         """Refuse settings that would break the delivery promise or leave the endpoint open."""
-        problems = [msg for ok, msg in self._rules() if not ok]
+        problems = [msg for ok, msg in self._rules(serves_push) if not ok]
         if problems:
             raise SettingsError("; ".join(problems))
 
-    def _rules(self) -> list[tuple[bool, str]]:
+    def _rules(self, serves_push: bool) -> list[tuple[bool, str]]:
         authenticated = bool(self.push_audience and self.push_service_accounts) or bool(
             self.push_token
         )
         return [
             (
-                self.local_mode or authenticated,
+                self.local_mode or authenticated or not serves_push,
                 "push authentication is not configured: set CONSUMER_PUSH_AUDIENCE and "
                 "CONSUMER_PUSH_SERVICE_ACCOUNTS (OIDC) or CONSUMER_PUSH_TOKEN, "
                 "or CONSUMER_LOCAL_MODE=true for an insecure local run",

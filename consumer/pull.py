@@ -1,0 +1,115 @@
+"""Pull mode: the same core fed by a streaming pull, for clusters with no public HTTPS endpoint.
+
+Each received message goes through the same dispatcher as a push; the outcome's HTTP status
+decides ack (2xx) or nack, exactly as Pub/Sub would read it from a push response. Flow control
+bounds how many messages one process holds at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from google.cloud import pubsub_v1
+from google.cloud.pubsub_v1.subscriber.scheduler import ThreadScheduler
+
+from consumer import metrics
+from consumer.db.engine import make_engine
+from consumer.dispatch import Dispatcher
+from consumer.errors import ConsumerError
+from consumer.logs import configure_logging
+from consumer.message import Format, PushMessage
+from consumer.outcomes import Outcome, from_error
+from consumer.plugins import build_registry
+from consumer.settings import Settings
+
+log = logging.getLogger("consumer.pull")
+
+
+def to_message(received: Any, subscription: str) -> PushMessage:
+    """A pulled ``pubsub_v1`` message as the typed message a push would have produced."""
+    return PushMessage(
+        message_id=received.message_id,
+        publish_time=received.publish_time,
+        data=bytes(received.data),
+        attributes=dict(received.attributes),
+        subscription=subscription,
+        ordering_key=received.ordering_key or "",
+        delivery_attempt=received.delivery_attempt,
+        format=Format.PULL,
+    )
+
+
+class PullConsumer:
+    """Streams ``subscription`` into ``dispatcher`` with at most ``max_messages`` in flight."""
+
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        subscription: str,
+        max_messages: int = 4,
+        client: pubsub_v1.SubscriberClient | None = None,
+    ) -> None:
+        self.dispatcher = dispatcher
+        self.subscription = subscription
+        self.max_messages = max_messages
+        self.client = client or pubsub_v1.SubscriberClient()
+
+    def handle(self, received: Any) -> None:
+        """The subscriber's callback: decide, then ack or nack. Never raises into the library."""
+        started = time.monotonic()
+        try:
+            outcome = self.dispatcher.dispatch(to_message(received, self.subscription))
+        except ConsumerError as error:
+            outcome = from_error(error)
+        except Exception:
+            log.exception("unexpected failure on message %s", received.message_id)
+            received.nack()
+            return
+        metrics.record(outcome, time.monotonic() - started)
+        self._log(outcome, received.message_id, time.monotonic() - started)
+        if outcome.acked:
+            received.ack()
+        else:
+            received.nack()
+
+    def run(self, stop: threading.Event) -> None:
+        """Pull until ``stop`` is set, then finish the messages in hand and return."""
+        executor = ThreadPoolExecutor(max_workers=self.max_messages, thread_name_prefix="pull")
+        future = self.client.subscribe(
+            self.subscription,
+            callback=self.handle,
+            flow_control=pubsub_v1.types.FlowControl(max_messages=self.max_messages),
+            scheduler=ThreadScheduler(executor),
+        )
+        log.info("pulling", extra={"subscription": self.subscription})
+        stop.wait()
+        future.cancel()
+        future.result()
+
+    @staticmethod
+    def _log(outcome: Outcome, message_id: str, seconds: float) -> None:
+        log.info(
+            "pull decided",
+            extra={
+                "message_id": message_id, "key": outcome.key, "route": outcome.route,
+                "outcome": outcome.kind.value, "acked": outcome.acked,
+                "attempt": outcome.details.get("attempt"), "duration_ms": round(seconds * 1000, 1),
+            },
+        )  # fmt: skip
+
+
+def run_pull(settings: Settings, subscription: str, max_messages: int) -> None:
+    """``consumer pull``: run until SIGTERM or SIGINT, then drain and exit."""
+    configure_logging(settings.log_level)
+    engine = make_engine(settings.database_url)
+    dispatcher = Dispatcher(settings, engine, build_registry(settings))
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    PullConsumer(dispatcher, subscription, max_messages).run(stop)
+    engine.dispose()
