@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import inspect
+import itertools
 from typing import Any
 
 from consumer.settings import PREFIX, Settings
@@ -19,10 +20,14 @@ def field_docs() -> dict[str, str]:
     tree = ast.parse(inspect.getsource(Settings))
     body = tree.body[0].body  # type: ignore[attr-defined]
     docs: dict[str, str] = {}
-    for current, following in zip(body, body[1:], strict=False):
-        if isinstance(current, ast.AnnAssign) and isinstance(current.target, ast.Name):
-            if isinstance(following, ast.Expr) and isinstance(following.value, ast.Constant):
-                docs[current.target.id] = " ".join(str(following.value.value).split())
+    for current, following in itertools.pairwise(body):
+        documented = isinstance(following, ast.Expr) and isinstance(following.value, ast.Constant)
+        if (
+            documented
+            and isinstance(current, ast.AnnAssign)
+            and isinstance(current.target, ast.Name)
+        ):
+            docs[current.target.id] = " ".join(str(following.value.value).split())
     return docs
 
 

@@ -12,7 +12,11 @@ import consumer
 from consumer.db.engine import make_engine
 from consumer.db.schema import metadata
 
-ENTRY_POINTS = {"consumer.wsgi", "consumer.gunicorn_conf"}  # they read the environment
+ENTRY_POINTS = {
+    "consumer.wsgi",
+    "consumer.gunicorn_conf",
+    "consumer.__main__",
+}  # they act on import
 
 
 def import_every_module() -> None:

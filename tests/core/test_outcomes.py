@@ -142,16 +142,18 @@ def test_permanent_error_is_dead_with_the_full_message_and_replayable(
 def test_replay_of_an_unroutable_event_runs_once_a_handler_exists(
     engine: Engine, clock: Clock, settings: Settings
 ) -> None:
-    bare = create_app(settings, engine=engine, clock=clock).test_client()  # no effects plugin
-    status, answer = post(bare, deploy_body("api", "r9"))
+    bare = create_app(settings, engine=engine, clock=clock).test_client()  # no "effect" task
+    # Replay runs on the real clock, so the tick is published "now" to stay current.
+    status, answer = post(bare, tick_body("effect", publish_time=datetime.now(UTC)))
     assert (status, answer["outcome"]) == (200, "unroutable")
+    key = answer["key"]
     with_plugin = Settings(
         settings.database_url, local_mode=True, plugins=("tests.plugins.effects",)
     )
-    assert replay(with_plugin, "deploy:api:r9").kind.value == "done"
+    assert replay(with_plugin, key).kind.value == "done"
     assert len(effect_rows(engine)) == 1
     with pytest.raises(NotReplayable):
-        replay(with_plugin, "deploy:api:r9")  # done rows are not replayed
+        replay(with_plugin, key)  # finished rows are not replayed
 
 
 def test_unknown_message_is_recorded_unroutable(client: FlaskClient, engine: Engine) -> None:
