@@ -165,16 +165,21 @@ def secrets(docs: list[Doc]) -> list[str]:
     return problems
 
 
+def _pinned(image: str) -> bool:
+    if "@sha256:" in image:
+        return True
+    repository, _, tag = image.rpartition(":")
+    return "/" in repository and tag not in ("", "latest") and "/" not in tag
+
+
 def images(docs: list[Doc]) -> list[str]:
     """Images come from a registry with an explicit, non-floating tag or a digest."""
-    problems = []
-    for doc in workloads(docs):
-        for container in containers(doc):
-            image = container["image"]
-            repository, _, tag = image.rpartition(":") if "@" not in image else (image, "", "d")
-            if "/" not in repository or tag in ("", "latest") or "/" in tag:
-                problems.append(f"{_name(doc, container)}: image {image!r} is not pinned")
-    return problems
+    return [
+        f"{_name(doc, container)}: image {container['image']!r} is not pinned"
+        for doc in workloads(docs)
+        for container in containers(doc)
+        if not _pinned(container["image"])
+    ]
 
 
 def identity(docs: list[Doc]) -> list[str]:
