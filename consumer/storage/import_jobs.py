@@ -67,36 +67,41 @@ def _records(file: FileInput, file_format: str) -> Iterator[Record]:
 
 
 class _Importer:
-    """Turns records into jobs, committing a batch (and the progress it represents) at a time."""
+    """Turns records into jobs, committing a batch (and the progress it represents) at a time.
+    Counters are plain attributes: this loop runs once per row."""
 
     def __init__(self, file: FileInput, options: ImportOptions) -> None:
         self.file = file
         self.options = options
+        resumed = file.resumed
+        self.accepted, self.rejected = resumed.rows_accepted, resumed.rows_rejected
+        self.created, self.errors = resumed.jobs_created, list(resumed.errors)
+        self.line, self.offset = resumed.resume_line, resumed.resume_offset
+        self.committed_line = resumed.resume_line
         self.jobs: list[NewJob] = []
         self.rows_in_batch = 0
         self.cycle_seconds = 0.0
         self.cycle_started = time.monotonic()
-        self.committed_line = file.resumed.resume_line
 
     def run(self, records: Iterator[Record]) -> Progress:
-        progress = self.file.resumed
         for record in records:
-            progress = self._take(record, progress)
+            self._take(record)
             if self.rows_in_batch >= self.options.batch_rows:
-                progress = self._flush(progress)
-        return self._flush(progress)
+                self._flush()
+        self._flush()
+        return self.file.timed(self._progress(self.created))
 
-    def _take(self, record: Record, progress: Progress) -> Progress:
+    def _take(self, record: Record) -> None:
         self.rows_in_batch += 1
-        progress = progress.advanced(resume_line=record.last_line, resume_offset=record.end)
+        self.line, self.offset = record.last_line, record.end
         problem = record.problem or row_problem(record.fields, self.options)
-        if problem:
-            errors = progress.errors
-            if len(errors) < self.options.max_errors:
-                errors = (*errors, {"line": record.line, "error": problem})
-            return progress.advanced(rows_rejected=progress.rows_rejected + 1, errors=errors)
-        self.jobs.append(self._job(record))
-        return progress.advanced(rows_accepted=progress.rows_accepted + 1)
+        if not problem:
+            self.accepted += 1
+            self.jobs.append(self._job(record))
+            return
+        self.rejected += 1
+        if len(self.errors) < self.options.max_errors:
+            self.errors.append({"line": record.line, "error": problem})
 
     def _job(self, record: Record) -> NewJob:
         options = self.options
@@ -105,20 +110,23 @@ class _Importer:
             options.kind, record.fields, key, None, options.priority, options.max_attempts
         )
 
-    def _flush(self, pending: Progress) -> Progress:
+    def _progress(self, created: int) -> Progress:
+        return Progress(
+            self.accepted, self.rejected, created, self.line, self.offset, tuple(self.errors)
+        )
+
+    def _flush(self) -> None:
         """Commit the batch, unless the budget cannot cover it: then stop where the last
         commit left off (``BudgetExhausted``)."""
         if not self.rows_in_batch:
-            return pending
+            return
         self.file.pacer.ensure(self.cycle_seconds, f"after line {self.committed_line}")
         jobs, self.jobs, self.rows_in_batch = self.jobs, [], 0
 
         def work(connection: Connection) -> Progress:
-            created = enqueue_many(connection, jobs)
-            return pending.advanced(jobs_created=pending.jobs_created + created)
+            return self._progress(self.created + enqueue_many(connection, jobs))
 
         committed = self.file.commit(work)
-        self.committed_line = committed.resume_line
+        self.created, self.committed_line = committed.jobs_created, committed.resume_line
         now = time.monotonic()
         self.cycle_seconds, self.cycle_started = now - self.cycle_started, now
-        return committed

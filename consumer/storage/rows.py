@@ -9,7 +9,7 @@ from __future__ import annotations
 import csv
 import json
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from consumer.storage.lines import Line
@@ -81,9 +81,11 @@ def csv_records(lines: Iterable[Line], header: Sequence[str]) -> Iterator[Record
         if record.problem:
             yield record
         elif len(values) != len(header):
-            yield replace(record, problem=f"expected {len(header)} fields, found {len(values)}")
+            problem = f"expected {len(header)} fields, found {len(values)}"
+            yield Record(record.line, record.last_line, record.end, None, problem)
         else:
-            yield replace(record, fields=dict(zip(header, values, strict=True)))
+            fields = dict(zip(header, values, strict=True))
+            yield Record(record.line, record.last_line, record.end, fields)
 
 
 def _csv(feed: _Feed) -> Iterator[tuple[Record, list[str]]]:
@@ -122,7 +124,7 @@ def jsonl_records(lines: Iterable[Line]) -> Iterator[Record]:
         problem = line.problem
         value: Any = None
         if not problem:
-            value, problem = _json_object(line.text)
+            value, problem = _json_object(line.text.rstrip("\r\n"))
         fields = None if problem else value
         yield Record(line.number, line.number, line.end, fields, problem)
 

@@ -101,6 +101,8 @@ def load_rules(raw: str) -> Rules:
     text = raw.strip()
     if not text:
         return Rules()
+    if text.startswith("{"):
+        raise SettingsError("expected a JSON list of rules, not one object")
     if not text.startswith("["):
         try:
             text = Path(text).read_text(encoding="utf-8")

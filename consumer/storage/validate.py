@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
-from email.utils import parseaddr
 from typing import Any
 
 from consumer.storage.import_options import ImportOptions
+
+_MAILBOX = r"[^\s<>@,;\"]+@[^\s<>@,;\"]+\.[^\s<>@,;\".]+"
+ADDRESS = re.compile(rf"\s*(?:{_MAILBOX}|[^<>@,;]*<{_MAILBOX}>)\s*")
 
 
 def row_problem(fields: Mapping[str, Any] | None, options: ImportOptions) -> str:
@@ -35,9 +38,8 @@ def _address_problem(name: str, value: Any) -> str:
 
 
 def _is_address(text: str) -> bool:
-    address = parseaddr(text)[1]
-    local, at, domain = address.rpartition("@")
-    return bool(local and at and "." in domain.strip(".")) and not any(c.isspace() for c in address)
+    """``a@example.com`` or ``Name <a@example.com>``; one address, with a dotted domain."""
+    return ADDRESS.fullmatch(text) is not None
 
 
 def _payload_problem(fields: Mapping[str, Any], max_bytes: int) -> str:
