@@ -15,6 +15,7 @@ from consumer.deploy import cli as deploy_cli
 from consumer.errors import ConsumerError, SettingsError
 from consumer.jobs import cli as jobs_cli
 from consumer.settings import Settings
+from consumer.storage import cli as storage_cli
 
 TIMEOUT_SECONDS = 30
 
@@ -205,3 +206,4 @@ def inbox_replay(key: str) -> None:
 main.add_command(jobs_cli.jobs)
 main.add_command(jobs_cli.sweep_command)
 main.add_command(deploy_cli.deploy)
+main.add_command(storage_cli.files)

@@ -1,0 +1,85 @@
+"""``consumer files ...``: the processed-files record and the processing rules (added to the main
+group in consumer.cli)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
+
+import click
+
+from consumer.storage.model import FileStatus
+from consumer.storage.store import ProcessedFiles
+
+FILE_URL = re.compile(r"gs://(?P<bucket>[^/]+)/(?P<name>.+)#(?P<generation>\d+)")
+
+
+@contextmanager
+def _files() -> Iterator[ProcessedFiles]:
+    from consumer.cli import load_settings
+    from consumer.db.engine import make_engine
+
+    engine = make_engine(load_settings(local_mode="true").database_url)
+    try:
+        yield ProcessedFiles(engine)
+    finally:
+        engine.dispose()
+
+
+@click.group()
+def files() -> None:
+    """Processed uploads (one row per object generation) and the processing rules."""
+
+
+@files.command("list")
+@click.option("--status", type=click.Choice([status.value for status in FileStatus]))
+@click.option("--limit", default=50, show_default=True)
+def files_list(status: str | None, limit: int) -> None:
+    """Most recently updated first."""
+    with _files() as processed:
+        rows = processed.list(FileStatus(status) if status else None, limit)
+    for row in rows:
+        progress = row.progress
+        click.echo(
+            f"{row.updated_at:%Y-%m-%d %H:%M:%S}  {row.status:<8}  "
+            f"{progress.rows_accepted:>8} ok {progress.rows_rejected:>6} bad  "
+            f"gs://{row.bucket}/{row.name}#{row.generation}"
+        )
+
+
+@files.command("show")
+@click.argument("url")
+def files_show(url: str) -> None:
+    """One file in full, with its rejected rows: URL is gs://BUCKET/NAME#GENERATION."""
+    match = FILE_URL.fullmatch(url)
+    if match is None:
+        raise click.BadParameter("expected gs://BUCKET/NAME#GENERATION", param_hint="URL")
+    with _files() as processed:
+        row = processed.get(match["bucket"], match["name"], int(match["generation"]))
+    if row is None:
+        raise click.ClickException(f"no processed file {url}")
+    record = {**asdict(row), "progress": asdict(row.progress)}
+    click.echo(json.dumps(record, default=str, indent=2))
+
+
+@files.command("rules")
+def files_rules() -> None:
+    """Check CONSUMER_STORAGE_RULES and print them, with the processors they may name."""
+    from consumer.cli import load_settings
+    from consumer.plugins import build_registry
+    from consumer.storage.processors import processors_of
+    from consumer.storage.rules import load_rules
+
+    settings = load_settings(local_mode="true")
+    known = processors_of(build_registry(settings)).names()
+    for number, rule in enumerate(load_rules(settings.storage_rules).rules, 1):
+        flag = "" if rule.processor in known else "   <- NOT REGISTERED"
+        conditions = {
+            k: v for k, v in asdict(rule).items() if v and k not in ("processor", "events")
+        }
+        events = ",".join(sorted(event.value for event in rule.events))
+        click.echo(f"{number}. {rule.processor} on {events} {json.dumps(conditions)}{flag}")
+    click.echo(f"processors: {', '.join(known)}")
