@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from consumer.envelope import STORAGE_TYPE_PREFIX
+from consumer.envelope import STORAGE_TYPE_PREFIX, is_storable
 from consumer.errors import InvalidEvent
 from consumer.events import (
     DeployEvent,
@@ -130,6 +130,8 @@ def _name(value: Any, label: str, limit: int = MAX_NAME_LENGTH) -> str:
         raise InvalidEvent(f"'{label}' is missing or empty")
     if len(value) > limit:
         raise InvalidEvent(f"'{label}' is longer than {limit} characters")
+    if not is_storable(value):  # names become idempotency keys: text columns
+        raise InvalidEvent(f"'{label}' contains a NUL or an unpaired surrogate character")
     return value.strip()
 
 

@@ -12,7 +12,7 @@ import binascii
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from consumer.errors import InvalidEnvelope
@@ -29,6 +29,8 @@ CLOUDEVENT_TYPES = frozenset(
     }
 )
 PUBSUB_HEADER = "x-goog-pubsub-"
+# Slots are floored from the Unix epoch; earlier times can floor below year 1 and crash.
+EARLIEST_PUBLISH_TIME = datetime(1970, 1, 1, tzinfo=UTC)
 # Headers a proxy, the load balancer or HTTP itself adds; in unwrapped mode every other header
 # is a message attribute.
 TRANSPORT_HEADERS = frozenset(
@@ -51,6 +53,10 @@ class Limits:
 
 def parse_push(headers: Mapping[str, str], body: bytes, limits: Limits = Limits()) -> PushMessage:
     """Parse any supported push format; raise ``InvalidEnvelope`` on anything else."""
+    return _storable(_parse_any(headers, body, limits))
+
+
+def _parse_any(headers: Mapping[str, str], body: bytes, limits: Limits) -> PushMessage:
     lowered = {key.lower(): value for key, value in headers.items()}
     if "ce-type" in lowered:
         return _parse_binary_cloudevent(lowered, body, limits)
@@ -190,9 +196,12 @@ def _either(message: Mapping[str, Any], camel: str, snake: str) -> str:
 
 def _timestamp(text: str) -> datetime:
     try:
-        return parse_rfc3339(text)
-    except ValueError as exc:
+        moment = parse_rfc3339(text)
+    except (ValueError, OverflowError) as exc:  # overflow: an offset pushing past year 1 or 9999
         raise InvalidEnvelope(f"invalid publish time: {exc}") from None
+    if moment < EARLIEST_PUBLISH_TIME:
+        raise InvalidEnvelope("publish time is before 1970 (schedule slots count from the epoch)")
+    return moment
 
 
 def _decode_data(data: Any) -> bytes:
@@ -238,6 +247,26 @@ def _required_header(headers: Mapping[str, str], name: str) -> str:
     if not value:
         raise InvalidEnvelope(f"header {PUBSUB_HEADER}{name} is missing")
     return value
+
+
+def _storable(message: PushMessage) -> PushMessage:
+    """Refuse text the inbox cannot store: PostgreSQL text holds no NUL, and a lone surrogate
+    (legal in JSON as ``\\ud800``) cannot be encoded at all."""
+    texts = [message.message_id, message.subscription, message.ordering_key]
+    texts += [*message.attributes, *message.attributes.values()]
+    texts += list(vars(message.cloudevent).values()) if message.cloudevent else []
+    if not all(is_storable(text) for text in texts):
+        raise InvalidEnvelope("a text field contains a NUL or an unpaired surrogate character")
+    return message
+
+
+def is_storable(text: str) -> bool:
+    """True if ``text`` can be stored as text by both databases."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return "\x00" not in text
 
 
 def _depth(value: Any) -> int:
