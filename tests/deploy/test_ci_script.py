@@ -166,7 +166,8 @@ def test_pubsub_mode_through_the_emulator_warms_the_caches_once(
         for _ in range(2):  # announced twice: two messages, two pushes
             result = announce(*args, "--environment", "ci", **env)
             assert result.returncode == 0, result.stderr
-        inbox = Inbox(make_engine(sqlite_url))
+        engine = make_engine(sqlite_url)
+        inbox = Inbox(engine)
 
         def warmed() -> bool:
             row = inbox.get("deploy:web:v7")
@@ -177,6 +178,7 @@ def test_pubsub_mode_through_the_emulator_warms_the_caches_once(
     finally:
         emulator.stop()
     row = inbox.get("deploy:web:v7")
+    engine.dispose()
     assert row is not None and row.result["environment"] == "ci"
     assert targets.hits_of(urls) == [1] * 12
 

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from sqlalchemy import Engine, func, select
 
 from consumer.app import create_app
+from consumer.db.engine import make_engine
 from consumer.deploy.hook import HOOK_MAX_BYTES
 from consumer.deploy.runs import warm_runs
 from consumer.deploy.signature import SIGNATURE_HEADER, TIMESTAMP_HEADER, signed_headers
@@ -191,7 +192,11 @@ def test_any_signed_body_gets_a_200_or_a_clear_400_never_a_500(
     sqlite_url: str, document: Any
 ) -> None:
     config = Settings(database_url=sqlite_url, local_mode=True, deploy_hook_secrets=(SECRET,))
-    client = create_app(config).test_client()
-    status, body = hook(client, body=json.dumps(document).encode())
+    engine = make_engine(sqlite_url)
+    try:
+        client = create_app(config, engine=engine).test_client()
+        status, body = hook(client, body=json.dumps(document).encode())
+    finally:
+        engine.dispose()
     assert status in (200, 400), body
     assert body["outcome"] in ("skipped", "duplicate", "rejected")
