@@ -1,0 +1,78 @@
+"""schemathesis against ``consumer/openapi.yaml`` and the live app (WSGI, a real SQLite database):
+no 500, and every response matches the description (status, content type, body schema, headers).
+
+Positive and negative cases. Two of schemathesis's checks are left out on purpose: the push
+endpoint is lenient where Pub/Sub is (unknown fields and any Content-Type are accepted, so
+``negative_data_rejection`` does not hold), and a schema-valid body can still be a bad event (a
+tick without a task name is a 400, so ``positive_data_acceptance`` does not either)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+
+import pytest
+import schemathesis
+import yaml
+from flask import Flask
+from hypothesis import HealthCheck, settings
+from schemathesis import checks
+from werkzeug.test import TestResponse
+
+from consumer.deploy.signature import signed_headers
+from consumer.openapi import text
+from tests.fuzz.conftest import fuzz_app
+
+CHECKS = [
+    checks.not_a_server_error,
+    checks.status_code_conformance,
+    checks.content_type_conformance,
+    checks.response_schema_conformance,
+    checks.response_headers_conformance,
+]
+SECRET = "fuzz-deploy-hook-secret-0123456789"
+
+
+# The description exactly as shipped in the package.
+schema = schemathesis.openapi.from_dict(yaml.safe_load(text()))
+
+
+@pytest.fixture(scope="module")
+def app(fuzz_sqlite_url: str) -> Iterator[Flask]:
+    with fuzz_app(fuzz_sqlite_url, deploy_hook_secrets=(SECRET,)) as app:
+        yield app
+
+
+@schema.parametrize()
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+def test_the_app_keeps_the_promises_of_its_description(app: Flask, case: schemathesis.Case) -> None:
+    if case.path == "/hooks/deploy" and isinstance(case.body, dict):
+        # Sign it, or every hook case would stop at the signature check (401).
+        case.validate_response(signed_hook_call(app, case), checks=CHECKS)
+    else:
+        case.call_and_validate(app=app, checks=CHECKS)
+
+
+def signed_hook_call(app: Flask, case: schemathesis.Case) -> TestResponse:
+    body = json.dumps(case.body).encode()
+    headers = {**signed_headers(SECRET, int(time.time()), body), "Content-Type": "application/json"}
+    return app.test_client().post("/hooks/deploy", data=body, headers=headers)
+
+
+def test_the_description_is_shipped_and_served(fuzz_sqlite_url: str) -> None:
+    with fuzz_app(fuzz_sqlite_url) as app:
+        response = app.test_client().get("/openapi.yaml")
+    assert response.status_code == 200
+    assert response.content_type.startswith("application/yaml")
+    assert response.get_data(as_text=True) == text()
+    assert "openapi: 3.0" in text()
+
+
+def test_every_route_of_the_app_is_described(app: Flask) -> None:
+    routes = {rule.rule for rule in app.url_map.iter_rules() if rule.endpoint != "static"}
+    assert routes == set(yaml.safe_load(text())["paths"])
