@@ -65,12 +65,7 @@ class StorageHandler:
         self, context: HandlerContext, event: StorageEvent, rule: Rule, processor: Processor
     ) -> dict[str, Any]:
         files = ProcessedFiles(context.engine)
-        try:
-            obj = self.objects.stat(event.bucket, event.name, int(event.generation))
-        except ObjectUnavailable as gone:
-            files.record_skip(_named(event), rule.processor, str(gone), utcnow())
-            raise Skip(str(gone)) from None
-        owner = uuid.uuid4().hex
+        obj, owner = self._stat(files, event, rule), uuid.uuid4().hex
         row = files.begin(obj, rule.processor, owner, utcnow())
         if row.status in FINAL:
             return {"outcome": "already processed", **row.summary()}
@@ -82,10 +77,17 @@ class StorageHandler:
             obj, owner, result.status, result.progress, utcnow(),
             checksum=checksum or None, result=dict(result.details), error=result.error,
         )  # fmt: skip
-        finished = files.get(obj.bucket, obj.name, obj.generation)
-        assert finished is not None
         log.info("file processed", extra={"file": obj.url, "status": result.status.value})
-        return finished.summary()
+        finished = files.get(obj.bucket, obj.name, obj.generation)
+        return finished.summary() if finished else {}
+
+    def _stat(self, files: ProcessedFiles, event: StorageEvent, rule: Rule) -> StoredObject:
+        """The generation's metadata; skipped (and recorded) if it cannot be read any more."""
+        try:
+            return self.objects.stat(event.bucket, event.name, int(event.generation))
+        except ObjectUnavailable as gone:
+            files.record_skip(_named(event), rule.processor, str(gone), utcnow())
+            raise Skip(str(gone)) from None
 
     def _run(self, file: FileInput, processor: Processor, rule: Rule) -> tuple[str, FileResult]:
         """Spool the verified content and run the processor; record failures on the way out."""
