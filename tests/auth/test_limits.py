@@ -143,6 +143,7 @@ def head(extra: str) -> bytes:
     ).encode()
 
 
+@pytest.mark.slow
 def test_a_huge_content_length_gets_413_without_the_body_being_sent(server: Gunicorn) -> None:
     started = time.monotonic()
     reply = raw_request(server, head(f"Content-Length: {10**12}\r\n"), [])
@@ -155,12 +156,14 @@ def chunked(body: bytes, size: int = 4096) -> list[bytes]:
     return [b"%x\r\n%s\r\n" % (len(piece), piece) for piece in pieces] + [b"0\r\n\r\n"]
 
 
+@pytest.mark.slow
 def test_a_chunked_body_over_the_limit_is_cut_off_with_413(server: Gunicorn) -> None:
     body = json.dumps(wrapped_body(data=b"x" * (4 * LIMIT))).encode()
     reply = raw_request(server, head("Transfer-Encoding: chunked\r\n"), chunked(body))
     assert reply.startswith(b"HTTP/1.1 413"), reply[:200]
 
 
+@pytest.mark.slow
 def test_a_chunked_body_under_the_limit_is_read(server: Gunicorn) -> None:
     body = json.dumps(wrapped_body(data=b"small")).encode()
     reply = raw_request(server, head("Transfer-Encoding: chunked\r\n"), chunked(body, size=50))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import requests
 
 from consumer.envelopes_out import wrapped_body
@@ -11,6 +12,7 @@ from tests.auth.server import gunicorn
 from tests.auth.tokens import ACCOUNT, AUDIENCE, CertsServer, SigningKey, claims
 
 WORKERS = 2
+pytestmark = pytest.mark.slow
 
 
 def test_gunicorn_accepts_pubsub_and_refuses_the_rest(

@@ -51,6 +51,7 @@ def test_the_token_in_a_header_does_not_count(client: FlaskClient) -> None:
     assert client.post("/push", json=wrapped_body(data=b"x"), headers=headers).status_code == 401
 
 
+@pytest.mark.slow
 def test_the_token_never_reaches_the_access_log(sqlite_url: str, tmp_path: Path) -> None:
     """Run the container's command (``--config python:consumer.gunicorn_conf``)."""
     env = {"CONSUMER_DATABASE_URL": sqlite_url, "CONSUMER_PUSH_TOKEN": TOKEN}

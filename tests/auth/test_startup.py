@@ -79,6 +79,7 @@ def test_the_cli_refuses_to_serve_without_authentication(tmp_path: Path) -> None
     assert "CONSUMER_LOCAL_MODE=true" in result.stderr
 
 
+@pytest.mark.slow
 def test_gunicorn_refuses_to_boot_without_authentication(tmp_path: Path) -> None:
     result = subprocess.run(
         command(free_port()),
@@ -103,6 +104,7 @@ def test_local_mode_warns_even_when_the_log_level_is_quieter(
     assert any(LOCAL_WARNING in record.getMessage() for record in caplog.records)
 
 
+@pytest.mark.slow
 def test_local_mode_warns_at_every_worker_start(sqlite_url: str, tmp_path: Path) -> None:
     env = {
         "CONSUMER_DATABASE_URL": sqlite_url,

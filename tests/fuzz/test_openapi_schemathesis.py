@@ -44,6 +44,7 @@ def app(fuzz_sqlite_url: str) -> Iterator[Flask]:
         yield app
 
 
+@pytest.mark.slow
 @schema.parametrize()
 @settings(
     max_examples=150,

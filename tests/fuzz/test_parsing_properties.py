@@ -19,7 +19,7 @@ from consumer.registry import Registry
 from tests.fuzz import strategies as hs
 
 LIMITS = Limits(max_attributes=100, max_json_depth=16)
-PROPERTY = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 REGISTRY = Registry()
 REGISTRY.period_overrides = {"sweep": 60, "weekly": 7 * 86400, "odd": 7}
 

@@ -18,6 +18,7 @@ from tests.fuzz.conftest import fuzz_app
 # 503 would mean a handler or the database failed: the echo handlers never do.
 EXPECTED = {200, 400, 409, 413}
 OUTCOMES = {"done", "duplicate", "dead", "unroutable", "skipped", "in-progress", "rejected"}
+pytestmark = pytest.mark.slow  # hundreds of requests through the app and the database
 SUPPRESS = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
 
 
