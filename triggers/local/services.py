@@ -128,9 +128,10 @@ def start_pubsub(port: int, log: Path, project: str = DEFAULT_PROJECT) -> Servic
 def start_fake_gcs(
     port: int, root: Path, log: Path, pubsub_host: str | None = None,
     project: str = DEFAULT_PROJECT, topic: str = STORAGE_TOPIC, events: str = "finalize,delete",
+    backend: str = "filesystem",
 ) -> Service:  # fmt: skip
     """fake-gcs-server over HTTP; with ``pubsub_host``, it publishes ``events`` for every bucket
-    to ``topic`` on that emulator."""
+    to ``topic`` on that emulator. The ``memory`` backend also supports versioned buckets."""
     binary = fake_gcs_binary()
     if binary is None:
         raise RuntimeError(missing())
@@ -138,7 +139,7 @@ def start_fake_gcs(
     command = [
         str(binary), "-scheme", "http", "-host", "127.0.0.1", "-port", str(port),
         "-external-url", url, "-public-host", f"127.0.0.1:{port}",
-        "-backend", "filesystem", "-filesystem-root", str(root), "-log-level", "warn",
+        "-backend", backend, "-filesystem-root", str(root), "-log-level", "warn",
     ]  # fmt: skip
     env = {}
     if pubsub_host:
