@@ -44,3 +44,7 @@ class Pacer:
             raise BudgetExhausted(
                 f"time budget exhausted ({remaining:.1f}s left) {where}; a retry resumes there"
             )
+
+    def guard(self, where: str) -> Callable[[], None]:
+        """A callback for long I/O (each chunk read): heartbeat when due, stop when spent."""
+        return lambda: self.ensure(0.0, where)
