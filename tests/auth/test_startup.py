@@ -95,12 +95,14 @@ def test_gunicorn_refuses_to_boot_without_authentication(tmp_path: Path) -> None
 def test_local_mode_warns_even_when_the_log_level_is_quieter(
     sqlite_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    logging.getLogger("consumer").setLevel(logging.ERROR)
+    logger = logging.getLogger("consumer")
+    previous = logger.level
+    logger.setLevel(logging.ERROR)
     try:
         with caplog.at_level(logging.ERROR, logger="consumer"):
             create_app(Settings(database_url=sqlite_url, local_mode=True))
     finally:
-        logging.getLogger("consumer").setLevel(logging.NOTSET)
+        logger.setLevel(previous)
     assert any(LOCAL_WARNING in record.getMessage() for record in caplog.records)
 
 
