@@ -43,7 +43,7 @@ from tests.conftest import Server, settings_env
 from tests.storage.conftest import Harness, email_csv
 from triggers.local import stack
 
-ADMIN = os.environ.get("CONSUMER_TEST_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres")
+ADMIN = os.environ.get("TESTS_PG_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 PROJECT, TOPIC, BUCKET = "local", "gcs-notifications", "bench"
 RULES = json.dumps([{"bucket": BUCKET, "processor": "import-jobs"}])
 

@@ -152,9 +152,14 @@ class Dispatcher:
         """Ticks from a backlog are coalesced: only the current slots run."""
         if not isinstance(event, TickEvent):
             return ""
-        max_age = timedelta(seconds=event.period_seconds * self.settings.tick_max_age_periods)
-        if self.clock() - event.slot > max_age:
+        now, period = self.clock(), timedelta(seconds=event.period_seconds)
+        max_age = period * self.settings.tick_max_age_periods
+        if now - event.slot > max_age:
             return f"tick slot {event.slot.isoformat()} is older than {max_age}"
+        if event.slot > now + period:
+            # Pub/Sub stamps publishTime itself; a slot ahead of our clock by more than a period
+            # is forged or badly skewed and must not advance the task's completed slot.
+            return f"tick slot {event.slot.isoformat()} is in the future"
         last = self.inbox.last_slot(event.task)
         if last is not None and event.slot < last:
             return f"tick slot {event.slot.isoformat()} precedes completed slot {last.isoformat()}"

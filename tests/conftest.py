@@ -23,10 +23,8 @@ from consumer.db.engine import make_engine
 from consumer.db.migrate import upgrade
 from consumer.settings import Settings
 
-PG_ADMIN_DSN = os.environ.get(
-    "CONSUMER_TEST_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres"
-)
-REQUIRE_POSTGRES = os.environ.get("CONSUMER_TEST_REQUIRE_POSTGRES") == "1"
+PG_ADMIN_DSN = os.environ.get("TESTS_PG_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
+REQUIRE_POSTGRES = os.environ.get("TESTS_REQUIRE_POSTGRES") == "1"
 
 
 def _postgres_available() -> bool:
@@ -103,7 +101,8 @@ class Server:
             "--workers", str(workers), "--timeout", env.get("CONSUMER_ACK_DEADLINE_SECONDS", "60"),
             "--no-control-socket", app,
         ]  # fmt: skip
-        self.process = subprocess.Popen(command, env={**os.environ, **env})
+        inherited = {k: v for k, v in os.environ.items() if not k.startswith("CONSUMER_")}
+        self.process = subprocess.Popen(command, env={**inherited, **env})
         try:
             self._wait_ready()
         except BaseException:

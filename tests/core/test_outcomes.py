@@ -196,6 +196,15 @@ def test_tick_older_than_the_last_completed_slot_is_stale(
     assert (late["outcome"], "precedes completed slot" in late["reason"]) == ("skipped", True)
 
 
+def test_tick_from_the_future_is_skipped_and_does_not_block_later_ticks(
+    client: FlaskClient, engine: Engine, clock: Clock
+) -> None:
+    future = post(client, tick_body("effect", publish_time=clock.now + timedelta(days=3)))[1]
+    assert (future["outcome"], "in the future" in future["reason"]) == ("skipped", True)
+    assert post(client, tick_body("effect", publish_time=clock.now))[1]["outcome"] == "done"
+    assert len(effect_rows(engine)) == 1
+
+
 def test_unknown_tick_task_is_unroutable(client: FlaskClient) -> None:
     assert post(client, tick_body("no-such-task"))[1]["outcome"] == "unroutable"
 

@@ -1,0 +1,361 @@
+"""Benchmark the pending-job sweep on PostgreSQL with no-op jobs (not a test).
+
+For 1, 2 and 4 concurrent sweeper processes it measures jobs/s and the p50/p95 latency of one
+claim statement, for:
+  consumer   the real sweep (consumer.jobs.sweep.Sweeper: SQLAlchemy Core, leases, summaries);
+  direct     the same claim and complete statements issued through psycopg, without SQLAlchemy;
+  procrastinate  a peer Postgres job queue (one job per fetch), its own database.
+Every mode works off the same number of jobs; medians of ``--repeat`` runs are reported with
+the ratios consumer/direct (target >= 0.70) and consumer/procrastinate (target >= 20).
+
+    python bench/sweep_bench.py [--jobs 20000] [--batch 100] [--repeat 3] [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import multiprocessing as mp
+import os
+import pstats
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+
+ADMIN = os.environ.get("TESTS_PG_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
+LEASE = timedelta(seconds=300)
+
+
+def rendered(statement: Any) -> tuple[str, dict[str, Any]]:
+    """A statement of consumer.jobs.store exactly as SQLAlchemy sends it to psycopg, with the
+    constants it binds."""
+    from sqlalchemy.dialects.postgresql import psycopg as dialect
+
+    compiled = statement.compile(dialect=dialect.dialect())
+    return compiled.string, dict(compiled.params)
+
+
+@contextmanager
+def database(prefix: str) -> Iterator[str]:
+    """A fresh database, dropped afterwards; yields its psycopg conninfo."""
+    name = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(ADMIN, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield f"{ADMIN.rsplit('/', 1)[0]}/{name}"
+    finally:
+        with psycopg.connect(ADMIN, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def sqlalchemy_url(conninfo: str) -> str:
+    return conninfo.replace("postgresql://", "postgresql+psycopg://")
+
+
+# --- workers: each runs in its own process, waits at the barrier, then drains the queue -----------
+
+
+def consumer_worker(conninfo: str, batch: int, barrier: Any, results: Any) -> None:
+    from consumer.db.engine import make_engine
+    from consumer.jobs import store
+    from consumer.jobs.kinds import JobKinds
+    from consumer.jobs.sweep import Sweeper
+    from consumer.settings import Settings
+
+    url = sqlalchemy_url(conninfo)
+    settings = Settings(database_url=url, local_mode=True, sweep_batch_size=batch)
+    engine = make_engine(url, pool_size=1)
+    kinds = JobKinds()
+    kinds.add("noop", lambda context, job: None)
+    latencies: list[float] = []
+    store.claim = timed(store.claim, latencies)  # type: ignore[method-assign]
+    with engine.connect() as connection:
+        connection.exec_driver_sql("SELECT 1")
+    barrier.wait()
+    cpu = time.process_time()
+    summary = Sweeper(settings, engine, kinds).run(time.monotonic() + 600)
+    results.put((time.monotonic(), latencies, summary.done, time.process_time() - cpu))
+
+
+def timed(function: Callable[..., Any], latencies: list[float]) -> Callable[..., Any]:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            latencies.append(time.perf_counter() - started)
+
+    return wrapper
+
+
+def direct_worker(conninfo: str, batch: int, barrier: Any, results: Any) -> None:
+    """The sweep's statements and transactions (record the last batch and claim the next in
+    one), through psycopg alone."""
+    from consumer.jobs import store
+
+    claim_sql, claim_constants = rendered(store._claim_statement("postgresql"))
+    done_sql, done_constants = rendered(store._done_statement("postgresql"))
+    claim_params: dict[str, Any] = {**claim_constants, "kinds": ["noop"]}
+    latencies: list[float] = []
+    done, finished, token = 0, [], ""
+
+    def record(ids: list[int]) -> int:
+        params = {**done_constants, "now": datetime.now(UTC), "token": token, "ids": ids}
+        return connection.execute(done_sql, params).rowcount
+
+    with psycopg.connect(conninfo) as connection:
+        connection.execute("SELECT 1")
+        connection.commit()
+        barrier.wait()
+        cpu = time.process_time()
+        while True:
+            if finished:
+                done += record(finished)
+            token = f"direct/{os.getpid()}/{uuid.uuid4().hex[:16]}"
+            now = datetime.now(UTC)
+            params = {**claim_params, "now": now, "limit": batch, "lease": now + LEASE}
+            started = time.perf_counter()
+            rows = connection.execute(claim_sql, {**params, "token": token}).fetchall()
+            latencies.append(time.perf_counter() - started)
+            connection.commit()
+            finished = [row[0] for row in rows]  # the no-op "runs"
+            if len(rows) < batch:
+                if finished:
+                    done += record(finished)
+                    connection.commit()
+                break
+    results.put((time.monotonic(), latencies, done, time.process_time() - cpu))
+
+
+def procrastinate_app(conninfo: str, sync: bool = False) -> Any:
+    import procrastinate
+
+    connector = (
+        procrastinate.SyncPsycopgConnector(conninfo=conninfo)
+        if sync
+        else procrastinate.PsycopgConnector(conninfo=conninfo)
+    )
+    app = procrastinate.App(connector=connector)
+    app.task(name="noop")(noop)
+    return app
+
+
+def noop() -> None:
+    """The no-op job."""
+
+
+def procrastinate_worker(conninfo: str, batch: int, barrier: Any, results: Any) -> None:
+    app = procrastinate_app(conninfo)
+    barrier.wait()
+    cpu = time.process_time()
+    app.run_worker(
+        wait=False, concurrency=1, install_signal_handlers=False, listen_notify=False,
+        delete_jobs="never",
+    )  # fmt: skip
+    results.put((time.monotonic(), [], 0, time.process_time() - cpu))
+
+
+# --- runs -----------------------------------------------------------------------------------------
+
+
+def fill_jobs(conninfo: str, count: int) -> None:
+    from consumer.db.engine import make_engine
+    from consumer.jobs import NewJob, enqueue_many
+
+    engine = make_engine(sqlalchemy_url(conninfo))
+    with engine.begin() as connection:
+        connection.exec_driver_sql("TRUNCATE jobs")
+        enqueue_many(connection, [NewJob("noop", {"i": i}) for i in range(count)])
+    engine.dispose()
+    with psycopg.connect(conninfo, autocommit=True) as connection:
+        connection.execute("VACUUM ANALYZE jobs")
+
+
+def fill_procrastinate(conninfo: str, count: int) -> None:
+    with psycopg.connect(conninfo, autocommit=True) as connection:
+        connection.execute("TRUNCATE procrastinate_jobs CASCADE")
+    app = procrastinate_app(conninfo, sync=True)
+    with app.open():
+        task = app.tasks["noop"]
+        for start in range(0, count, 1000):
+            task.batch_defer(*[{} for _ in range(min(1000, count - start))])
+    with psycopg.connect(conninfo, autocommit=True) as connection:
+        connection.execute("VACUUM ANALYZE procrastinate_jobs")
+
+
+def run_once(
+    worker: Callable[..., None], conninfo: str, sweepers: int, batch: int
+) -> dict[str, Any]:
+    context = mp.get_context("spawn")
+    barrier, results = context.Barrier(sweepers + 1), context.Queue()
+    processes = [
+        context.Process(target=worker, args=(conninfo, batch, barrier, results))
+        for _ in range(sweepers)
+    ]
+    for process in processes:
+        process.start()
+    barrier.wait()
+    started = time.monotonic()
+    outcomes = [results.get(timeout=900) for _ in processes]
+    for process in processes:
+        process.join()
+    elapsed = max(outcome[0] for outcome in outcomes) - started
+    latencies = sorted(value for outcome in outcomes for value in outcome[1])
+    return {"seconds": elapsed, "latencies": latencies, "cpu": sum(o[3] for o in outcomes)}
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    return values[min(len(values) - 1, int(fraction * len(values)))] if values else float("nan")
+
+
+WORKERS: dict[str, tuple[Callable[..., None], Callable[[str, int], None]]] = {
+    "consumer": (consumer_worker, fill_jobs),
+    "direct": (direct_worker, fill_jobs),
+    "procrastinate": (procrastinate_worker, fill_procrastinate),
+}
+
+
+def measure_once(mode: str, conninfo: str, sweepers: int, jobs: int, batch: int) -> Sample:
+    worker, fill = WORKERS[mode]
+    fill(conninfo, jobs)
+    run = run_once(worker, conninfo, sweepers, batch)
+    check_all_done(mode, conninfo, jobs)
+    latencies, cpu = run["latencies"], run["cpu"] / jobs
+    return Sample(
+        jobs / run["seconds"], percentile(latencies, 0.5), percentile(latencies, 0.95), cpu
+    )
+
+
+@dataclass
+class Sample:
+    rate: float
+    p50: float
+    p95: float
+    cpu: float
+    """Worker-process CPU seconds per job (the database server's CPU is not included)."""
+
+
+@dataclass
+class Series:
+    """One mode at one concurrency: every repeat, reported as medians."""
+
+    samples: list[Sample] = field(default_factory=list)
+
+    def median(self, name: str) -> float:
+        return statistics.median(getattr(sample, name) for sample in self.samples)
+
+
+def paired_ratio(ours: Series, other: Series) -> float:
+    """Median of per-repeat ratios: runs of both modes alternate, so load drift cancels out."""
+    pairs = zip(ours.samples, other.samples, strict=True)
+    return statistics.median(a.rate / b.rate for a, b in pairs)
+
+
+def check_all_done(mode: str, conninfo: str, jobs: int) -> None:
+    table, done = (
+        ("procrastinate_jobs", "succeeded") if mode == "procrastinate" else ("jobs", "done")
+    )
+    with psycopg.connect(conninfo) as connection:
+        row = connection.execute(
+            f"SELECT count(*) FROM {table} WHERE status = %s", [done]
+        ).fetchone()
+    if row is None or row[0] != jobs:
+        raise SystemExit(f"{mode}: {row and row[0]} of {jobs} jobs done; the run is invalid")
+
+
+def setup_procrastinate(conninfo: str) -> None:
+    app = procrastinate_app(conninfo, sync=True)
+    with app.open():
+        app.schema_manager.apply_schema()
+
+
+def profile_consumer(conninfo: str, jobs: int, batch: int) -> None:
+    """One in-process sweep under cProfile: where does the time go?"""
+    from consumer.db.engine import make_engine
+    from consumer.jobs.kinds import JobKinds
+    from consumer.jobs.sweep import Sweeper
+    from consumer.settings import Settings
+
+    fill_jobs(conninfo, jobs)
+    url = sqlalchemy_url(conninfo)
+    engine = make_engine(url, pool_size=1)
+    kinds = JobKinds()
+    kinds.add("noop", lambda context, job: None)
+    settings = Settings(database_url=url, local_mode=True, sweep_batch_size=batch)
+    profiler = cProfile.Profile()
+    profiler.runcall(Sweeper(settings, engine, kinds).run, time.monotonic() + 600)
+    stats = pstats.Stats(profiler, stream=sys.stdout)
+    print(f"\nprofile: one sweeper, {jobs} no-op jobs, batch {batch} (top by own time)")
+    stats.sort_stats("tottime").print_stats(15)
+    stats.sort_stats("cumulative").print_stats(
+        r"consumer/jobs|sqlalchemy/engine/base|cursor\.py", 25
+    )
+    engine.dispose()
+
+
+def report(results: dict[tuple[str, int], Series], levels: list[int]) -> None:
+    header = f"{'mode':<14}{'sweepers':>9}{'jobs/s':>11}{'claim p50 ms':>14}{'claim p95 ms':>14}"
+    print(f"\n{header}{'worker CPU us/job':>19}")
+    for (mode, sweepers), series in results.items():
+        p50, p95 = series.median("p50") * 1000, series.median("p95") * 1000
+        shown = [f"{value:.2f}" if value == value else "-" for value in (p50, p95)]
+        cpu = series.median("cpu") * 1e6
+        print(
+            f"{mode:<14}{sweepers:>9}{series.median('rate'):>11.0f}{shown[0]:>14}{shown[1]:>14}"
+            f"{cpu:>19.1f}"
+        )
+    print(f"\n{'sweepers':>9}{'consumer/direct':>17}{'consumer/procrastinate':>24}")
+    for sweepers in levels:
+        ours = results[("consumer", sweepers)]
+        direct = paired_ratio(ours, results[("direct", sweepers)])
+        peer = results.get(("procrastinate", sweepers))
+        versus_peer = f"{ours.median('rate') / peer.median('rate'):.1f}x" if peer else "-"
+        print(f"{sweepers:>9}{direct:>17.2f}{versus_peer:>24}")
+    print("targets: consumer/direct >= 0.70, consumer/procrastinate >= 20x")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--jobs", type=int, default=20000)
+    parser.add_argument("--batch", type=int, default=100)
+    parser.add_argument("--sweepers", default="1,2,4")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--procrastinate-repeat", type=int, default=1)
+    parser.add_argument("--skip-procrastinate", action="store_true")
+    parser.add_argument("--profile", action="store_true", help="also cProfile one sweeper")
+    args = parser.parse_args()
+    levels = [int(level) for level in args.sweepers.split(",")]
+    cpus = os.cpu_count()
+    print(f"{args.jobs} no-op jobs, batch {args.batch}, median of {args.repeat} runs, {cpus} CPUs")
+    results: dict[tuple[str, int], Series] = {}
+    with database("sweep_bench") as conninfo:
+        from consumer.db.migrate import upgrade
+
+        upgrade(sqlalchemy_url(conninfo))
+        for sweepers in levels:
+            for _ in range(args.repeat):
+                for mode in ("consumer", "direct"):
+                    sample = measure_once(mode, conninfo, sweepers, args.jobs, args.batch)
+                    results.setdefault((mode, sweepers), Series()).samples.append(sample)
+        if args.profile:
+            profile_consumer(conninfo, args.jobs, args.batch)
+    if not args.skip_procrastinate:
+        with database("sweep_bench_procrastinate") as conninfo:
+            setup_procrastinate(conninfo)
+            for sweepers in levels:
+                for _ in range(args.procrastinate_repeat):
+                    sample = measure_once("procrastinate", conninfo, sweepers, args.jobs, 1)
+                    results.setdefault(("procrastinate", sweepers), Series()).samples.append(sample)
+    report(results, levels)
+
+
+if __name__ == "__main__":
+    main()
