@@ -115,7 +115,7 @@ def show_command(job_id: int) -> None:
     job = get(_engine(), job_id)
     if job is None:
         raise click.ClickException(f"no job {job_id}")
-    click.echo(json.dumps(vars(job), default=str, indent=2))
+    click.echo(json.dumps(job._asdict(), default=str, indent=2))
 
 
 @jobs.command("retry")

@@ -8,16 +8,20 @@ under SQLite's single writer); every write after it is guarded by ``claimed_by``
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     Connection,
     Engine,
+    Integer,
     Select,
-    Update,
+    String,
+    Text,
     and_,
+    any_,
     bindparam,
     delete,
     func,
@@ -28,24 +32,16 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 
 from consumer.db.engine import unavailable_on_db_fault
-from consumer.jobs.model import FINISHED, EnqueueResult, Job, NewJob, Status
-from consumer.jobs.schema import jobs
+from consumer.db.types import UTCDateTime
+from consumer.jobs.model import FINISHED, EnqueueResult, Failure, Job, NewJob, Status, Written
+from consumer.jobs.schema import JobId, jobs
 from consumer.timeutil import utcnow
 
 CLAIMED = (
-    jobs.c.id,
-    jobs.c.kind,
-    jobs.c.payload,
-    jobs.c.status,
-    jobs.c.priority,
-    jobs.c.run_at,
-    jobs.c.attempts,
-    jobs.c.max_attempts,
-    jobs.c.idempotency_key,
-    jobs.c.created_at,
-    jobs.c.errors,
-    jobs.c.lease_until,
-)
+    jobs.c.id, jobs.c.kind, jobs.c.payload, jobs.c.priority, jobs.c.run_at, jobs.c.attempts,
+    jobs.c.max_attempts, jobs.c.idempotency_key, jobs.c.created_at, jobs.c.errors,
+)  # fmt: skip
+"""What a claim returns, in ``Job.from_claim`` order."""
 
 
 def _insert(connection: Connection) -> Any:
@@ -54,17 +50,11 @@ def _insert(connection: Connection) -> Any:
 
 def _row(job: NewJob, now: datetime) -> dict[str, Any]:
     return {
-        "kind": job.kind,
-        "payload": job.payload,
-        "status": Status.PENDING.value,
-        "priority": job.priority,
-        "run_at": job.run_at or now,
-        "attempts": 0,
-        "max_attempts": job.max_attempts,
-        "idempotency_key": job.key,
-        "created_at": now,
-        "updated_at": now,
-    }
+        "kind": job.kind, "payload": job.payload, "status": Status.PENDING.value,
+        "priority": job.priority, "run_at": job.run_at or now, "attempts": 0,
+        "max_attempts": job.max_attempts, "idempotency_key": job.key,
+        "created_at": now, "updated_at": now,
+    }  # fmt: skip
 
 
 def enqueue(
@@ -110,181 +100,167 @@ def enqueue_many(connection: Connection, new_jobs: Iterable[NewJob]) -> int:
 # --- the sweep: claim, then guarded writes -------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Failure:
-    """A failed run to record: back to ``pending`` at ``run_at``, or ``dead``."""
-
-    job_id: int
-    dead: bool
-    run_at: datetime
-    error: str
-    errors: list[dict[str, Any]]
+# Statements are built once per dialect, with bind parameters: SQLAlchemy reuses their cache keys
+# and compiled forms, and psycopg prepares them server-side after a few runs.
+NOW = bindparam("now", type_=UTCDateTime())
+TOKEN = bindparam("token", type_=String())
+LIMIT = bindparam("limit", type_=Integer())
+OWNED = and_(jobs.c.claimed_by == TOKEN, jobs.c.status == Status.RUNNING.value)
 
 
-@dataclass(frozen=True)
-class Written:
-    """What the guarded writes changed; a job missing from them had lost its lease."""
-
-    done: int
-    retried: int
-    dead: int
-    released: int
-
-    @property
-    def total(self) -> int:
-        return self.done + self.retried + self.dead + self.released
+def _among(column: Any, name: str, dialect: str) -> Any:
+    """``column = ANY(:name)`` with one array parameter on PostgreSQL (one statement text,
+    whatever the batch size); an expanded ``IN`` list on SQLite."""
+    if dialect == "postgresql":
+        element = BigInteger() if column is jobs.c.id else column.type
+        return column == any_(bindparam(name, type_=postgresql.ARRAY(element)))
+    return column.in_(bindparam(name, expanding=True))
 
 
 def claim(
-    engine: Engine,
+    connection: Connection,
     token: str,
     limit: int,
     kinds: Collection[str],
     now: datetime,
     lease_until: datetime,
 ) -> list[Job]:
-    """Claim up to ``limit`` jobs of ``kinds`` in one statement: leases that expired first
-    (their sweeper died), then due pending jobs by priority and age."""
-    build = _claim_postgresql if engine.dialect.name == "postgresql" else _claim_sqlite
-    statement = build(limit, list(kinds), now).values(
-        status=Status.RUNNING.value,
-        attempts=jobs.c.attempts + 1,
-        lease_until=lease_until,
-        claimed_by=token,
-        updated_at=now,
-    )
-    with unavailable_on_db_fault(), engine.begin() as connection:
-        rows = connection.execute(statement.returning(*CLAIMED)).all()
-    claimed = [Job.from_row(row) for row in rows]
+    """Claim up to ``limit`` jobs of ``kinds`` in one statement, in the caller's transaction:
+    leases that expired first (their sweeper died), then due pending jobs by priority and age."""
+    statement = _claim_statement(connection.dialect.name)
+    params = {
+        "token": token,
+        "limit": limit,
+        "kinds": list(kinds),
+        "now": now,
+        "lease": lease_until,
+    }
+    claimed = [Job.from_claim(row) for row in connection.execute(statement, params).all()]
     return sorted(claimed, key=lambda job: (-job.priority, job.run_at, job.id))
 
 
-def _expired(kinds: list[str], now: datetime) -> Select[Any]:
-    return select(jobs.c.id).where(
-        jobs.c.status == Status.RUNNING.value, jobs.c.lease_until < now, jobs.c.kind.in_(kinds)
+@cache
+def _claim_statement(dialect: str) -> Any:
+    expired = select(jobs.c.id).where(
+        jobs.c.status == Status.RUNNING.value,
+        jobs.c.lease_until < NOW,
+        _among(jobs.c.kind, "kinds", dialect),
     )
-
-
-def _due(kinds: list[str], now: datetime) -> Select[Any]:
-    return (
+    due = (
         select(jobs.c.id)
-        .where(jobs.c.status == Status.PENDING.value, jobs.c.run_at <= now, jobs.c.kind.in_(kinds))
+        .where(
+            jobs.c.status == Status.PENDING.value,
+            jobs.c.run_at <= NOW,
+            _among(jobs.c.kind, "kinds", dialect),
+        )
         .order_by(jobs.c.priority.desc(), jobs.c.run_at, jobs.c.id)
     )
-
-
-def _claimable(now: datetime) -> Any:
-    """Re-checked in the UPDATE itself, so a claim never takes a row another claim took."""
-    return or_(
+    picked = (_picked_postgresql if dialect == "postgresql" else _picked_sqlite)(expired, due)
+    claimable = or_(  # re-checked in the UPDATE itself: a row another claim took is left alone
         jobs.c.status == Status.PENDING.value,
-        and_(jobs.c.status == Status.RUNNING.value, jobs.c.lease_until < now),
+        and_(jobs.c.status == Status.RUNNING.value, jobs.c.lease_until < NOW),
     )
+    lease = bindparam("lease", type_=UTCDateTime())
+    return (
+        update(jobs)
+        .where(picked, claimable)
+        .values(
+            status=Status.RUNNING.value, attempts=jobs.c.attempts + 1, claimed_by=TOKEN,
+            lease_until=lease, updated_at=NOW,
+        )
+        .returning(*CLAIMED)
+    )  # fmt: skip
 
 
-def _claim_postgresql(limit: int, kinds: list[str], now: datetime) -> Update:
+def _picked_postgresql(expired: Select[Any], due: Select[Any]) -> Any:
     """Materialized CTEs lock their rows with SKIP LOCKED: concurrent sweepers take disjoint
     batches without waiting. The union is read lazily, so at most ``limit`` rows are locked."""
-    expired, due = (
-        query.limit(limit).with_for_update(skip_locked=True).cte(name).prefix_with("MATERIALIZED")
-        for name, query in (("expired", _expired(kinds, now)), ("due", _due(kinds, now)))
+    expired_cte, due_cte = (
+        query.limit(LIMIT).with_for_update(skip_locked=True).cte(name).prefix_with("MATERIALIZED")
+        for name, query in (("expired", expired), ("due", due))
     )
-    picked = select(expired.c.id).union_all(select(due.c.id)).limit(limit).cte("picked")
-    return update(jobs).where(jobs.c.id == picked.c.id, _claimable(now))
+    picked = select(expired_cte.c.id).union_all(select(due_cte.c.id)).limit(LIMIT).cte("picked")
+    return jobs.c.id == picked.c.id
 
 
-def _claim_sqlite(limit: int, kinds: list[str], now: datetime) -> Update:
+def _picked_sqlite(expired: Select[Any], due: Select[Any]) -> Any:
     """SQLite has one writer (the engine begins IMMEDIATE): select and update are atomic."""
-    expired = _expired(kinds, now).limit(limit).subquery()
-    due = _due(kinds, now).limit(limit).subquery()
-    picked = select(expired.c.id).union_all(select(due.c.id)).limit(limit)
-    return update(jobs).where(jobs.c.id.in_(picked), _claimable(now))
+    first, then = expired.limit(LIMIT).subquery(), due.limit(LIMIT).subquery()
+    return jobs.c.id.in_(select(first.c.id).union_all(select(then.c.id)).limit(LIMIT))
 
 
-def _owned(token: str) -> Any:
-    return and_(jobs.c.claimed_by == token, jobs.c.status == Status.RUNNING.value)
+@cache
+def _done_statement(dialect: str) -> Any:
+    return (
+        update(jobs)
+        .where(_among(jobs.c.id, "ids", dialect), OWNED)
+        .values(status=Status.DONE.value, lease_until=None, updated_at=NOW, finished_at=NOW)
+    )
+
+
+@cache
+def _released_statement(dialect: str) -> Any:
+    """Claimed but not run for lack of time: the claim was not an attempt."""
+    return (
+        update(jobs)
+        .where(_among(jobs.c.id, "ids", dialect), OWNED)
+        .values(
+            status=Status.PENDING.value, attempts=jobs.c.attempts - 1, lease_until=None,
+            claimed_by=None, updated_at=NOW,
+        )
+    )  # fmt: skip
+
+
+FAILED = (
+    update(jobs)
+    .where(jobs.c.id == bindparam("job_id", type_=JobId), OWNED)
+    .values(
+        status=bindparam("new_status", type_=String()),
+        run_at=bindparam("new_run_at", type_=UTCDateTime()),
+        last_error=bindparam("error", type_=Text()),
+        errors=bindparam("history", type_=jobs.c.errors.type),
+        finished_at=bindparam("new_finished_at", type_=UTCDateTime()),
+        lease_until=None,
+        updated_at=NOW,
+    )
+)
 
 
 def complete(
-    engine: Engine,
+    connection: Connection,
     token: str,
     now: datetime,
     done: Sequence[int] = (),
     failures: Sequence[Failure] = (),
     released: Sequence[int] = (),
 ) -> Written:
-    """Record a batch in one transaction, every write guarded by the claim's token."""
-    with unavailable_on_db_fault(), engine.begin() as connection:
-        done_count = _mark_done(connection, token, now, done)
-        retried = _record_failures(connection, token, now, [f for f in failures if not f.dead])
-        dead = _record_failures(connection, token, now, [f for f in failures if f.dead])
-        released_count = _release(connection, token, now, released)
-    return Written(done_count, retried, dead, released_count)
-
-
-def _mark_done(connection: Connection, token: str, now: datetime, ids: Sequence[int]) -> int:
-    if not ids:
-        return 0
-    statement = (
-        update(jobs)
-        .where(jobs.c.id.in_(ids), _owned(token))
-        .values(status=Status.DONE.value, lease_until=None, updated_at=now, finished_at=now)
-    )
-    return connection.execute(statement).rowcount
-
-
-def _record_failures(
-    connection: Connection, token: str, now: datetime, failures: Sequence[Failure]
-) -> int:
-    if not failures:
-        return 0
-    statement = (
-        update(jobs)
-        .where(jobs.c.id == bindparam("job_id"), _owned(token))
-        .values(
-            status=bindparam("new_status"),
-            run_at=bindparam("new_run_at"),
-            last_error=bindparam("error"),
-            errors=bindparam("history", type_=jobs.c.errors.type),
-            finished_at=bindparam("new_finished_at", type_=jobs.c.finished_at.type),
-            lease_until=None,
-            updated_at=now,
-        )
-    )
-    changed = 0
+    """Record a batch in the caller's transaction, every write guarded by the claim's token."""
+    base = {"token": token, "now": now}
+    dialect = connection.dialect.name
+    done_count = _for_ids(connection, _done_statement(dialect), base, done)
+    counts = {True: 0, False: 0}
     for failure in failures:
-        changed += connection.execute(
-            statement,
-            {
-                "job_id": failure.job_id,
-                "error": failure.error,
-                "history": failure.errors,
-                "new_status": (Status.DEAD if failure.dead else Status.PENDING).value,
-                "new_run_at": failure.run_at,
-                "new_finished_at": now if failure.dead else None,
-            },
-        ).rowcount
-    return changed
+        params = {**base, **_failure(failure, now)}
+        counts[failure.dead] += connection.execute(FAILED, params).rowcount
+    released_count = _for_ids(connection, _released_statement(dialect), base, released)
+    return Written(done_count, counts[False], counts[True], released_count)
 
 
-def _release(connection: Connection, token: str, now: datetime, ids: Sequence[int]) -> int:
-    """Give back jobs the sweep claimed but had no time to run; the claim is not an attempt."""
-    if not ids:
-        return 0
-    statement = (
-        update(jobs)
-        .where(jobs.c.id.in_(ids), _owned(token))
-        .values(
-            status=Status.PENDING.value,
-            attempts=jobs.c.attempts - 1,
-            lease_until=None,
-            claimed_by=None,
-            updated_at=now,
-        )
-    )
-    return connection.execute(statement).rowcount
+def _for_ids(
+    connection: Connection, statement: Any, base: dict[str, Any], ids: Sequence[int]
+) -> int:
+    return connection.execute(statement, {**base, "ids": list(ids)}).rowcount if ids else 0
 
 
-def count_due(engine: Engine, now: datetime) -> int:
+def _failure(failure: Failure, now: datetime) -> dict[str, Any]:
+    return {
+        "job_id": failure.job_id, "error": failure.error, "history": failure.errors,
+        "new_status": (Status.DEAD if failure.dead else Status.PENDING).value,
+        "new_run_at": failure.run_at, "new_finished_at": now if failure.dead else None,
+    }  # fmt: skip
+
+
+def count_due(connection: Connection, now: datetime) -> int:
     """Pending jobs whose time has come (whatever their kind), plus expired leases."""
     query = select(func.count()).where(
         or_(
@@ -292,8 +268,7 @@ def count_due(engine: Engine, now: datetime) -> int:
             and_(jobs.c.status == Status.RUNNING.value, jobs.c.lease_until < now),
         )
     )
-    with unavailable_on_db_fault(), engine.connect() as connection:
-        return int(connection.execute(query).scalar_one())
+    return int(connection.execute(query).scalar_one())
 
 
 # --- operations: inspect, retry, cancel, purge ----------------------------------------------------

@@ -12,8 +12,9 @@ from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
+from consumer.db.engine import unavailable_on_db_fault
 from consumer.errors import Permanent, Unavailable
 from consumer.jobs import store
 from consumer.jobs.kinds import JobContext, JobKinds
@@ -49,6 +50,13 @@ class SweepSummary:
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "budget_left": round(self.budget_left, 3)}
+
+    def add(self, batch: Batch, written: Written) -> None:
+        self.done += written.done
+        self.retried += written.retried
+        self.dead += written.dead
+        self.released += written.released
+        self.lost += len(batch.jobs) - written.total
 
 
 @dataclass
@@ -88,6 +96,7 @@ class Batch:
     jobs: list[Job]
     ends: float
     """``time.monotonic()`` by which the batch must be recorded: the budget or the lease."""
+    requested: int
     done: list[int] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
     unrun: list[int] = field(default_factory=list)
@@ -111,51 +120,96 @@ class Sweeper:
         self.worker = f"{socket.gethostname()[:24]}/{os.getpid()}"
 
     def run(self, deadline: float) -> SweepSummary:
-        """Sweep until drained or ``deadline`` (a ``time.monotonic()`` value) is near."""
+        """Sweep until drained or ``deadline`` (a ``time.monotonic()`` value) is near.
+
+        One connection serves the whole sweep, and each transaction records the batch just
+        run *and* claims the next: one round of writes per batch."""
         summary = SweepSummary()
-        while True:
-            size = self._next_size(deadline, first=summary.batches == 0)
-            if size == 0:
-                summary.stopped = "budget"
-                break
-            batch = self._claim(size, deadline)
-            if not batch.jobs:
-                break
-            self._work(batch, summary)
-            if len(batch.jobs) < size or batch.unrun:
-                summary.stopped = "budget" if batch.unrun else "drained"
-                break
-        summary.still_due = store.count_due(self.engine, self.clock())
+        with unavailable_on_db_fault(), self.engine.connect() as connection:
+            finished: Batch | None = None
+            size = self._next_size(deadline, first=True)
+            reason = "" if size else "budget"
+            while True:
+                batch = self._exchange(connection, finished, size, deadline, summary)
+                if not batch.jobs:
+                    summary.stopped = reason or "drained"
+                    break
+                self._work(batch, summary)
+                finished = batch
+                size, reason = self._next(batch, deadline)
+            summary.still_due = store.count_due(connection, self.clock())
         summary.budget_left = deadline - time.monotonic()
         return summary
+
+    def _next(self, batch: Batch, deadline: float) -> tuple[int, str]:
+        """How many to claim next (0: only record ``batch``), and why the sweep would stop."""
+        if batch.unrun:
+            return 0, "budget"
+        if len(batch.jobs) < batch.requested:
+            return 0, "drained"  # nothing more was due
+        size = self._next_size(deadline, first=False)
+        return size, "" if size else "budget"
 
     def _next_size(self, deadline: float, first: bool) -> int:
         available = deadline - time.monotonic() - self.pace.reserve()
         return self.pace.batch_size(available, self.settings.sweep_batch_size, first)
 
-    def _claim(self, size: int, deadline: float) -> Batch:
-        lease = job_lease_seconds(self.settings)
+    def _exchange(
+        self,
+        connection: Connection,
+        finished: Batch | None,
+        size: int,
+        deadline: float,
+        summary: SweepSummary,
+    ) -> Batch:
+        """In one transaction: record ``finished``, claim up to ``size`` jobs. A short database
+        blip is retried, so effects that happened are not re-run for want of a record."""
+        started = time.monotonic()
+        for attempt in range(WRITE_RETRIES):
+            try:
+                with unavailable_on_db_fault(), connection.begin():
+                    written = self._record(connection, finished)
+                    batch = self._claim(connection, size, deadline)
+                break
+            except Unavailable:
+                if attempt == WRITE_RETRIES - 1:
+                    raise
+                time.sleep(0.2 * 2**attempt)
+        self.pace.observe_write(time.monotonic() - started)
+        if finished is not None:
+            summary.add(finished, written)
+        return batch
+
+    def _record(self, connection: Connection, batch: Batch | None) -> Written:
+        if batch is None:
+            return Written(0, 0, 0, 0)
+        return store.complete(
+            connection, batch.token, self.clock(), batch.done, batch.failures, batch.unrun
+        )
+
+    def _claim(self, connection: Connection, size: int, deadline: float) -> Batch:
         token = f"{self.worker}/{uuid.uuid4().hex[:16]}"
+        if size == 0:
+            return Batch(token, [], ends=deadline, requested=0)
+        lease = job_lease_seconds(self.settings)
         started, now = time.monotonic(), self.clock()
         until = now + timedelta(seconds=lease)
-        claimed = store.claim(self.engine, token, size, self.kinds.names(), now, until)
-        return Batch(token, claimed, ends=min(deadline, started + lease))
+        claimed = store.claim(connection, token, size, self.kinds.names(), now, until)
+        return Batch(token, claimed, ends=min(deadline, started + lease), requested=size)
 
     def _work(self, batch: Batch, summary: SweepSummary) -> None:
+        """Run the batch's jobs in order; those the time left cannot cover stay unrun."""
         summary.batches += 1
         summary.claimed += len(batch.jobs)
+        stop_at = batch.ends - self.pace.reserve()
         with JobContext(self.settings, self.engine, batch.ends) as context:
             for job in batch.jobs:
-                if time.monotonic() + self.pace.job_seconds + self.pace.reserve() > batch.ends:
+                started = time.monotonic()
+                if started + self.pace.job_seconds > stop_at:
                     batch.unrun.append(job.id)
-                else:
-                    self._run(context, job, batch)
-        written = self._record(batch)
-        summary.done += written.done
-        summary.retried += written.retried
-        summary.dead += written.dead
-        summary.released += written.released
-        summary.lost += len(batch.jobs) - written.total
+                    continue
+                self._run(context, job, batch)
+                self.pace.observe_job(time.monotonic() - started)
 
     def _run(self, context: JobContext, job: Job, batch: Batch) -> None:
         limit = job.max_attempts or self.settings.job_max_attempts
@@ -164,7 +218,6 @@ class Sweeper:
             batch.failures.append(self._failure(job, error, dead=True))
             return
         handler = self.kinds.get(job.kind)
-        started = time.monotonic()
         try:
             if handler is None:  # unregistered after the claim: not this job's fault
                 raise LookupError(f"no job kind {job.kind!r}")
@@ -176,7 +229,6 @@ class Sweeper:
             batch.failures.append(self._failure(job, describe(exc), dead=job.attempts >= limit))
         else:
             batch.done.append(job.id)
-        self.pace.observe_job(time.monotonic() - started)
 
     def _failure(self, job: Job, error: str, dead: bool) -> Failure:
         now = self.clock()
@@ -188,19 +240,3 @@ class Sweeper:
             error=error,
             errors=with_error(job.errors, job.attempts, now, error),
         )
-
-    def _record(self, batch: Batch) -> Written:
-        """Write the batch, retrying a short database blip so finished effects are not re-run."""
-        started = time.monotonic()
-        for attempt in range(WRITE_RETRIES):
-            try:
-                written = store.complete(
-                    self.engine, batch.token, self.clock(), batch.done, batch.failures, batch.unrun
-                )
-                break
-            except Unavailable:
-                if attempt == WRITE_RETRIES - 1:
-                    raise
-                time.sleep(0.2 * 2**attempt)
-        self.pace.observe_write(time.monotonic() - started)
-        return written

@@ -60,7 +60,8 @@ def test_higher_priority_runs_first(
 ) -> None:
     low = [enqueue(runs_engine, "record", {}).job_id for _ in range(3)]
     high = enqueue(runs_engine, "record", {}, priority=5).job_id
-    claimed = store.claim(runs_engine, "t", 2, ["record"], utcnow(), utcnow() + timedelta(60))
+    with runs_engine.begin() as connection:
+        claimed = store.claim(connection, "t", 2, ["record"], utcnow(), utcnow() + timedelta(60))
     assert [job.id for job in claimed] == [high, low[0]]
 
 
@@ -134,13 +135,17 @@ def test_an_expired_lease_is_taken_over_and_the_old_owner_cannot_write(
 ) -> None:
     ids = add(runs_engine, 3)
     now = clock()
-    crashed = store.claim(runs_engine, "crashed", 10, ["record"], now, now + timedelta(seconds=5))
+    with runs_engine.begin() as connection:
+        crashed = store.claim(
+            connection, "crashed", 10, ["record"], now, now + timedelta(seconds=5)
+        )
     assert len(crashed) == 3
     assert sweep(job_settings, runs_engine, kinds, clock).claimed == 0  # lease still live
     clock.advance(6)
     summary = sweep(job_settings, runs_engine, kinds, clock)
     assert (summary.claimed, summary.done) == (3, 3)
-    written = store.complete(runs_engine, "crashed", clock(), done=ids, released=ids)
+    with runs_engine.begin() as connection:
+        written = store.complete(connection, "crashed", clock(), done=ids, released=ids)
     assert written.total == 0  # zero rows: the lease was lost, nothing is overwritten
     for job_id in ids:
         job = store.get(runs_engine, job_id)
@@ -153,7 +158,8 @@ def test_a_job_whose_sweepers_keep_dying_ends_dead(
     (job_id,) = add(runs_engine, 1)
     for _ in range(job_settings.job_max_attempts):
         now = clock()
-        assert store.claim(runs_engine, "dies", 1, ["record"], now, now + timedelta(seconds=1))
+        with runs_engine.begin() as connection:
+            assert store.claim(connection, "dies", 1, ["record"], now, now + timedelta(seconds=1))
         clock.advance(2)
     summary = sweep(job_settings, runs_engine, kinds, clock)
     job = store.get(runs_engine, job_id)
@@ -194,9 +200,11 @@ def test_cancel_only_pending_jobs(
     runs_engine: Engine, job_settings: Settings, kinds: JobKinds
 ) -> None:
     pending, done = add(runs_engine, 2)
-    store.claim(runs_engine, "t", 1, ["record"], utcnow(), utcnow() + timedelta(seconds=60))
+    with runs_engine.begin() as connection:
+        store.claim(connection, "t", 1, ["record"], utcnow(), utcnow() + timedelta(seconds=60))
     assert not store.cancel(runs_engine, pending, utcnow())  # running now
-    store.complete(runs_engine, "t", utcnow(), done=[pending])
+    with runs_engine.begin() as connection:
+        store.complete(connection, "t", utcnow(), done=[pending])
     assert store.cancel(runs_engine, done, utcnow())
     assert not store.cancel(runs_engine, done, utcnow())
     assert sweep(job_settings, runs_engine, kinds).claimed == 0
