@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import logging
 import multiprocessing as mp
 import os
 import pstats
@@ -137,6 +138,9 @@ def direct_worker(conninfo: str, batch: int, barrier: Any, results: Any) -> None
 
 def procrastinate_app(conninfo: str, sync: bool = False) -> Any:
     import procrastinate
+
+    # It warns that the app lives in the main module; that is deliberate in a one-file bench.
+    logging.getLogger("procrastinate").setLevel(logging.ERROR)
 
     connector = (
         procrastinate.SyncPsycopgConnector(conninfo=conninfo)

@@ -47,6 +47,7 @@ class SweepSummary:
     still_due: int = 0
     budget_left: float = 0.0
     stopped: str = "drained"
+    """``drained`` (nothing due), ``budget`` (no time left), or ``lease`` (jobs outlast it)."""
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "budget_left": round(self.budget_left, 3)}
@@ -128,7 +129,7 @@ class Sweeper:
         with unavailable_on_db_fault(), self.engine.connect() as connection:
             finished: Batch | None = None
             size = self._next_size(deadline, first=True)
-            reason = "" if size else "budget"
+            reason = "" if size else self._short_of(deadline)
             while True:
                 batch = self._exchange(connection, finished, size, deadline, summary)
                 if not batch.jobs:
@@ -143,16 +144,26 @@ class Sweeper:
 
     def _next(self, batch: Batch, deadline: float) -> tuple[int, str]:
         """How many to claim next (0: only record ``batch``), and why the sweep would stop."""
-        if batch.unrun:
+        if batch.unrun and batch.ends >= deadline:
             return 0, "budget"
-        if len(batch.jobs) < batch.requested:
+        if batch.unrun and len(batch.unrun) == len(batch.jobs):
+            return 0, "lease"  # not one job fitted in a fresh lease
+        if not batch.unrun and len(batch.jobs) < batch.requested:
             return 0, "drained"  # nothing more was due
         size = self._next_size(deadline, first=False)
-        return size, "" if size else "budget"
+        return size, "" if size else self._short_of(deadline)
 
     def _next_size(self, deadline: float, first: bool) -> int:
-        available = deadline - time.monotonic() - self.pace.reserve()
+        """As many jobs as both the budget and a fresh lease can cover, at the pace seen so far."""
+        now = time.monotonic()
+        horizon = min(deadline, now + job_lease_seconds(self.settings))
+        available = horizon - now - self.pace.reserve()
         return self.pace.batch_size(available, self.settings.sweep_batch_size, first)
+
+    def _short_of(self, deadline: float) -> str:
+        """Why not even one more job fits: the budget, or a job outlasts the lease."""
+        left = deadline - time.monotonic() - self.pace.reserve()
+        return "budget" if left <= self.pace.job_seconds else "lease"
 
     def _exchange(
         self,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from datetime import timedelta
 
 from sqlalchemy import Engine, select, update
@@ -248,3 +249,24 @@ def test_concurrent_sweeps_in_threads_run_each_job_once(
     assert run_counts(runs_engine) == {job_id: 1 for job_id in ids}
     assert sum(s.done for s in summaries) == 300 and sum(s.lost for s in summaries) == 0
     assert sum(s.claimed > 0 for s in summaries) >= 2, "the sweeps did not overlap"
+
+
+def test_batches_fit_a_lease_shorter_than_the_budget(
+    runs_engine: Engine, job_settings: Settings, kinds: JobKinds
+) -> None:
+    add(runs_engine, 40, sleep=0.1)
+    settings = replace(job_settings, job_lease_seconds=1, sweep_batch_size=40)
+    summary = sweep(settings, runs_engine, kinds, budget=2.5)
+    assert summary.lost == 0 and summary.batches >= 3  # each batch ended within its lease
+    assert 14 <= summary.done <= 25 and summary.stopped == "budget"
+    assert run_counts(runs_engine) == {job_id: 1 for job_id in run_counts(runs_engine)}
+
+
+def test_a_job_that_outlasts_the_lease_stops_the_sweep(
+    runs_engine: Engine, job_settings: Settings, kinds: JobKinds
+) -> None:
+    add(runs_engine, 3, sleep=1.2)
+    settings = replace(job_settings, job_lease_seconds=1)
+    summary = sweep(settings, runs_engine, kinds, budget=20)
+    assert (summary.done, summary.stopped, summary.still_due) == (1, "lease", 2)
+    assert summary.budget_left > 15  # it did not spin until the budget ran out

@@ -1,0 +1,61 @@
+"""The ``sweep`` and ``cleanup`` tick tasks through the real dispatcher (inbox included)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+
+from sqlalchemy import Engine, update
+
+from consumer.dispatch import Dispatcher
+from consumer.jobs import enqueue
+from consumer.jobs.schema import jobs
+from consumer.message import PushMessage
+from consumer.outcomes import Kind
+from consumer.plugins import build_registry
+from consumer.settings import Settings
+from consumer.timeutil import utcnow
+
+
+def tick(task: str, message_id: str = "m1") -> PushMessage:
+    return PushMessage(message_id, utcnow(), attributes={"task": task})
+
+
+def test_the_sweep_tick_runs_built_in_email_jobs_once(
+    engine: Engine, settings: Settings, tmp_path: Path
+) -> None:
+    settings = replace(settings, maildir_path=str(tmp_path / "md"))
+    registry = build_registry(settings)
+    assert registry.period_of("sweep") == 300 and "email" in registry.job_kinds
+    enqueue(engine, "email", {"to": "a@example.com", "text": "hi"})
+    dispatcher = Dispatcher(settings, engine, registry)
+    first = dispatcher.dispatch(tick("sweep"))
+    assert first.kind is Kind.DONE and first.http_status == 200
+    assert (first.details["claimed"], first.details["done"], first.details["still_due"]) == (
+        1,
+        1,
+        0,
+    )
+    assert 0 < first.details["budget_left"] <= settings.handler_budget_seconds
+    again = dispatcher.dispatch(tick("sweep", message_id="m2"))  # Scheduler ran the job twice
+    assert again.kind is Kind.DUPLICATE
+    assert len(list((tmp_path / "md" / "new").iterdir())) == 1
+
+
+def test_cleanup_purges_finished_jobs_past_retention(engine: Engine, settings: Settings) -> None:
+    old = enqueue(engine, "email", {}).job_id
+    recent = enqueue(engine, "email", {}).job_id
+    waiting = enqueue(engine, "email", {}, run_at=utcnow() + timedelta(days=60)).job_id
+    with engine.begin() as connection:
+        for job_id, days in ((old, 30), (recent, 1)):
+            connection.execute(
+                update(jobs)
+                .where(jobs.c.id == job_id)
+                .values(status="done", finished_at=utcnow() - timedelta(days=days))
+            )
+    outcome = Dispatcher(settings, engine, build_registry(settings)).dispatch(tick("cleanup"))
+    assert outcome.kind is Kind.DONE and outcome.details["jobs_purged"] == 1
+    with engine.connect() as connection:
+        left = set(connection.execute(jobs.select().with_only_columns(jobs.c.id)).scalars())
+    assert left == {recent, waiting}
