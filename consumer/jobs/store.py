@@ -141,20 +141,7 @@ def claim(
 
 @cache
 def _claim_statement(dialect: str) -> Any:
-    expired = select(jobs.c.id).where(
-        jobs.c.status == Status.RUNNING.value,
-        jobs.c.lease_until < NOW,
-        _among(jobs.c.kind, "kinds", dialect),
-    )
-    due = (
-        select(jobs.c.id)
-        .where(
-            jobs.c.status == Status.PENDING.value,
-            jobs.c.run_at <= NOW,
-            _among(jobs.c.kind, "kinds", dialect),
-        )
-        .order_by(jobs.c.priority.desc(), jobs.c.run_at, jobs.c.id)
-    )
+    expired, due = _candidates(dialect)
     picked = (_picked_postgresql if dialect == "postgresql" else _picked_sqlite)(expired, due)
     claimable = or_(  # re-checked in the UPDATE itself: a row another claim took is left alone
         jobs.c.status == Status.PENDING.value,
@@ -170,6 +157,20 @@ def _claim_statement(dialect: str) -> Any:
         )
         .returning(*CLAIMED)
     )  # fmt: skip
+
+
+def _candidates(dialect: str) -> tuple[Select[Any], Select[Any]]:
+    """Running jobs whose lease expired (their sweeper died), and due pending jobs in order."""
+    kind = _among(jobs.c.kind, "kinds", dialect)
+    expired = select(jobs.c.id).where(
+        jobs.c.status == Status.RUNNING.value, jobs.c.lease_until < NOW, kind
+    )
+    due = (
+        select(jobs.c.id)
+        .where(jobs.c.status == Status.PENDING.value, jobs.c.run_at <= NOW, kind)
+        .order_by(jobs.c.priority.desc(), jobs.c.run_at, jobs.c.id)
+    )
+    return expired, due
 
 
 def _picked_postgresql(expired: Select[Any], due: Select[Any]) -> Any:

@@ -18,9 +18,8 @@ from consumer.db.engine import unavailable_on_db_fault
 from consumer.errors import Permanent, Unavailable
 from consumer.jobs import store
 from consumer.jobs.kinds import JobContext, JobKinds
-from consumer.jobs.model import Job
+from consumer.jobs.model import Failure, Job, Written
 from consumer.jobs.retry import describe, next_run_at, with_error
-from consumer.jobs.store import Failure, Written
 from consumer.settings import Settings
 from consumer.timeutil import Clock, utcnow
 
