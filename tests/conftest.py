@@ -10,6 +10,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -44,18 +45,27 @@ def postgres_admin() -> str:
     return PG_ADMIN_DSN
 
 
+@contextmanager
+def migrated_postgres_database(admin_dsn: str, prefix: str = "consumer_test") -> Iterator[str]:
+    """Create a uniquely named database, migrate it, yield its URL, drop it."""
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(admin_dsn, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    base = admin_dsn.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://")
+    url = f"{base}/{name}"
+    try:
+        upgrade(url)
+        yield url
+    finally:
+        with psycopg.connect(admin_dsn, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 @pytest.fixture
 def postgres_url(postgres_admin: str) -> Iterator[str]:
     """A fresh, migrated PostgreSQL database for one test, dropped afterwards."""
-    name = f"consumer_test_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(postgres_admin, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    url = postgres_admin.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://")
-    url = f"{url}/{name}"
-    upgrade(url)
-    yield url
-    with psycopg.connect(postgres_admin, autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with migrated_postgres_database(postgres_admin) as url:
+        yield url
 
 
 @pytest.fixture

@@ -3,12 +3,10 @@ one app), with handlers that only echo, so every generated case exercises our ow
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import psycopg
 import pytest
 from flask import Flask
 
@@ -18,6 +16,7 @@ from consumer.db.engine import make_engine
 from consumer.db.migrate import upgrade
 from consumer.registry import Registry
 from consumer.settings import Settings
+from tests.conftest import migrated_postgres_database
 
 
 def echo_registry() -> Registry:
@@ -42,15 +41,8 @@ def fuzz_sqlite_url(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.fixture(scope="module")
 def fuzz_postgres_url(postgres_admin: str) -> Iterator[str]:
-    name = f"consumer_fuzz_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(postgres_admin, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    base = postgres_admin.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://")
-    url = f"{base}/{name}"
-    upgrade(url)
-    yield url
-    with psycopg.connect(postgres_admin, autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with migrated_postgres_database(postgres_admin, prefix="consumer_fuzz") as url:
+        yield url
 
 
 @contextmanager
