@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,9 @@ from tests.jobs import kinds_plugin
 
 @pytest.fixture
 def invoke(sqlite_url: str, tmp_path: Path) -> Any:
+    stray: dict[str, str | None] = {k: None for k in os.environ if k.startswith("CONSUMER_")}
     env = {
+        **stray,
         "CONSUMER_DATABASE_URL": sqlite_url,
         "CONSUMER_PLUGINS": "tests.jobs.kinds_plugin",
         "CONSUMER_MAILDIR_PATH": str(tmp_path / "maildir"),

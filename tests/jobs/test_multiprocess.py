@@ -60,10 +60,11 @@ def add_emails(engine: Engine, count: int) -> None:
 
 
 def start_sweeps(count: int, env: dict[str, str]) -> list[subprocess.Popen[str]]:
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith("CONSUMER_")}
     return [
         subprocess.Popen(
             SWEEP,
-            env={**os.environ, **env},
+            env={**inherited, **env},
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
