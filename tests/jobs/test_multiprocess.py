@@ -145,7 +145,7 @@ def test_5000_emails_8_sweeping_processes_and_duplicated_ticks_send_each_once(
 def test_a_sweeper_killed_mid_batch_resends_at_most_that_batch(
     postgres_url: str, db: Engine, smtp: Recorder, start_server: Callable[..., Server]
 ) -> None:
-    total, batch, lease = 400, 50, 6
+    total, batch, lease = 400, 50, 8
     add_emails(db, total)
     smtp.delay = 0.01  # a batch of 50 takes half a second: time to kill inside one
     env = mail_env(
