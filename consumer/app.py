@@ -121,6 +121,7 @@ def _log_decision(outcome: Outcome, message: Any, seconds: float) -> None:
         extra={
             "message_id": getattr(message, "message_id", None),
             "key": outcome.key,
+            "route": outcome.route,
             "outcome": outcome.kind.value,
             "status": outcome.http_status,
             "attempt": outcome.details.get("attempt"),

@@ -36,7 +36,7 @@ class Settings:
     """Where Google's ``{kid: certificate PEM}`` signing certificates are fetched (and cached)."""
     oidc_clock_skew_seconds: int = 30
     """Tolerance on the token's ``exp`` and ``iat`` for clocks that disagree (0..300)."""
-    push_token: str = ""
+    push_token: str = field(default="", repr=False)
     """Legacy shared verification token (``?token=``), for setups without OIDC."""
     ack_deadline_seconds: int = 60
     """The push subscription's ack deadline; for push it is also the request timeout."""
@@ -66,7 +66,7 @@ class Settings:
     """In local mode, publish a ``sweep`` and ``cleanup`` tick this often (0: never)."""
     log_level: str = "INFO"
     """Level of the JSON log lines on stderr."""
-    deploy_hook_secrets: tuple[str, ...] = ()
+    deploy_hook_secrets: tuple[str, ...] = field(default=(), repr=False)
     """HMAC secrets accepted on ``POST /hooks/deploy``, comma-separated (two during a rotation).
     Empty: the hook refuses every request."""
     deploy_hook_tolerance_seconds: int = 300
@@ -204,6 +204,10 @@ def _auth_rules(settings: Settings) -> list[tuple[bool, str]]:
         (
             bool(settings.push_audience) == bool(settings.push_service_accounts),
             "CONSUMER_PUSH_AUDIENCE and CONSUMER_PUSH_SERVICE_ACCOUNTS must be set together",
+        ),
+        (
+            not settings.push_token or len(settings.push_token) >= 16,
+            "CONSUMER_PUSH_TOKEN must be at least 16 characters (a guessable token is no check)",
         ),
         (
             certs_url.startswith(("https://", "http://127.0.0.1:", "http://localhost:")),

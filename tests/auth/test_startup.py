@@ -61,7 +61,8 @@ def test_each_way_of_authenticating_is_accepted() -> None:
         "a@p.iam.gserviceaccount.com",
         "b@p.iam.gserviceaccount.com",
     )
-    assert Settings.from_env({"CONSUMER_PUSH_TOKEN": "s3cret"}).push_token == "s3cret"
+    token = "s3cret-" * 3
+    assert Settings.from_env({"CONSUMER_PUSH_TOKEN": token}).push_token == token
     assert Settings.from_env({"CONSUMER_LOCAL_MODE": "true"}).local_mode
 
 

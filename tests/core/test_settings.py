@@ -17,7 +17,7 @@ def test_defaults_need_an_explicit_choice_of_authentication() -> None:
 def test_values_are_converted() -> None:
     settings = Settings.from_env(
         {
-            "CONSUMER_PUSH_TOKEN": "s3cret",
+            "CONSUMER_PUSH_TOKEN": "a-long-enough-shared-token",
             "CONSUMER_ACK_DEADLINE_SECONDS": "120",
             "CONSUMER_PLUGINS": "a.b, c.d",
             "CONSUMER_TICK_PERIODS": "sweep=60, cleanup=3600",
@@ -41,6 +41,7 @@ def test_values_are_converted() -> None:
         ({"CONSUMER_ACK_DEADLINE_SECONDS": "5"}, "10..600"),
         ({"CONSUMER_SAFETY_MARGIN_SECONDS": "60"}, "below the ack deadline"),
         ({"CONSUMER_DATABASE_URL": "mysql://x"}, "sqlite:// or postgresql://"),
+        ({"CONSUMER_PUSH_TOKEN": "short"}, "at least 16 characters"),
     ],
 )
 def test_bad_values_are_reported_by_name(env: dict[str, str], message: str) -> None:
@@ -53,3 +54,13 @@ def test_every_problem_is_reported_at_once() -> None:
     with pytest.raises(SettingsError) as raised:
         Settings.from_env({"CONSUMER_WORKERS": "x", "CONSUMER_MAX_ATTEMPTS": "y"})
     assert "CONSUMER_WORKERS" in str(raised.value) and "CONSUMER_MAX_ATTEMPTS" in str(raised.value)
+
+
+def test_secrets_stay_out_of_the_printed_settings() -> None:
+    settings = Settings(
+        local_mode=True,
+        push_token="token-that-must-not-leak",
+        deploy_hook_secrets=("hook-secret-that-must-not-leak",),
+        smtp_password="password-that-must-not-leak",
+    )
+    assert "must-not-leak" not in repr(settings)
