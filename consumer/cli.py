@@ -23,14 +23,16 @@ TIMEOUT_SECONDS = 30
 def load_settings(*, serves_push: bool = False, **overrides: Any) -> Settings:
     """Settings from the environment plus command-line overrides; only ``serve`` needs push
     authentication configured."""
-    env = dict(os.environ)
-    for name, value in overrides.items():
-        if value is not None:
-            env[f"CONSUMER_{name.upper()}"] = str(value)
+    env = {**os.environ, **as_env(overrides)}
     try:
         return Settings.from_env(env, serves_push=serves_push)
     except SettingsError as exc:
         raise click.UsageError(f"invalid settings: {exc}") from exc
+
+
+def as_env(overrides: dict[str, Any]) -> dict[str, str]:
+    """Command-line options as the ``CONSUMER_*`` variables they stand for."""
+    return {f"CONSUMER_{name.upper()}": str(v) for name, v in overrides.items() if v is not None}
 
 
 @click.group()
@@ -59,10 +61,12 @@ def serve(local: bool, bind: str | None, workers: int | None, tick_seconds: int 
 
     overrides: dict[str, Any] = {"bind": bind, "workers": workers}
     if local:
-        overrides["local_mode"] = "true"
-        overrides["local_tick_seconds"] = 10 if tick_seconds is None else tick_seconds
-    settings = load_settings(serves_push=True, **overrides)
-    run(settings)
+        seconds = 10 if tick_seconds is None else tick_seconds
+        overrides.update(local_mode="true", local_tick_seconds=seconds)
+        if seconds > 0 and "CONSUMER_TICK_PERIODS" not in os.environ:
+            # Each local tick gets its own sweep slot, so enqueued jobs go out within seconds.
+            overrides["tick_periods"] = f"sweep={seconds}"
+    run(load_settings(serves_push=True, **overrides), as_env(overrides))
 
 
 @main.command("settings")

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 
 from consumer.db.migrate import upgrade
 from consumer.logs import configure_logging
@@ -32,12 +33,14 @@ def gunicorn_command(settings: Settings) -> list[str]:
     ]  # fmt: skip
 
 
-def run(settings: Settings) -> None:
+def run(settings: Settings, overrides: Mapping[str, str]) -> None:
+    """Serve until gunicorn exits; ``overrides`` (the command line's ``CONSUMER_*`` values) reach
+    the workers, which build their settings from the environment."""
     configure_logging(settings.log_level)
     if settings.local_mode:
         # Local convenience only; in a cluster the migration Job runs once per release.
         upgrade(settings.database_url)
-    env = {**os.environ, **_as_env(settings)}
+    env = {**os.environ, **overrides}
     server = subprocess.Popen(gunicorn_command(settings), env=env)
     ticker = _start_ticker(settings)
     try:
@@ -58,13 +61,3 @@ def _start_ticker(settings: Settings) -> LocalTicker | None:
     threading.Thread(target=ticker.run, name="local-ticker", daemon=True).start()
     time.sleep(0)
     return ticker
-
-
-def _as_env(settings: Settings) -> dict[str, str]:
-    """The options given on the command line, passed to the workers as variables."""
-    return {
-        "CONSUMER_BIND": settings.bind,
-        "CONSUMER_WORKERS": str(settings.workers),
-        "CONSUMER_LOCAL_MODE": "true" if settings.local_mode else "false",
-        "CONSUMER_DATABASE_URL": settings.database_url,
-    }

@@ -30,7 +30,7 @@ def runs(key: str | None, limit: int) -> None:
     from consumer.db.engine import make_engine
     from consumer.deploy.runs import WarmRuns
 
-    store = WarmRuns(make_engine(load_settings(local_mode="true").database_url))
+    store = WarmRuns(make_engine(load_settings().database_url))
     for run in store.for_key(key) if key else store.recent(limit):
         p50 = "-" if run.p50_ms is None else f"{run.p50_ms:.0f}"
         p95 = "-" if run.p95_ms is None else f"{run.p95_ms:.0f}"

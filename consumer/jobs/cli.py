@@ -20,7 +20,7 @@ def _settings() -> Settings:
     """Push authentication is irrelevant to these commands, so it is not demanded."""
     from consumer.cli import load_settings
 
-    return load_settings(local_mode="true")
+    return load_settings()
 
 
 def _engine() -> Engine:

@@ -22,7 +22,7 @@ def _files() -> Iterator[ProcessedFiles]:
     from consumer.cli import load_settings
     from consumer.db.engine import make_engine
 
-    engine = make_engine(load_settings(local_mode="true").database_url)
+    engine = make_engine(load_settings().database_url)
     try:
         yield ProcessedFiles(engine)
     finally:
@@ -73,7 +73,7 @@ def files_rules() -> None:
     from consumer.storage.processors import processors_of
     from consumer.storage.rules import load_rules
 
-    settings = load_settings(local_mode="true")
+    settings = load_settings()
     known = processors_of(build_registry(settings)).names()
     for number, rule in enumerate(load_rules(settings.storage_rules).rules, 1):
         flag = "" if rule.processor in known else "   <- NOT REGISTERED"

@@ -80,29 +80,45 @@ def test_serve_refuses_to_start_without_authentication(tmp_path: Path) -> None:
     assert result.returncode == 2 and "push authentication is not configured" in result.stderr
 
 
-def test_serve_local_runs_ticks_from_one_tick_source(tmp_path: Path) -> None:
-    """The quickstart: local mode migrates, serves, and a single ticker drives cleanup."""
+def test_serve_local_sweeps_an_enqueued_email_within_seconds(tmp_path: Path) -> None:
+    """The quickstart: local mode migrates, serves, and its single tick source drives the sweep
+    (one slot per local tick) and cleanup."""
     database = f"sqlite:///{tmp_path / 'local.db'}"
+    maildir = tmp_path / "maildir"
     port = free_port()
-    env = {**os.environ, "CONSUMER_DATABASE_URL": database, "CONSUMER_WORKERS": "2"}
+    env = {
+        "CONSUMER_DATABASE_URL": database, "CONSUMER_WORKERS": "2",
+        "CONSUMER_MAILDIR_PATH": str(maildir),
+    }  # fmt: skip
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith("CONSUMER_")}
     command = [*CONSUMER, "serve", "--local", "--bind", f"127.0.0.1:{port}", "--tick-seconds", "1"]
     process = subprocess.Popen(
-        command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        command, env={**inherited, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     try:
-        deadline = time.monotonic() + 60
-        row = None
-        while time.monotonic() < deadline and row is None:
-            time.sleep(0.5)
-            engine = make_engine(database)
-            try:
-                row = next(iter(Inbox(engine).list(Status.DONE)), None)
-            except Exception:
-                row = None
-            finally:
-                engine.dispose()
-        assert row is not None and row.key.startswith("tick:cleanup:")
-        assert requests.get(f"http://127.0.0.1:{port}/healthz", timeout=5).ok
+        wait_until(lambda: requests.get(f"http://127.0.0.1:{port}/healthz", timeout=5).ok)
+        payload = json.dumps({"to": "ann@example.com", "subject": "hello", "text": "from a job"})
+        run("jobs", "enqueue", "email", "--payload", payload, env=env)
+        wait_until(lambda: any((maildir / "new").glob("*")))
+        (delivered,) = (maildir / "new").glob("*")
+        assert "Subject: hello" in delivered.read_text()
+        engine = make_engine(database)
+        keys = [row.key for row in Inbox(engine).list(Status.DONE, limit=500)]
+        engine.dispose()
+        assert any(key.startswith("tick:cleanup:") for key in keys)
+        assert any(key.startswith("tick:sweep:") for key in keys)
     finally:
         process.send_signal(signal.SIGINT)
         process.wait(timeout=30)
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if condition():
+                return
+        except (requests.RequestException, OSError):
+            pass
+        time.sleep(0.3)
+    raise AssertionError("condition not met in time")
