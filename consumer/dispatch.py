@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
 
+from consumer import text
 from consumer.classify import classify
 from consumer.context import HandlerContext, LeaseLost
 from consumer.db.engine import is_unavailable
@@ -58,6 +59,9 @@ class Dispatcher:
         return self.handle(classify(message, self.registry.period_of))
 
     def handle(self, event: Event) -> Outcome:
+        # Everything that reads before the claim may fail with nothing written; after the claim,
+        # every path finishes the row, so no failure strands it in ``running``.
+        stale = self._stale_reason(event)
         lease = timedelta(seconds=self.settings.lease_seconds)
         claim = self.inbox.claim(event.key, event.route, event.message, self.clock(), lease)
         if claim is None:
@@ -67,7 +71,6 @@ class Dispatcher:
             return self._finish(claim, Kind.DEAD, error="attempts exhausted (did a worker die?)")
         if handler is None:
             return self._finish(claim, Kind.UNROUTABLE, error=f"no handler for {event.route}")
-        stale = self._stale_reason(event)
         if stale:
             return self._finish(claim, Kind.SKIPPED, details={"reason": stale})
         return self._run(claim, event, handler)
@@ -86,7 +89,8 @@ class Dispatcher:
             log.warning("handler failed for %s", claim.key, exc_info=True)
             kind = Kind.DEAD if claim.attempts >= self.settings.max_attempts else Kind.RETRY
             return self._finish(claim, kind, error=_describe(exc))
-        outcome = self._finish(claim, Kind.DONE, details=dict(result or {}))
+        # The effect has happened: whatever the result looks like, the event is done.
+        outcome = self._finish(claim, Kind.DONE, details=json_safe_result(result))
         if isinstance(event, TickEvent) and outcome.kind is Kind.DONE:
             self._advance_slot(event)
         return outcome
@@ -134,7 +138,8 @@ class Dispatcher:
                 if attempt == FINISH_RETRIES - 1:
                     raise
                 time.sleep(0.2 * 2**attempt)
-        if not kept:
+        if not kept and not self.inbox.finished_as(claim, status):
+            # (``finished_as``: a write that committed but whose reply was lost still counts.)
             return Outcome(Kind.LEASE_LOST, claim.key, {"attempt": claim.attempts})
         body = {**result, "attempt": claim.attempts}
         if error:
@@ -169,4 +174,25 @@ class Dispatcher:
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, DBAPIError) and is_unavailable(exc):
         return f"database unavailable: {type(exc.orig).__name__}"
-    return f"{type(exc).__name__}: {exc}"[:2000]
+    return text.describe(exc)
+
+
+def json_safe_result(result: Any) -> dict[str, Any]:
+    """A handler's result as a JSON object any database can store (and any client can read)."""
+    if result is None:
+        return {}
+    if not isinstance(result, Mapping):
+        return {"result": _storable_json(result)}
+    return {str(key): _storable_json(value) for key, value in result.items()}
+
+
+def _storable_json(value: Any) -> Any:
+    if isinstance(value, str):
+        return text.storable(value, limit=100_000)
+    if isinstance(value, Mapping):
+        return {text.storable(str(k)): _storable_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_storable_json(item) for item in value]
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    return text.storable(str(value))

@@ -68,6 +68,12 @@ class Retryable(HandlerError):
     """A transient failure: the event is nacked and redelivered with backoff."""
 
 
+class Incomplete(Retryable):
+    """Progress was committed but the work is not finished (the time budget ran out): redeliver
+    to continue. Unlike other retryable failures it spends no attempt, so a long job that keeps
+    advancing is never recorded dead for being long."""
+
+
 class Permanent(HandlerError):
     """A failure that a retry cannot fix: the event is recorded dead and acknowledged."""
 

@@ -128,6 +128,15 @@ class Inbox:
             changed = connection.execute(self._owned(claim).values(**values)).rowcount
         return changed == 1
 
+    def finished_as(self, claim: Claim, status: Status) -> bool:
+        """Whether this claim's own write already recorded ``status`` (a commit whose reply was
+        lost looks like a lost lease to the retry)."""
+        query = select(inbox.c.key).where(
+            inbox.c.key == claim.key, inbox.c.claimed_by == claim.token, inbox.c.status == status
+        )
+        with unavailable_on_db_fault(), self.engine.connect() as connection:
+            return connection.execute(query).first() is not None
+
     def heartbeat(self, claim: Claim, lease_until: datetime, now: datetime) -> bool:
         """Extend the lease of a long handler; ``False`` if it was lost."""
         statement = self._owned(claim).values(lease_until=lease_until, updated_at=now)

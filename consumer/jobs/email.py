@@ -42,7 +42,13 @@ def send(context: JobContext, job: Job) -> None:
     try:
         smtp.send_message(message)
     except smtplib.SMTPRecipientsRefused as exc:
-        raise Permanent(f"every recipient was refused: {sorted(exc.recipients)}") from exc
+        # 4xx (greylisting, mailbox busy) and 421 (which also drops the session) are transient.
+        context.discard("smtp")
+        codes = [code for code, _ in exc.recipients.values()]
+        refused = f"every recipient was refused: {sorted(exc.recipients.items())}"
+        if all(500 <= code < 600 for code in codes):
+            raise Permanent(refused) from exc
+        raise Retryable(refused) from exc
     except smtplib.SMTPResponseException as exc:
         context.discard("smtp")
         if 500 <= exc.smtp_code < 600:

@@ -7,6 +7,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from consumer import text
+
 MAX_ERROR_CHARS = 2000
 MAX_HISTORY = 100
 
@@ -26,7 +28,7 @@ def next_run_at(now: datetime, attempt: int, base: float, cap: float) -> datetim
 
 
 def describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]
+    return text.describe(exc, MAX_ERROR_CHARS)
 
 
 def with_error(

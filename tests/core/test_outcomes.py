@@ -116,6 +116,27 @@ def test_retryable_error_is_503_and_a_redelivery_succeeds(
     assert len(effect_rows(engine)) == 1
 
 
+def test_an_error_message_no_database_stores_is_recorded_escaped(
+    client: FlaskClient, engine: Engine
+) -> None:
+    status, answer = post(client, with_attributes(deploy_body("web", "nul"), fail="unstorable"))
+    assert (status, answer["outcome"]) == (503, "retry")
+    row = Inbox(engine).get("deploy:web:nul")
+    assert row is not None and row.status is Status.FAILED
+    assert row.error is not None and "\\x00" in row.error and "\\udc80" in row.error
+
+
+def test_a_result_that_is_not_plain_json_still_completes_the_event(
+    client: FlaskClient, engine: Engine
+) -> None:
+    status, answer = post(client, with_attributes(deploy_body("web", "odd"), odd_result="1"))
+    assert (status, answer["outcome"], answer["text"]) == (200, "done", "nul\\x00")
+    row = Inbox(engine).get("deploy:web:odd")
+    assert row is not None and row.status is Status.DONE and row.result["7"] == "{1, 2}"
+    assert post(client, deploy_body("web", "odd"))[1]["outcome"] == "duplicate"
+    assert len(effect_rows(engine)) == 1
+
+
 def test_attempts_exhausted_is_recorded_dead_and_acked(client: FlaskClient, engine: Engine) -> None:
     body = with_attributes(deploy_body("web", "r4"), fail="always")
     statuses = [post(client, body)[0] for _ in range(4)]

@@ -33,11 +33,21 @@ class Recorder:
 
     delay: float = 0.0
     reply: str = ""
+    rcpt_reply: str = ""
+    """Refuse every recipient with this reply (greylisting, unknown mailbox...)."""
     port: int = 0
     raw: list[bytes] = field(default_factory=list)
     ids: list[str] = field(default_factory=list)
     peers: set[Any] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    async def handle_RCPT(
+        self, server: Any, session: Session, envelope: Envelope, address: str, options: list[str]
+    ) -> str:
+        if self.rcpt_reply:
+            return self.rcpt_reply
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
 
     async def handle_DATA(self, server: Any, session: Session, envelope: Envelope) -> str:
         if self.delay:

@@ -117,6 +117,22 @@ def test_smtp_refusals_are_permanent_or_retried_by_code(
     assert job and job.status == status and reply.split()[0] in (job.last_error or "")
 
 
+@pytest.mark.parametrize(
+    ("reply", "status"),
+    [("550 no such user", "dead"), ("450 greylisted, come back later", "pending")],
+)
+def test_refused_recipients_are_permanent_or_retried_by_code(
+    db: Engine, kinds: JobKinds, smtp: Recorder, reply: str, status: str
+) -> None:
+    smtp.rcpt_reply = reply
+    first, second = (enqueue(db, "email", {**MAIL, "subject": s}).job_id for s in ("a", "b"))
+    sweep(smtp_settings(db, smtp.port), db, kinds)
+    for job_id in (first, second):  # the refusal of the first did not poison the session
+        job = store.get(db, job_id or 0)
+        assert job and job.status == status and reply.split()[0] in (job.last_error or "")
+    smtp.rcpt_reply = ""
+
+
 def test_an_unreachable_server_is_retried(db: Engine, kinds: JobKinds) -> None:
     job_id = enqueue(db, "email", MAIL).job_id
     summary = sweep(smtp_settings(db, free_port(), smtp_timeout_seconds=2), db, kinds)

@@ -4,7 +4,8 @@ into ``test_effects``. If the inbox ever lets an event run twice, the row count 
 Behaviour is steered by message attributes (the test decides, the handler obeys):
 - ``sleep``: seconds to sleep before the effect (to overlap deliveries);
 - ``fail``: ``retryable-once`` fails the first attempt, ``permanent`` always fails permanently,
-  ``always`` always fails retryably;
+  ``always`` always fails retryably, ``unstorable`` fails with text no database stores;
+- ``odd_result``: return a result that is not plain JSON (datetimes, bytes, NULs);
 - ``hang``: on the first attempt only, record the worker pid, then sleep this long (a test
   SIGKILLs the worker meanwhile).
 """
@@ -12,6 +13,7 @@ Behaviour is steered by message attributes (the test decides, the handler obeys)
 from __future__ import annotations
 
 import os
+from datetime import UTC, datetime
 import time
 from typing import Any
 
@@ -55,7 +57,11 @@ def _run(context: HandlerContext, attributes: Any) -> dict[str, Any]:
         raise Permanent("this event can never succeed")
     if mode == "always" or (mode == "retryable-once" and context.attempt == 1):
         raise Retryable("transient failure, try again")
+    if mode == "unstorable":
+        raise RuntimeError("a NUL \x00 and a lone surrogate \udc80 in an error")
     record(context.engine, context.key, "effect")
+    if "odd_result" in attributes:
+        return {"at": datetime.now(UTC), "raw": b"\x00", "text": "nul\x00", 7: {1, 2}}
     return {"effect": "recorded", "attempt": context.attempt}
 
 
