@@ -18,7 +18,7 @@ from consumer import text
 from consumer.classify import classify
 from consumer.context import HandlerContext, LeaseLost
 from consumer.db.engine import is_unavailable
-from consumer.errors import Permanent, Unavailable
+from consumer.errors import Incomplete, Permanent, Unavailable
 from consumer.events import Event, TickEvent
 from consumer.inbox import Claim, Inbox, Status
 from consumer.message import PushMessage
@@ -85,6 +85,8 @@ class Dispatcher:
             return Outcome(Kind.LEASE_LOST, claim.key, {"error": str(exc)})
         except Permanent as exc:
             return self._finish(claim, Kind.DEAD, error=_describe(exc))
+        except Incomplete as exc:
+            return self._finish(claim, Kind.RETRY, error=_describe(exc), refund_attempt=True)
         except Exception as exc:  # any other failure is retryable until attempts run out
             log.warning("handler failed for %s", claim.key, exc_info=True)
             kind = Kind.DEAD if claim.attempts >= self.settings.max_attempts else Kind.RETRY
@@ -126,13 +128,16 @@ class Dispatcher:
         kind: Kind,
         details: Mapping[str, Any] | None = None,
         error: str | None = None,
+        refund_attempt: bool = False,
     ) -> Outcome:
         """Record the outcome, retrying a short database blip so a done effect is not re-run."""
         status = STATUS_OF[kind]
         result = dict(details or {})
         for attempt in range(FINISH_RETRIES):
             try:
-                kept = self.inbox.finish(claim, status, self.clock(), result or None, error)
+                kept = self.inbox.finish(
+                    claim, status, self.clock(), result or None, error, refund_attempt
+                )
                 break
             except Unavailable:
                 if attempt == FINISH_RETRIES - 1:

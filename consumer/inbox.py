@@ -116,12 +116,16 @@ class Inbox:
         now: datetime,
         result: Any = None,
         error: str | None = None,
+        refund_attempt: bool = False,
     ) -> bool:
-        """Record the outcome of a claim; ``False`` if the lease was lost meanwhile."""
+        """Record the outcome of a claim; ``False`` if the lease was lost meanwhile.
+        ``refund_attempt``: the attempt made committed progress, so it does not count."""
         values: dict[str, Any] = {
             "status": status, "result": result, "error": error, "updated_at": now,
             "lease_until": None,
         }  # fmt: skip
+        if refund_attempt:
+            values["attempts"] = inbox.c.attempts - 1
         if status in FINAL:
             values["finished_at"] = now
         with unavailable_on_db_fault(), self.engine.begin() as connection:

@@ -145,6 +145,16 @@ def test_attempts_exhausted_is_recorded_dead_and_acked(client: FlaskClient, engi
     assert row is not None and row.status is Status.DEAD and row.attempts == 3
 
 
+def test_incomplete_progress_spends_no_attempt(client: FlaskClient, engine: Engine) -> None:
+    """A long job that keeps committing progress outlives max_attempts (3 here) and completes."""
+    body = with_attributes(deploy_body("web", "long"), fail="incomplete")
+    statuses = [post(client, body)[0] for _ in range(7)]
+    assert statuses == [503] * 7
+    row = Inbox(engine).get("deploy:web:long")
+    assert row is not None and row.status is Status.FAILED and row.attempts == 0
+    assert effect_rows(engine) == []
+
+
 def test_permanent_error_is_dead_with_the_full_message_and_replayable(
     client: FlaskClient, engine: Engine, effect_settings: Settings
 ) -> None:

@@ -5,6 +5,7 @@ Behaviour is steered by message attributes (the test decides, the handler obeys)
 - ``sleep``: seconds to sleep before the effect (to overlap deliveries);
 - ``fail``: ``retryable-once`` fails the first attempt, ``permanent`` always fails permanently,
   ``always`` always fails retryably, ``unstorable`` fails with text no database stores;
+  ``incomplete`` reports committed progress (``Incomplete``) until its 8th attempt;
 - ``odd_result``: return a result that is not plain JSON (datetimes, bytes, NULs);
 - ``hang``: on the first attempt only, record the worker pid, then sleep this long (a test
   SIGKILLs the worker meanwhile).
@@ -13,14 +14,14 @@ Behaviour is steered by message attributes (the test decides, the handler obeys)
 from __future__ import annotations
 
 import os
-from datetime import UTC, datetime
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Column, Engine, Integer, MetaData, Table, Text, insert, select
 
 from consumer.context import HandlerContext
-from consumer.errors import Permanent, Retryable
+from consumer.errors import Incomplete, Permanent, Retryable
 from consumer.events import DeployEvent, StorageEvent, TickEvent
 from consumer.registry import Registry
 
@@ -57,6 +58,9 @@ def _run(context: HandlerContext, attributes: Any) -> dict[str, Any]:
         raise Permanent("this event can never succeed")
     if mode == "always" or (mode == "retryable-once" and context.attempt == 1):
         raise Retryable("transient failure, try again")
+    if mode == "incomplete" and context.attempt < 8:
+        # Pretend progress was committed each time: attempts are refunded, never exhausted.
+        raise Incomplete(f"chunk {context.attempt} committed, more to do")
     if mode == "unstorable":
         raise RuntimeError("a NUL \x00 and a lone surrogate \udc80 in an error")
     record(context.engine, context.key, "effect")
