@@ -9,22 +9,26 @@ from typing import Any
 
 from consumer.storage.import_options import ImportOptions
 
+MAX_ADDRESS_CHARS = 998
+"""RFC 5322's line limit: longer is not an address, and is refused before the regex sees it."""
 _MAILBOX = r"[^\s<>@,;\"]+@[^\s<>@,;\"]+\.[^\s<>@,;\".]+"
-ADDRESS = re.compile(rf"\s*(?:{_MAILBOX}|[^<>@,;]*<{_MAILBOX}>)\s*")
+ADDRESS = re.compile(rf"{_MAILBOX}|[^<>@,;]*<{_MAILBOX}>")
+"""Matched against the stripped text: no surrounding ``\\s*`` that could overlap the display
+name (that overlap made matching quadratic in the length)."""
 
 
 def row_problem(fields: Mapping[str, Any] | None, options: ImportOptions) -> str:
-    """Why the row cannot become a job, or ``""``."""
+    """Why the row cannot become a job, or ``""``. The cheap checks (presence, size) run before
+    the address patterns, so an oversized value is refused without being matched."""
     if fields is None:
         return "the row is unreadable"
     for name in options.required_fields:
         if fields.get(name) in (None, "", []):
             return f"'{name}' is required"
+    problem = _payload_problem(fields, options.max_row_bytes)
     for name in options.email_fields:
-        problem = _address_problem(name, fields.get(name))
-        if problem:
-            return problem
-    return _payload_problem(fields, options.max_row_bytes)
+        problem = problem or _address_problem(name, fields.get(name))
+    return problem
 
 
 def _address_problem(name: str, value: Any) -> str:
@@ -39,7 +43,8 @@ def _address_problem(name: str, value: Any) -> str:
 
 def _is_address(text: str) -> bool:
     """``a@example.com`` or ``Name <a@example.com>``; one address, with a dotted domain."""
-    return ADDRESS.fullmatch(text) is not None
+    text = text.strip()
+    return len(text) <= MAX_ADDRESS_CHARS and ADDRESS.fullmatch(text) is not None
 
 
 def _payload_problem(fields: Mapping[str, Any], max_bytes: int) -> str:

@@ -73,3 +73,18 @@ def test_format_detection(name: str, content_type: str, expected: str) -> None:
     obj = StoredObject("b", name, 1, content_type=content_type)
     assert ImportOptions().format_for(obj) == expected
     assert ImportOptions(format="csv").format_for(obj) == "csv"
+
+
+@pytest.mark.timeout(10)
+def test_a_huge_address_field_is_refused_by_size_before_any_pattern() -> None:
+    # Spaces then one character: the old pattern's overlapping \s* made this quadratic.
+    assert "over the 65536-byte limit" in row_problem({"to": " " * 200_000 + "x"}, EMAIL)
+
+
+@pytest.mark.timeout(10)
+def test_a_long_address_within_the_row_limit_is_refused_without_the_pattern() -> None:
+    roomy = ImportOptions(max_row_bytes=1 << 20)
+    problem = row_problem({"to": " " * 900_000 + "x"}, roomy)
+    assert problem.startswith("'to' is not an email address"), problem
+    spaced = row_problem({"to": " " * 5000 + "a@example.com" + " " * 5000}, roomy)
+    assert spaced == "", spaced
