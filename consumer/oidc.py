@@ -22,7 +22,7 @@ from google.auth import exceptions
 from google.oauth2 import id_token
 
 from consumer.certs import CachedCerts
-from consumer.errors import Forbidden, Unauthorized
+from consumer.errors import ConsumerError, Forbidden, Unauthorized
 from consumer.settings import Settings
 
 log = logging.getLogger("consumer.auth")
@@ -32,8 +32,11 @@ ALGORITHM = "RS256"
 MAX_TOKEN_LENGTH = 8192
 JWT_SHAPE = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
 # Everything google-auth raises for a bad token (MalformedError and InvalidValue are ValueErrors);
-# the rest cover claims of the wrong type in a token that is otherwise correctly signed.
-VERIFY_ERRORS = (exceptions.GoogleAuthError, ValueError, TypeError, KeyError, OverflowError)
+# the rest cover claims of the wrong type in a token that is otherwise correctly signed, and a
+# deeply nested payload (json.loads raises RecursionError before the signature is checked).
+VERIFY_ERRORS = (
+    exceptions.GoogleAuthError, ValueError, TypeError, KeyError, OverflowError, RecursionError,
+)  # fmt: skip
 
 
 class Refused(Exception):
@@ -65,15 +68,28 @@ class OidcAuthenticator:
         )
 
     def __call__(self, headers: Mapping[str, str], query: Mapping[str, str]) -> None:
-        try:
-            claims = self.verify(bearer_token(headers))
-        except Refused as reason:
-            log.warning("push refused: invalid token", extra={"reason": str(reason)})
-            raise Unauthorized("missing or invalid token") from None
+        claims = self.claims_of(headers)
         email = str(claims.get("email", "")).lower()
         if email not in self.accounts:
             log.warning("push refused: account not allowed", extra={"email": email})
             raise Forbidden("this caller may not push here")
+
+    def claims_of(self, headers: Mapping[str, str]) -> Mapping[str, Any]:
+        """The verified claims, or ``Unauthorized``. Any unexpected exception (a verifier bug a
+        crafted token found) is a refusal too, never a 500 for an unauthenticated caller;
+        ``Unavailable`` (no certificates to check against) stays a 503."""
+        token = ""
+        try:
+            token = bearer_token(headers)
+            return self.verify(token)
+        except Refused as reason:
+            log.warning("push refused: invalid token", extra={"reason": str(reason)})
+        except ConsumerError:
+            raise
+        except Exception as exc:
+            why = redact(f"{type(exc).__name__}: {exc}"[:500], token)
+            log.error("push refused: token verification failed", extra={"reason": why})
+        raise Unauthorized("missing or invalid token") from None
 
     def verify(self, token: str) -> Mapping[str, Any]:
         """The verified claims of ``token``; ``Refused`` with the reason otherwise."""
@@ -116,7 +132,7 @@ def unverified_header(token: str) -> dict[str, Any]:
     segment = token.split(".", 1)[0]
     try:
         header = json.loads(base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4)))
-    except (binascii.Error, UnicodeDecodeError, ValueError):
+    except (binascii.Error, UnicodeDecodeError, ValueError, RecursionError):
         raise Refused("token header is not base64url JSON") from None
     if not isinstance(header, dict):
         raise Refused("token header is not a JSON object")
