@@ -11,6 +11,7 @@ Recognised, in this order:
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -36,6 +37,12 @@ CLOUDEVENT_STORAGE_TYPES = {
     STORAGE_TYPE_PREFIX + "metadataUpdated": StorageEventType.OBJECT_METADATA_UPDATE,
 }
 MAX_NAME_LENGTH = 200
+MAX_OBJECT_NAME_BYTES = 1024
+ASCII_INT64 = re.compile(r"[0-9]{1,19}")
+GCS_ATTRIBUTES = (
+    "eventType", "bucketId", "objectId", "objectGeneration", "payloadFormat",
+    "notificationConfig", "eventTime", "overwroteGeneration", "overwrittenByGeneration",
+)  # fmt: skip
 
 
 def classify(message: PushMessage, period_of: PeriodLookup) -> Event:
@@ -44,7 +51,7 @@ def classify(message: PushMessage, period_of: PeriodLookup) -> Event:
     if message.cloudevent is not None and message.cloudevent.type in CLOUDEVENT_STORAGE_TYPES:
         return _storage_from_cloudevent(message)
     attributes = message.attributes
-    if "eventType" in attributes and "bucketId" in attributes:
+    if _gcs_attributes(attributes):
         return _storage_from_notification(message)
     data = _json_object(message.data)
     if "task" in attributes or "task" in data:
@@ -54,8 +61,16 @@ def classify(message: PushMessage, period_of: PeriodLookup) -> Event:
     return OtherEvent(message=message)
 
 
+def _gcs_attributes(attributes: Mapping[str, str]) -> dict[str, str]:
+    """The GCS notification attributes under their canonical names, or ``{}``. Unwrapped push
+    delivers attributes as HTTP headers, whose names arrive lowercased."""
+    canonical = {name.lower(): name for name in GCS_ATTRIBUTES}
+    found = {canonical[k.lower()]: v for k, v in attributes.items() if k.lower() in canonical}
+    return found if "eventType" in found and "bucketId" in found else {}
+
+
 def _storage_from_notification(message: PushMessage) -> StorageEvent:
-    attributes = message.attributes
+    attributes = _gcs_attributes(message.attributes)
     try:
         event_type = StorageEventType(attributes["eventType"])
     except ValueError:
@@ -66,7 +81,7 @@ def _storage_from_notification(message: PushMessage) -> StorageEvent:
     return StorageEvent(
         event_type=event_type,
         bucket=_name(attributes.get("bucketId"), "bucketId"),
-        name=_name(attributes.get("objectId"), "objectId", limit=1024),
+        name=_object_name(attributes.get("objectId"), "objectId"),
         generation=_digits(attributes.get("objectGeneration"), "objectGeneration"),
         metageneration=_optional_digits(resource.get("metageneration"), "metageneration"),
         resource=resource,
@@ -82,7 +97,7 @@ def _storage_from_cloudevent(message: PushMessage) -> StorageEvent:
     return StorageEvent(
         event_type=CLOUDEVENT_STORAGE_TYPES[message.cloudevent.type],
         bucket=_name(resource.get("bucket"), "bucket"),
-        name=_name(resource.get("name"), "name", limit=1024),
+        name=_object_name(resource.get("name"), "name"),
         generation=_digits(resource.get("generation"), "generation"),
         metageneration=_optional_digits(resource.get("metageneration"), "metageneration"),
         resource=resource,
@@ -108,8 +123,8 @@ def _deploy(message: PushMessage, data: Mapping[str, Any]) -> DeployEvent:
     return DeployEvent(
         service=_name(fields.get("service"), "service"),
         release=_name(release, "release"),
-        environment=fields.get("environment", ""),
-        commit=fields.get("commit", ""),
+        environment=_optional_name(fields.get("environment"), "environment"),
+        commit=_optional_name(fields.get("commit"), "commit"),
         message=message,
     )
 
@@ -135,9 +150,22 @@ def _name(value: Any, label: str, limit: int = MAX_NAME_LENGTH) -> str:
     return value.strip()
 
 
+def _object_name(value: Any, label: str) -> str:
+    """GCS object names are kept exactly (spaces are legal); at most 1024 bytes of UTF-8."""
+    _name(value, label)
+    if len(value.encode("utf-8")) > MAX_OBJECT_NAME_BYTES:
+        raise InvalidEvent(f"'{label}' is longer than {MAX_OBJECT_NAME_BYTES} bytes")
+    return str(value)
+
+
+def _optional_name(value: Any, label: str) -> str:
+    return "" if value in (None, "") else _name(value, label)
+
+
 def _digits(value: Any, label: str) -> str:
-    if not isinstance(value, str) or not value.isdigit():
-        raise InvalidEvent(f"'{label}' must be a decimal string")
+    """Generations are int64 decimal strings; ``str.isdigit`` would also take "²"."""
+    if not isinstance(value, str) or not ASCII_INT64.fullmatch(value):
+        raise InvalidEvent(f"'{label}' must be a decimal string of at most 19 digits")
     return value
 
 

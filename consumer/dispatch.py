@@ -17,7 +17,7 @@ from sqlalchemy.exc import DBAPIError
 from consumer import text
 from consumer.classify import classify
 from consumer.context import HandlerContext, LeaseLost
-from consumer.db.engine import is_unavailable
+from consumer.db.engine import is_unavailable, sqlstate
 from consumer.errors import Incomplete, Permanent, Unavailable
 from consumer.events import Event, TickEvent
 from consumer.inbox import Claim, Inbox, Status
@@ -177,8 +177,12 @@ class Dispatcher:
 
 
 def _describe(exc: BaseException) -> str:
-    if isinstance(exc, DBAPIError) and is_unavailable(exc):
-        return f"database unavailable: {type(exc.orig).__name__}"
+    """A storable summary; database errors name their kind only (their text carries SQL and
+    parameters, which belong in the log, not in responses)."""
+    if isinstance(exc, DBAPIError):
+        kind = "database unavailable" if is_unavailable(exc) else "database error"
+        code = sqlstate(exc)
+        return f"{kind}: {type(exc.orig).__name__}" + (f" (SQLSTATE {code})" if code else "")
     return text.describe(exc)
 
 

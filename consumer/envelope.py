@@ -43,6 +43,10 @@ TRANSPORT_HEADERS = frozenset(
 )  # fmt: skip
 
 
+MAX_ID_LENGTH = 256
+MAX_SUBSCRIPTION_LENGTH = 512
+
+
 @dataclass(frozen=True)
 class Limits:
     """Shape limits checked while parsing."""
@@ -257,6 +261,13 @@ def _storable(message: PushMessage) -> PushMessage:
     texts += list(vars(message.cloudevent).values()) if message.cloudevent else []
     if not all(is_storable(text) for text in texts):
         raise InvalidEnvelope("a text field contains a NUL or an unpaired surrogate character")
+    # Ids become part of idempotency keys, which an index must hold (PostgreSQL: ~2.7 kB).
+    for label, value, limit in (
+        ("messageId", message.message_id, MAX_ID_LENGTH),
+        ("subscription", message.subscription, MAX_SUBSCRIPTION_LENGTH),
+    ):
+        if len(value) > limit:
+            raise InvalidEnvelope(f"{label} is longer than {limit} characters")
     return message
 
 

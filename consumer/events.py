@@ -69,13 +69,17 @@ class StorageEvent:
     def key(self) -> str:
         base = f"storage:{self.bucket}/{self.name}#{self.generation}:{self.event_type.value}"
         if self.event_type is StorageEventType.OBJECT_METADATA_UPDATE:
-            return f"{base}:{self.metageneration}"
+            # Without a JSON payload there is no metageneration: fall back to the delivery id,
+            # so distinct updates never collide (a duplicate may then run twice; it is metadata).
+            return f"{base}:{self.metageneration or 'message-' + self.message.message_id}"
         return base
 
     @property
     def size(self) -> int | None:
         raw = self.resource.get("size")
-        return int(raw) if isinstance(raw, str) and raw.isdigit() else None
+        if isinstance(raw, str) and raw.isascii() and raw.isdigit() and len(raw) <= 19:
+            return int(raw)
+        return None
 
     @property
     def content_type(self) -> str:

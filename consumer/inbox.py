@@ -170,11 +170,15 @@ class Inbox:
         with unavailable_on_db_fault(), self.engine.begin() as connection:
             return connection.execute(statement).rowcount == 1
 
-    def purge(self, finished_before: datetime) -> int:
-        """Delete finished rows older than the retention; live and failed rows stay."""
-        statement = delete(inbox).where(
-            inbox.c.status.in_(list(FINAL)), inbox.c.finished_at < finished_before
-        )
+    def purge(self, finished_before: datetime, limit: int | None = None) -> int:
+        """Delete finished rows older than the retention, at most ``limit`` in one transaction
+        (callers loop, so a large backlog never holds a lock past a deadline)."""
+        expired = and_(inbox.c.status.in_(list(FINAL)), inbox.c.finished_at < finished_before)
+        if limit is None:
+            statement = delete(inbox).where(expired)
+        else:
+            chunk = select(inbox.c.key).where(expired).limit(limit).scalar_subquery()
+            statement = delete(inbox).where(inbox.c.key.in_(chunk))
         with unavailable_on_db_fault(), self.engine.begin() as connection:
             return connection.execute(statement).rowcount
 

@@ -14,6 +14,7 @@ from consumer.errors import Unavailable
 
 SQLITE_BUSY_TIMEOUT_SECONDS = 30
 POSTGRES_CONNECT_TIMEOUT_SECONDS = 5
+NOT_TRANSIENT_SQLSTATE_CLASSES = ("22", "54")  # data exception, program limit exceeded
 
 
 def make_engine(url: str, **options: Any) -> Engine:
@@ -51,10 +52,19 @@ def _sqlite_engine(url: str, **options: Any) -> Engine:
 
 
 def is_unavailable(exc: BaseException) -> bool:
-    """True for faults of the database itself (down, unreachable, locked), not of our SQL."""
+    """True for faults of the database itself (down, unreachable, locked), not of our SQL or
+    our data: PostgreSQL's class 54 (a value over a program limit) is an OperationalError too,
+    but retrying it can never succeed."""
+    if isinstance(exc, DBAPIError) and sqlstate(exc).startswith(NOT_TRANSIENT_SQLSTATE_CLASSES):
+        return False
     if isinstance(exc, OperationalError | InterfaceError):
         return True
     return isinstance(exc, DBAPIError) and exc.connection_invalidated
+
+
+def sqlstate(exc: DBAPIError) -> str:
+    """The driver's SQLSTATE code, or ``""`` (SQLite has none)."""
+    return str(getattr(exc.orig, "sqlstate", "") or "")
 
 
 @contextmanager
