@@ -4,6 +4,8 @@ While a file is read and processed the inbox lease is renewed every quarter leas
 redelivery sees a live lease (409) and cannot start a second copy. Before each unit of work the
 processor asks whether the budget still covers it; if not, it stops at its last checkpoint and
 raises ``BudgetExhausted``: the delivery is nacked and the redelivery resumes where it stopped.
+The handler re-raises it as ``consumer.errors.Incomplete`` when the attempt committed progress
+(the attempt is refunded); a stop that advanced nothing spends an attempt like any retry.
 """
 
 from __future__ import annotations

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Any
+from typing import Any, NoReturn
 
 from consumer.context import HandlerContext, LeaseLost
 from consumer.dispatch import Skip
-from consumer.errors import Permanent
+from consumer.errors import Incomplete, Permanent
 from consumer.events import StorageEvent, StorageEventType
 from consumer.registry import Registry
-from consumer.storage.budget import Pacer
+from consumer.storage.budget import BudgetExhausted, Pacer
 from consumer.storage.import_jobs import import_jobs
 from consumer.storage.model import FINAL, FileResult, FileStatus, StoredObject
 from consumer.storage.processors import FileInput, Processor, Processors
@@ -102,6 +102,8 @@ class StorageHandler:
             raise Skip(str(skip)) from None
         except LeaseLost:
             raise
+        except BudgetExhausted as exc:
+            _stopped(files, file, exc)
         except Permanent as exc:
             progress = file.timed(file.committed)
             files.finish(obj, file.owner, FileStatus.FAILED, progress, utcnow(), error=str(exc))
@@ -109,6 +111,17 @@ class StorageHandler:
         except Exception as exc:
             _note(files, file, f"{type(exc).__name__}: {exc}")
             raise
+
+
+def _stopped(files: ProcessedFiles, file: FileInput, exc: BudgetExhausted) -> NoReturn:
+    """The budget ran out. If this attempt committed progress, the redelivery continues it
+    without spending an attempt (``Incomplete``), so a long file is never dead for being long;
+    if it advanced nothing, it spends one, so a file that can never progress ends dead."""
+    _note(files, file, str(exc))
+    before, after = file.resumed, file.committed
+    if (after.resume_line, after.resume_offset) > (before.resume_line, before.resume_offset):
+        raise Incomplete(str(exc)) from exc
+    raise exc
 
 
 def _note(files: ProcessedFiles, file: FileInput, error: str) -> None:

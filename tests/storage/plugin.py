@@ -5,6 +5,8 @@
   creating any job twice.
 - ``slow-import``: ``import-jobs`` with each commit delayed by ``delay`` seconds (an option), to
   make a file outlast its time budget or a heartbeat interval.
+- ``stuck-import``: stops for lack of budget before committing anything (a file that can never
+  progress).
 - ``audit``: records which object a delete / archive event named (no content).
 """
 
@@ -54,6 +56,11 @@ def slow_import(file: FileInput) -> FileResult:
     return import_jobs(file)
 
 
+def stuck_import(file: FileInput) -> FileResult:
+    file.pacer.ensure(file.context.remaining() + 1, "before the first row")
+    raise AssertionError("the budget guard did not stop")
+
+
 def audit(file: FileInput) -> FileResult:
     details = {"audited": file.object.url, "has_content": file.content is not None}
     return FileResult(FileStatus.DONE, details=details)
@@ -63,4 +70,5 @@ def register(registry: Registry) -> None:
     processors = processors_of(registry)
     processors.add("flaky-import", flaky_import)
     processors.add("slow-import", slow_import)
+    processors.add("stuck-import", stuck_import)
     processors.register("audit")(audit)

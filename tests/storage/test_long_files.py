@@ -56,6 +56,39 @@ def test_a_file_longer_than_its_budget_is_finished_by_redeliveries(harness: Harn
     assert (row.progress.rows_accepted, row.progress.jobs_created) == (600, 600)
 
 
+def test_a_file_needing_more_deliveries_than_max_attempts_still_finishes(
+    harness: Harness,
+) -> None:
+    with_plugin(harness)
+    # Each delivery commits a batch or two and runs out of budget: more deliveries than
+    # max_attempts, each refunded because it committed progress.
+    slow = harness.with_rules(
+        [slow_rule(harness, 0.3)], ack_deadline_seconds=10, safety_margin_seconds=9,
+        max_attempts=2,
+    )  # fmt: skip
+    generation = slow.upload("long.csv", email_csv(600))
+    outcomes: list[Outcome] = []
+    while not outcomes or outcomes[-1].kind is Kind.RETRY:
+        outcomes.append(slow.notify("long.csv", generation))
+        assert len(outcomes) < 12, [outcome.details for outcome in outcomes]
+
+    assert outcomes[-1].kind is Kind.DONE, outcomes[-1].details
+    assert len(outcomes) > 3
+    keys = slow.job_keys()
+    assert len(keys) == len(set(keys)) == 600
+    assert slow.file("long.csv", generation).status is FileStatus.DONE
+
+
+def test_a_budget_stop_without_progress_spends_attempts_until_dead(harness: Harness) -> None:
+    with_plugin(harness)
+    rule = {"bucket": harness.bucket, "processor": "stuck-import"}
+    stuck = harness.with_rules([rule], max_attempts=3)
+    generation = stuck.upload("stuck.csv", email_csv(5))
+    outcomes = [stuck.notify("stuck.csv", generation) for _ in range(3)]
+    assert [outcome.kind for outcome in outcomes] == [Kind.RETRY, Kind.RETRY, Kind.DEAD]
+    assert "time budget exhausted" in outcomes[-1].details["error"]
+
+
 def lease_until(harness: Harness, key: str) -> datetime | None:
     row = Inbox(harness.engine).get(key)
     return row.lease_until if row else None
