@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -24,6 +25,7 @@ TIMESTAMP_HEADER = "X-Consumer-Timestamp"
 SIGNATURE_HEADER = "X-Consumer-Signature"
 SCHEME = "v1"
 MAX_SIGNATURES = 8
+TIMESTAMP = re.compile(r"[0-9]{1,12}")
 
 
 def sign(secret: str, timestamp: int, body: bytes) -> str:
@@ -72,7 +74,9 @@ def _header(headers: Mapping[str, str], name: str) -> str:
 
 
 def _timestamp(raw: str) -> int:
-    if not raw.isdigit() or len(raw) > 12:
+    """ASCII digits only: ``str.isdigit`` also takes "²" (which ``int`` refuses) and other
+    scripts' digits (which ``int`` reads)."""
+    if not TIMESTAMP.fullmatch(raw):
         raise Unauthorized("malformed timestamp: expected Unix seconds")
     return int(raw)
 

@@ -107,6 +107,8 @@ REFUSALS = {
     "missing signature": {SIGNATURE_HEADER: None},
     "unknown secret": {"secret": "an-unknown-secret-0123456789"},
     "malformed timestamp": {TIMESTAMP_HEADER: "yesterday"},
+    "superscript digit timestamp": {TIMESTAMP_HEADER: "\u00b2"},
+    "superscript digits timestamp": {TIMESTAMP_HEADER: "\u00b9\u00b2\u00b3"},
 }
 
 

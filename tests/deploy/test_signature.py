@@ -93,6 +93,8 @@ def test_a_missing_header_is_refused(missing: str) -> None:
         (TIMESTAMP_HEADER, "-5", "malformed timestamp"),
         (TIMESTAMP_HEADER, "1.5e9", "malformed timestamp"),
         (TIMESTAMP_HEADER, "9" * 40, "malformed timestamp"),
+        (TIMESTAMP_HEADER, "\u00b2", "malformed timestamp"),  # isdigit() but not int()
+        (TIMESTAMP_HEADER, "\u0661\u0667\u0666\u0667", "malformed timestamp"),  # Arabic-Indic
         (SIGNATURE_HEADER, "deadbeef", "malformed signature"),
         (SIGNATURE_HEADER, "v2=abc", "malformed signature"),
         (SIGNATURE_HEADER, ",".join(["v1=00"] * 9), "malformed signature"),
