@@ -72,7 +72,9 @@ class PullConsumer:
             return
         metrics.record(outcome, time.monotonic() - started)
         self._log(outcome, received.message_id, time.monotonic() - started)
-        if outcome.acked:
+        # Unlike a push endpoint, a 400 here is acked: redelivery can never fix the message,
+        # and a nack without a retry policy comes straight back (the log keeps the evidence).
+        if outcome.acked or outcome.http_status == 400:
             received.ack()
         else:
             received.nack()
@@ -85,11 +87,28 @@ class PullConsumer:
             callback=self.handle,
             flow_control=pubsub_v1.types.FlowControl(max_messages=self.max_messages),
             scheduler=ThreadScheduler(executor),
+            await_callbacks_on_shutdown=True,  # finish (and ack) what is in hand before exit
         )
+        self._warn_without_retry_policy()
         log.info("pulling", extra={"subscription": self.subscription})
         stop.wait()
         future.cancel()
         future.result()
+
+    def _warn_without_retry_policy(self) -> None:
+        """Without a retry policy a nack is redelivered at once: a 503 (a blip) would burn
+        every inbox attempt in milliseconds."""
+        try:
+            subscription = self.client.get_subscription(subscription=self.subscription)
+        except Exception as exc:
+            log.warning("cannot read subscription %s: %s", self.subscription, exc)
+            return
+        if not subscription.retry_policy.minimum_backoff:
+            log.warning(
+                "subscription %s has no retry policy: nacked messages come back immediately; "
+                "set one (e.g. 10s..600s backoff)",
+                self.subscription,
+            )
 
     @staticmethod
     def _log(outcome: Outcome, message_id: str, seconds: float) -> None:

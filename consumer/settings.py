@@ -223,7 +223,14 @@ def _auth_rules(settings: Settings) -> list[tuple[bool, str]]:
 def _job_rules(settings: Settings) -> list[tuple[bool, str]]:
     """The sweep and the ``email`` job kind (consumer.jobs)."""
     return [
-        (settings.sweep_batch_size >= 1, "CONSUMER_SWEEP_BATCH_SIZE must be at least 1"),
+        (
+            1 <= settings.sweep_batch_size <= 10_000,  # SQLite binds at most 32766 parameters
+            "CONSUMER_SWEEP_BATCH_SIZE must be 1..10000",
+        ),
+        (
+            settings.job_retry_max_seconds <= 30 * 24 * 3600,
+            "CONSUMER_JOB_RETRY_MAX_SECONDS must be at most 30 days",
+        ),
         (settings.job_lease_seconds >= 0, "CONSUMER_JOB_LEASE_SECONDS must not be negative"),
         (settings.job_max_attempts >= 1, "CONSUMER_JOB_MAX_ATTEMPTS must be at least 1"),
         (

@@ -57,6 +57,8 @@ def test_pulled_duplicates_and_failures_take_effect_once(
         futures.append(publisher.publish(topic, data, event="deploy"))
     flaky = json.dumps({"event": "deploy", "service": "web", "release": "flaky"}).encode()
     futures.append(publisher.publish(topic, flaky, event="deploy", fail="retryable-once"))
+    invalid = json.dumps({"event": "deploy", "service": "web"}).encode()  # no release: a 400
+    futures.append(publisher.publish(topic, invalid, event="deploy"))
     for future in futures:
         future.result(timeout=30)
 
@@ -80,3 +82,8 @@ def test_pulled_duplicates_and_failures_take_effect_once(
     keys = Counter(row.key for row in effect_rows(engine))
     assert set(keys) == {f"deploy:web:{r}" for r in [*releases, "flaky"]}
     assert set(keys.values()) == {1}, keys
+    # Everything was acked, the invalid message too: nothing is left to redeliver.
+    left = stack.subscriber(pubsub_host).pull(
+        request={"subscription": subscription, "max_messages": 50}, timeout=5
+    )
+    assert list(left.received_messages) == []
