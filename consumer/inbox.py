@@ -171,9 +171,13 @@ class Inbox:
             return connection.execute(statement).rowcount == 1
 
     def purge(self, finished_before: datetime, limit: int | None = None) -> int:
-        """Delete finished rows older than the retention, at most ``limit`` in one transaction
-        (callers loop, so a large backlog never holds a lock past a deadline)."""
-        expired = and_(inbox.c.status.in_(list(FINAL)), inbox.c.finished_at < finished_before)
+        """Delete finished rows, and failed rows nobody retried, older than the retention; at
+        most ``limit`` in one transaction (callers loop, so no lock is held past a deadline)."""
+        expired = or_(
+            and_(inbox.c.status.in_(list(FINAL)), inbox.c.finished_at < finished_before),
+            # A failed row whose message Pub/Sub stopped redelivering (dead-lettered, expired).
+            and_(inbox.c.status == Status.FAILED, inbox.c.updated_at < finished_before),
+        )
         if limit is None:
             statement = delete(inbox).where(expired)
         else:

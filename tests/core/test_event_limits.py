@@ -16,7 +16,7 @@ from consumer.classify import classify
 from consumer.db.engine import is_unavailable
 from consumer.db.schema import inbox
 from consumer.envelope import parse_push
-from consumer.envelopes_out import storage_body, wrapped_body
+from consumer.envelopes_out import deploy_body, storage_body, wrapped_body
 from consumer.events import StorageEvent
 from consumer.settings import Settings
 
@@ -105,3 +105,20 @@ def test_purge_deletes_at_most_the_limit(client: FlaskClient, engine: Engine) ->
     assert Inbox(engine).purge(finished_before=later, limit=2) == 2
     assert Inbox(engine).purge(finished_before=later, limit=10) == 3
     assert stored(engine) == 0
+
+
+def test_purge_takes_failed_rows_nobody_retried(settings: Settings, engine: Engine) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from consumer.inbox import Inbox
+
+    with_effects = Settings(
+        settings.database_url, local_mode=True, plugins=("tests.plugins.effects",)
+    )
+    failing = create_app(with_effects, engine=engine).test_client()
+    body = deploy_body("web", "abandoned")
+    body["message"]["attributes"]["fail"] = "always"
+    assert failing.post("/push", json=body).status_code == 503
+    now = datetime.now(UTC)
+    assert Inbox(engine).purge(finished_before=now - timedelta(days=1)) == 0
+    assert Inbox(engine).purge(finished_before=now + timedelta(seconds=5)) == 1
