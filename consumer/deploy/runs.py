@@ -30,9 +30,13 @@ from consumer.db.schema import metadata
 from consumer.db.types import UTCDateTime
 from consumer.deploy.report import WarmReport
 from consumer.events import DeployEvent
+from consumer.text import storable
 
 MAX_LISTED = 100
 """Failures and unreached targets kept per row; the counts are always complete."""
+MAX_NAME = 200
+"""The ``String(200)`` columns."""
+MAX_KEY = 10_000
 
 warm_runs = Table(
     "warm_runs",
@@ -92,10 +96,13 @@ class WarmRuns:
     def record(
         self, event: DeployEvent, attempt: int, started_at: datetime, report: WarmReport
     ) -> None:
-        """Store one warmer's run of one release."""
+        """Store one warmer's run of one release. Text is made storable and cut to its column,
+        since an event built through the Python API was never checked by the classifier."""
         statement = insert(warm_runs).values(
-            key=event.key, service=event.service, release=event.release,
-            environment=event.environment, warmer=report.warmer, attempt=attempt,
+            key=storable(event.key, MAX_KEY), service=storable(event.service, MAX_NAME),
+            release=storable(event.release, MAX_NAME),
+            environment=storable(event.environment, MAX_NAME),
+            warmer=storable(report.warmer, MAX_NAME), attempt=attempt,
             started_at=started_at, **_figures(report),
         )  # fmt: skip
         with unavailable_on_db_fault(), self.engine.begin() as connection:
@@ -117,7 +124,12 @@ class WarmRuns:
 
 def _figures(report: WarmReport) -> dict[str, Any]:
     failures = [
-        {"target": r.target, "status": r.status, "attempts": r.attempts, "error": r.error[:500]}
+        {
+            "target": storable(r.target),
+            "status": r.status,
+            "attempts": r.attempts,
+            "error": storable(r.error, 500),
+        }
         for r in report.failed[:MAX_LISTED]
     ]
     return {
@@ -128,6 +140,6 @@ def _figures(report: WarmReport) -> dict[str, Any]:
         "p50_ms": report.latency_ms(0.50),
         "p95_ms": report.latency_ms(0.95),
         "failures": failures,
-        "not_reached": list(report.not_reached[:MAX_LISTED]),
-        "note": report.note or None,
+        "not_reached": [storable(target) for target in report.not_reached[:MAX_LISTED]],
+        "note": storable(report.note) or None,
     }

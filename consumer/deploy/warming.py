@@ -19,6 +19,7 @@ import logging
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any, TypeVar
 
 from consumer.context import HandlerContext, LeaseLost
@@ -84,8 +85,7 @@ class CacheWarming:
             started_at = utcnow()
             report = run_warmer(spec, context, event)
             if report is not None:
-                store.record(event, context.attempt, started_at, report)
-                summaries.append(report.summary())
+                summaries.append(record(store, event, context.attempt, started_at, report))
         if not summaries:
             raise Skip(f"no cache warmer has targets for service {event.service!r}")
         return {
@@ -94,6 +94,22 @@ class CacheWarming:
             "environment": event.environment,
             "warmers": summaries,
         }
+
+
+def record(
+    store: WarmRuns, event: DeployEvent, attempt: int, started_at: datetime, report: WarmReport
+) -> dict[str, Any]:
+    """Record the run and return its summary. The caches are warm by now, so a failure to record
+    (even a database outage) is logged and noted, never raised: raising would make Pub/Sub
+    redeliver and warm everything again. The database's error text stays in the log."""
+    try:
+        store.record(event, attempt, started_at, report)
+    except Exception as exc:
+        log.error("warm run of %s by %s not recorded", event.key, report.warmer, exc_info=True)
+        why = f"run not recorded ({type(exc).__name__})"
+        note = "; ".join(filter(None, [report.note, why]))
+        return replace(report, note=note).summary()
+    return report.summary()
 
 
 def run_warmer(spec: WarmerSpec, context: HandlerContext, event: DeployEvent) -> WarmReport | None:

@@ -146,6 +146,10 @@ def test_a_hook_without_configured_secrets_is_401(
         ({"release": "v1"}, "'service' is missing"),
         ({"service": "web", "release": 7}, "'release' must be a string"),
         ({"service": "web", "release": "v" * 201}, "longer than 200"),
+        ({**BODY, "environment": "e" * 300}, "'environment' is longer than 200"),
+        ({**BODY, "commit": "c" * 201}, "'commit' is longer than 200"),
+        (b'{"service": "web", "release": "v1", "environment": "\\ud800"}', "'environment'"),
+        (b'{"service": "web", "release": "v1", "commit": "a\\u0000b"}', "'commit'"),
     ],
 )
 def test_a_signed_but_malformed_body_is_400_and_nothing_runs(
