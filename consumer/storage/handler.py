@@ -92,7 +92,7 @@ class StorageHandler:
     def _run(self, file: FileInput, processor: Processor, rule: Rule) -> tuple[str, FileResult]:
         """Spool the verified content and run the processor; record failures on the way out."""
         files, obj = file.files, file.object
-        on_chunk = file.pacer.guard("while downloading")
+        on_chunk = file.pacer.guard("while reading the object")
         try:
             with self.objects.spool(obj, on_chunk) as (content, checksum):
                 file.content = content

@@ -20,6 +20,7 @@ from consumer.storage.import_options import ImportOptions
 from consumer.storage.lines import read_lines
 from consumer.storage.model import FileResult, FileStatus, Progress
 from consumer.storage.processors import FileInput
+from consumer.storage.reader import UnreadableContent
 from consumer.storage.rows import (
     EmptyFile,
     FileRejected,
@@ -38,11 +39,14 @@ def import_jobs(file: FileInput) -> FileResult:
     details = {"format": file_format, "kind": options.kind}
     try:
         records = _records(file, file_format)
+        progress = _Importer(file, options).run(records)
     except EmptyFile as exc:
         return FileResult(FileStatus.EMPTY, file.timed(file.resumed), details, str(exc))
     except FileRejected as exc:
         return FileResult(FileStatus.REJECTED, file.timed(file.resumed), details, str(exc))
-    progress = _Importer(file, options).run(records)
+    except UnreadableContent as exc:  # corrupt or oversized gzip: the rows committed stay
+        status = FileStatus.PARTIAL if file.committed.rows_accepted else FileStatus.REJECTED
+        return FileResult(status, file.timed(file.committed), details, str(exc))
     return FileResult(status_of(progress), progress, details)
 
 
@@ -57,12 +61,14 @@ def _records(file: FileInput, file_format: str) -> Iterator[Record]:
     content, resumed = file.content, file.resumed
     if content is None:
         raise FileRejected("import-jobs only handles OBJECT_FINALIZE (there is no content)")
+    guard = file.pacer.guard("while reading the file")
     content.seek(0)
-    lines = read_lines(content)
+    lines = read_lines(content, on_progress=guard)
     header = csv_header(lines) if file_format == "csv" else []
     if resumed.resume_line:
         content.seek(resumed.resume_offset)
-        lines = read_lines(content, number=resumed.resume_line + 1, offset=resumed.resume_offset)
+        number, offset = resumed.resume_line + 1, resumed.resume_offset
+        lines = read_lines(content, number=number, offset=offset, on_progress=guard)
     return csv_records(lines, header) if file_format == "csv" else jsonl_records(lines)
 
 

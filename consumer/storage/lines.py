@@ -3,17 +3,25 @@
 A line over the limit is read through and reported, never held whole (binary garbage may have no
 newline for 100 MB); a line that is not UTF-8, or holds a NUL byte, is reported by number instead
 of failing the file. Each line carries the byte offset after it, so a run can resume mid-file.
+``on_progress`` is called every ``PACE_LINES`` lines and every ``SKIP_CHUNK_BYTES`` of an
+over-long line, whether or not the lines become records: a file of blank lines still beats the
+lease and checks the time budget.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
 MAX_LINE_BYTES = 1 << 20
 SKIP_CHUNK_BYTES = 1 << 16
 BOM = b"\xef\xbb\xbf"
+PACE_LINES = 1000
+
+
+def _nothing() -> None:
+    pass
 
 
 @dataclass(frozen=True)
@@ -27,15 +35,22 @@ class Line:
 
 
 def read_lines(
-    stream: BinaryIO, *, number: int = 1, offset: int = 0, max_bytes: int = MAX_LINE_BYTES
+    stream: BinaryIO,
+    *,
+    number: int = 1,
+    offset: int = 0,
+    max_bytes: int = MAX_LINE_BYTES,
+    on_progress: Callable[[], None] = _nothing,
 ) -> Iterator[Line]:
     """Lines of ``stream`` read from its current position, which is byte ``offset`` of the file
     and the start of line ``number``."""
     position = offset
     while raw := stream.readline(max_bytes + 1):
+        if number % PACE_LINES == 0:
+            on_progress()
         size = len(raw)
         if size > max_bytes and not raw.endswith(b"\n"):
-            size += _skip_line(stream)
+            size += _skip_line(stream, on_progress)
             text, problem = "", f"line is longer than {max_bytes} bytes"
         else:
             text, problem = _decode(raw[len(BOM) :] if position == 0 and raw[:3] == BOM else raw)
@@ -44,10 +59,11 @@ def read_lines(
         number += 1
 
 
-def _skip_line(stream: BinaryIO) -> int:
+def _skip_line(stream: BinaryIO, on_progress: Callable[[], None]) -> int:
     """Read up to and including the next newline; return how many bytes that was."""
     skipped = 0
     while chunk := stream.readline(SKIP_CHUNK_BYTES):
+        on_progress()
         skipped += len(chunk)
         if chunk.endswith(b"\n"):
             break

@@ -12,7 +12,9 @@ from __future__ import annotations
 import base64
 import gzip
 import hashlib
+import io
 import tempfile
+import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import IO, Any, BinaryIO, cast
@@ -28,6 +30,9 @@ from consumer.errors import Permanent, Retryable
 from consumer.storage.model import StoredObject
 
 TIMEOUT_SECONDS = (10.0, 60.0)
+MAX_DECOMPRESSED_BYTES = 4 << 30
+"""A gzip-stored object that inflates past this is refused (a 4 MB gzip bomb inflates to 4 GB)."""
+GZIP_FAULTS = (gzip.BadGzipFile, EOFError, zlib.error)
 TRANSIENT = (
     api.GoogleAPICallError, requests.RequestException, TransportError, InvalidResponse,
     DataCorruption, ConnectionError, TimeoutError,
@@ -36,6 +41,54 @@ TRANSIENT = (
 
 class ObjectUnavailable(Exception):
     """The generation cannot be read any more: the object was deleted or overwritten."""
+
+
+class UnreadableContent(Permanent):
+    """The stored bytes cannot be decompressed (corrupt or truncated gzip), or inflate past the
+    limit: a retry reads the same bytes, so the file is refused."""
+
+
+class _Inflated(io.RawIOBase):
+    """A gzip stream that refuses to inflate past ``limit`` bytes, reports decompression faults
+    as ``UnreadableContent``, and calls ``on_chunk`` per chunk (so the pacer beats)."""
+
+    def __init__(self, gz: gzip.GzipFile, limit: int, on_chunk: Callable[[], None]) -> None:
+        self.gz, self.limit, self.on_chunk = gz, limit, on_chunk
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.gz.tell()
+
+    def readinto(self, buffer: Any) -> int:
+        with _unreadable():
+            size = self.gz.readinto(buffer)
+        self.on_chunk()
+        if self.gz.tell() > self.limit:
+            raise UnreadableContent(f"the content inflates to more than {self.limit} bytes")
+        return size
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        """Forward seeks inflate chunk by chunk, so a resume deep in the file still beats."""
+        if whence != io.SEEK_SET or offset < self.gz.tell():
+            with _unreadable():
+                return self.gz.seek(offset, whence)
+        chunk = bytearray(1 << 16)
+        while (left := offset - self.gz.tell()) > 0 and self.readinto(memoryview(chunk)[:left]):
+            pass
+        return self.gz.tell()
+
+
+@contextmanager
+def _unreadable() -> Iterator[None]:
+    try:
+        yield
+    except GZIP_FAULTS as exc:
+        raise UnreadableContent(f"the gzip content is unreadable: {exc}") from exc
 
 
 class ChecksumMismatch(Retryable):
@@ -79,8 +132,13 @@ class _Sink:
 class ObjectStore:
     """The GCS reads of file processing. The client is made on first use, once per process."""
 
-    def __init__(self, client_factory: Callable[[], storage.Client] = storage.Client) -> None:
+    def __init__(
+        self,
+        client_factory: Callable[[], storage.Client] = storage.Client,
+        max_decompressed_bytes: int = MAX_DECOMPRESSED_BYTES,
+    ) -> None:
         self._client_factory = client_factory
+        self.max_decompressed_bytes = max_decompressed_bytes
         self._client: storage.Client | None = None
 
     @property
@@ -119,7 +177,8 @@ class ObjectStore:
             spool.seek(0)
             if obj.content_encoding == "gzip":
                 with gzip.GzipFile(fileobj=spool, mode="rb") as unzipped:
-                    yield cast(BinaryIO, unzipped), checksum
+                    inflated = _Inflated(unzipped, self.max_decompressed_bytes, on_chunk)
+                    yield cast(BinaryIO, io.BufferedReader(inflated, 1 << 16)), checksum
             else:
                 yield cast(BinaryIO, spool), checksum
 

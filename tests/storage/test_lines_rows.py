@@ -124,3 +124,18 @@ def test_json_lines() -> None:
     assert rejected[4].startswith("invalid JSON: NaN is not JSON")
     assert rejected[5].startswith("invalid JSON: Unterminated string")
     assert records[-1].end == len(data)
+
+
+def test_blank_lines_and_skipped_long_lines_still_report_progress() -> None:
+    calls: list[int] = []
+    blank = read_lines(io.BytesIO(b"\n" * 5000), on_progress=lambda: calls.append(1))
+    assert list(jsonl_records(blank)) == []
+    assert len(calls) == 5
+    calls.clear()
+    long_line = read_lines(
+        io.BytesIO(b"x" * (1 << 20) + b"\n"), max_bytes=100, on_progress=lambda: calls.append(1)
+    )
+    assert [record.problem for record in jsonl_records(long_line)] == [
+        "line is longer than 100 bytes"
+    ]
+    assert len(calls) >= 16

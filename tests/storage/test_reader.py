@@ -8,6 +8,9 @@ import gzip
 
 import pytest
 
+from consumer.outcomes import Kind
+from consumer.storage.handler import StorageHandler
+from consumer.storage.model import FileStatus
 from consumer.storage.reader import ChecksumMismatch, ObjectStore, ObjectUnavailable
 from tests.storage.conftest import Harness, email_csv
 from triggers.local import stack
@@ -71,3 +74,55 @@ def test_gone_generations_say_why(harness: Harness) -> None:
         objects.spool(obj),
     ):
         pass
+
+
+def upload_gzip(harness: Harness, name: str, data: bytes) -> int:
+    blob = stack.storage_client(harness.gcs_url).bucket(harness.bucket).blob(name)
+    blob.content_encoding = "gzip"
+    blob.upload_from_string(data, content_type="text/csv")
+    return int(blob.generation)
+
+
+def test_a_gzip_bomb_is_rejected_once_it_inflates_past_the_limit(harness: Harness) -> None:
+    capped = dataclasses.replace(
+        harness, handler=StorageHandler(ObjectStore(store(harness)._client_factory, 1 << 20))
+    )
+    bomb = gzip.compress(email_csv(2) + b"\0" * (50 << 20))  # 50 KB inflating to 50 MB
+    generation = upload_gzip(capped, "bomb.csv", bomb)
+    outcome = capped.notify("bomb.csv", generation)
+    assert outcome.kind is Kind.DONE, outcome.details
+    row = capped.file("bomb.csv", generation)
+    assert row.status is FileStatus.REJECTED
+    assert "inflates to more than 1048576 bytes" in (row.last_error or "")
+
+
+def test_a_truncated_gzip_is_rejected_not_retried(harness: Harness) -> None:
+    truncated = gzip.compress(email_csv(50))[:-30]
+    outcome = harness.notify("cut.csv", upload_gzip(harness, "cut.csv", truncated))
+    assert outcome.kind is Kind.DONE, outcome.details
+    assert outcome.details["status"] == "rejected"
+    assert "the gzip content is unreadable" in outcome.details["error"]
+
+
+def test_a_file_of_blank_lines_is_stopped_by_its_budget(harness: Harness) -> None:
+    # Two million blank lines take seconds to read; the one-second budget stops the read.
+    short = harness.with_rules(
+        [{"bucket": harness.bucket, "processor": "import-jobs", "options": {"format": "jsonl"}}],
+        ack_deadline_seconds=10, safety_margin_seconds=9,
+    )  # fmt: skip
+    outcome = short.process("blank.jsonl", b"\n" * 2_000_000)
+    assert outcome.kind is Kind.RETRY, outcome.details
+    assert "time budget exhausted" in outcome.details["error"]
+    assert "while reading the file" in outcome.details["error"]
+
+
+def test_a_gzip_stored_object_can_be_resumed_mid_file(harness: Harness) -> None:
+    data = email_csv(5000)
+    generation = upload_gzip(harness, "r.csv", gzip.compress(data))
+    objects = store(harness)
+    obj = objects.stat(harness.bucket, "r.csv", generation)
+    with objects.spool(obj) as (content, _checksum):
+        content.seek(len(data) // 3)
+        assert content.read() == data[len(data) // 3 :]
+        content.seek(10)
+        assert content.readline() == data[10:].split(b"\n", 1)[0] + b"\n"
