@@ -65,7 +65,8 @@ class StorageHandler:
         self, context: HandlerContext, event: StorageEvent, rule: Rule, processor: Processor
     ) -> dict[str, Any]:
         files = ProcessedFiles(context.engine)
-        obj, owner = self._stat(files, event, rule), uuid.uuid4().hex
+        owner = uuid.uuid4().hex
+        obj = self._stat(files, event, rule, owner)
         row = files.begin(obj, rule.processor, owner, utcnow())
         if row.status in FINAL:
             return {"outcome": "already processed", **row.summary()}
@@ -81,12 +82,17 @@ class StorageHandler:
         finished = files.get(obj.bucket, obj.name, obj.generation)
         return finished.summary() if finished else {}
 
-    def _stat(self, files: ProcessedFiles, event: StorageEvent, rule: Rule) -> StoredObject:
-        """The generation's metadata; skipped (and recorded) if it cannot be read any more."""
+    def _stat(
+        self, files: ProcessedFiles, event: StorageEvent, rule: Rule, owner: str
+    ) -> StoredObject:
+        """The generation's metadata; skipped (and recorded, as its owner) if it cannot be read
+        any more."""
         try:
             return self.objects.stat(event.bucket, event.name, int(event.generation))
         except ObjectUnavailable as gone:
-            files.record_skip(_named(event), rule.processor, str(gone), utcnow())
+            named = _named(event)
+            if files.begin(named, rule.processor, owner, utcnow()).status not in FINAL:
+                files.record_skip(named, owner, str(gone), utcnow())
             raise Skip(str(gone)) from None
 
     def _run(self, file: FileInput, processor: Processor, rule: Rule) -> tuple[str, FileResult]:
@@ -98,7 +104,7 @@ class StorageHandler:
                 file.content = content
                 return checksum, processor(file)
         except (ObjectUnavailable, Skip) as skip:
-            files.record_skip(obj, rule.processor, str(skip), utcnow())
+            files.record_skip(obj, file.owner, str(skip), utcnow())
             raise Skip(str(skip)) from None
         except LeaseLost:
             raise

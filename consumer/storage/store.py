@@ -118,26 +118,16 @@ class ProcessedFiles:
         with unavailable_on_db_fault(), self.engine.begin() as connection:
             connection.execute(statement)
 
-    def record_skip(self, obj: StoredObject, processor: str, reason: str, now: datetime) -> None:
-        """The generation cannot be read (deleted, superseded): record why, finished."""
-        values = {
-            **_new_row(obj, processor, FileStatus.SKIPPED, now),
-            "last_error": reason[:MAX_ERROR_CHARS], "finished_at": now,
-        }  # fmt: skip
-        insert = self._insert(files).values(**values)
-        statement = insert.on_conflict_do_update(
-            index_elements=[files.c.bucket, files.c.name, files.c.generation],
-            set_={
-                "status": FileStatus.SKIPPED,
-                "last_error": insert.excluded.last_error,
-                "owner": None,
-                "updated_at": now,
-                "finished_at": now,
-            },
-            where=files.c.status == FileStatus.RUNNING,
-        )
+    def record_skip(self, obj: StoredObject, owner: str, reason: str, now: datetime) -> None:
+        """The generation cannot be read (deleted, superseded): record why, finished. Guarded
+        like every write: raise ``FileTakenOver`` if a newer run owns the row."""
+        statement = self._owned(obj, owner).values(
+            status=FileStatus.SKIPPED, last_error=reason[:MAX_ERROR_CHARS], owner=None,
+            updated_at=now, finished_at=now,
+        )  # fmt: skip
         with unavailable_on_db_fault(), self.engine.begin() as connection:
-            connection.execute(statement)
+            if connection.execute(statement).rowcount != 1:
+                raise FileTakenOver(f"{obj.url} was taken over by a newer run")
 
     def get(self, bucket: str, name: str, generation: int) -> FileRow | None:
         obj = StoredObject(bucket, name, generation)

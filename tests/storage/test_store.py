@@ -63,9 +63,23 @@ def test_skips_and_errors_are_recorded(engine: Engine) -> None:
         and row.last_error == "RuntimeError: boom"
     )
 
-    files.record_skip(OBJ, "import-jobs", "deleted", utcnow())
+    files.record_skip(OBJ, "run-a", "deleted", utcnow())
     other = StoredObject("b", "other", 5)
-    files.record_skip(other, "import-jobs", "superseded", utcnow())
+    files.begin(other, "import-jobs", "run-c", utcnow())
+    files.record_skip(other, "run-c", "superseded", utcnow())
     listed = {(r.name, r.status, r.last_error) for r in files.list(FileStatus.SKIPPED)}
     assert listed == {("dir/a.csv", FileStatus.SKIPPED, "deleted"),
                       ("other", FileStatus.SKIPPED, "superseded")}  # fmt: skip
+
+
+def test_a_stale_run_cannot_mark_a_newer_runs_file_skipped(engine: Engine) -> None:
+    files = ProcessedFiles(engine)
+    files.begin(OBJ, "import-jobs", "run-a", utcnow())
+    files.begin(OBJ, "import-jobs", "run-b", utcnow())
+    with pytest.raises(FileTakenOver):
+        files.record_skip(OBJ, "run-a", "deleted", utcnow())
+    row = files.get(OBJ.bucket, OBJ.name, OBJ.generation)
+    assert row is not None and row.status is FileStatus.RUNNING and row.last_error is None
+    files.finish(OBJ, "run-b", FileStatus.DONE, Progress(rows_accepted=1), utcnow())
+    with pytest.raises(FileTakenOver):
+        files.record_skip(OBJ, "run-b", "deleted", utcnow())  # finished rows stay finished
