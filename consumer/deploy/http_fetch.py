@@ -1,7 +1,10 @@
 """One GET with retries, backoff and a hard deadline: the unit of work of the HTTP warmer.
 
 requests' timeout bounds each socket operation, not the whole response, so the body is read in
-chunks against a deadline; a slow-dripping target cannot hold a worker past its time.
+chunks against a deadline; a slow-dripping target cannot hold a worker past its time. Redirects
+are followed here, within the target's origin only: a redirect to another origin is a failed
+target (HTTP 3xx, not followed, not retried), so the configured headers, which may hold a
+secret, go nowhere else; configure the final URL instead.
 """
 
 from __future__ import annotations
@@ -11,15 +14,18 @@ import random
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from urllib.parse import urljoin
 
 import requests
 
+from consumer.deploy.origin import same_origin
 from consumer.deploy.report import TargetResult
 from consumer.settings import Settings
 
 CHUNK_BYTES = 64 * 1024
 MAX_BODY_BYTES = 16 * 1024 * 1024
 """Reading stops here: the target has rendered the page by then, which is what warms it."""
+MAX_REDIRECTS = 5
 MAX_BACKOFF_SECONDS = 10.0
 MIN_REQUEST_SECONDS = 0.05
 """A request is not started with less budget than this."""
@@ -104,18 +110,40 @@ def _get(
     timeout = budget.timeout(policy.timeout_seconds)
     deadline = time.monotonic() + timeout
     try:
-        with session.get(url, headers=policy.headers, timeout=timeout, stream=True) as response:
-            body = _drain(response, deadline, keep)
+        status, elsewhere, body = _follow(session, url, policy.headers, deadline, keep)
     except requests.Timeout as exc:
         return None, f"timed out after {timeout:.2f}s ({type(exc).__name__})", True, b""
     except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError) as exc:
         return None, f"{type(exc).__name__}: {exc}"[:500], True, b""
-    except requests.RequestException as exc:
+    except (requests.RequestException, ValueError) as exc:  # ValueError: a malformed Location
         return None, f"{type(exc).__name__}: {exc}"[:500], False, b""
-    status = response.status_code
+    if elsewhere:
+        error = f"HTTP {status} to another origin, not followed: {elsewhere}"
+        return status, error[:500], False, b""
     if status >= 400:
         return status, f"HTTP {status}", status == 429 or status >= 500, b""
     return status, "", False, body
+
+
+def _follow(
+    session: requests.Session, url: str, headers: Mapping[str, str], deadline: float, keep: bool
+) -> tuple[int, str, bytes]:
+    """GET ``url``, following redirects only within its origin (at most ``MAX_REDIRECTS``), so
+    the configured headers never reach another host, port or scheme (requests, following by
+    itself, strips only ``Authorization``). Returns (status, the other origin's URL a redirect
+    pointed to or "", body)."""
+    for _ in range(MAX_REDIRECTS + 1):
+        timeout = max(MIN_REQUEST_SECONDS, deadline - time.monotonic())
+        with session.get(
+            url, headers=headers, timeout=timeout, stream=True, allow_redirects=False
+        ) as response:
+            if not response.is_redirect:
+                return response.status_code, "", _drain(response, deadline, keep)
+            status, target = response.status_code, urljoin(url, response.headers["Location"])
+        if not same_origin(url, target):
+            return status, target, b""
+        url = target
+    raise requests.TooManyRedirects(f"more than {MAX_REDIRECTS} redirects")
 
 
 def _drain(response: requests.Response, deadline: float, keep: bool) -> bytes:

@@ -1,7 +1,8 @@
 """Read a sitemap (or a sitemap index, one level deep) into a list of URLs. Parsing is pure.
 
-Per the sitemaps protocol a sitemap lists URLs of its own host only; others are dropped, so a
-sitemap cannot point the warmer at somebody else's site. Documents with a DTD are refused (no
+Per the sitemaps protocol a sitemap lists URLs of its own host only; others (and those of another
+scheme or port) are dropped, so a sitemap cannot point the warmer, and its headers, at somebody
+else's site or at plain http. Documents with a DTD are refused (no
 entity expansion), and gzip bodies are decompressed with a bound.
 """
 
@@ -12,6 +13,7 @@ from collections.abc import Callable
 from urllib.parse import urlsplit
 from xml.etree import ElementTree
 
+from consumer.deploy.origin import same_origin
 from consumer.errors import ConsumerError
 
 MAX_SITEMAP_BYTES = 16 * 1024 * 1024
@@ -60,12 +62,8 @@ def parse_sitemap(document: bytes) -> tuple[str, list[str]]:
 
 
 def same_host(base: str, urls: list[str]) -> list[str]:
-    origin = urlsplit(base)
-    return [
-        url
-        for url in urls
-        if (parts := urlsplit(url)).scheme in ("http", "https") and parts.netloc == origin.netloc
-    ]
+    """The URLs of ``base``'s origin: same scheme, host and port, and no credentials."""
+    return [url for url in urls if same_origin(base, url) and "@" not in urlsplit(url).netloc]
 
 
 def _gunzip(data: bytes) -> bytes:

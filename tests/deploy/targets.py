@@ -2,7 +2,8 @@
 
 Paths decide behaviour: ``/ok/*`` answers after ``delay`` seconds, ``/slow/*`` after ``slow``
 seconds (longer than the warmer's timeout), ``/fail/*`` is a 500, ``/missing/*`` a 404,
-``/flaky/*`` a 503 on its first hit only; any path in ``files`` is served as is (sitemaps).
+``/flaky/*`` a 503 on its first hit only; any path in ``files`` is served as is (sitemaps), any
+path in ``redirects`` is a 302 to its URL.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ class TargetServer(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.delay, self.slow = delay, slow
         self.files: dict[str, bytes] = {}
+        self.redirects: dict[str, str] = {}
         self.hits: Counter[str] = Counter()
         self.headers_seen: dict[str, dict[str, str]] = {}
         self.in_flight = self.peak = 0
@@ -66,6 +68,8 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             status, body = self._answer(hit)
             self.send_response(status)
+            if self.path in server.redirects:
+                self.send_header("Location", server.redirects[self.path])
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
@@ -78,6 +82,8 @@ class _Handler(BaseHTTPRequestHandler):
         server, kind = self.server, self.path.split("/")[1]
         if self.path in server.files:
             return 200, server.files[self.path]
+        if self.path in server.redirects:
+            return 302, b"moved"
         if self.path == "/_hits":  # for a server in another process (the bench)
             with server.lock:
                 return 200, json.dumps(dict(server.hits)).encode()

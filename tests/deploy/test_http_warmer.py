@@ -158,3 +158,55 @@ def test_an_unusable_url_fails_alone_without_retries(
     assert report.ok == 3 and targets.hits_of(good) == [1, 1, 1]
     (failure,) = report.failed
     assert failure.attempts == 1 and "InvalidURL" in failure.error
+
+
+SECRET_HEADERS = '{"X-Warm-Token": "s3cret"}'
+
+
+@pytest.fixture
+def elsewhere() -> Iterator[TargetServer]:
+    """A second server: same host, another port, so another origin."""
+    server = TargetServer().start()
+    yield server
+    server.stop()
+
+
+def test_a_redirect_to_another_origin_is_not_followed_and_gets_no_headers(
+    targets: TargetServer, elsewhere: TargetServer, local_engine: Engine
+) -> None:
+    foreign = elsewhere.urls("ok", 1)[0]
+    targets.redirects["/moved"] = foreign
+    report = warm(local_engine, warm_targets=(f"{targets.url}/moved",), warm_headers=SECRET_HEADERS)
+    assert elsewhere.hits_of([foreign]) == [0] and not elsewhere.headers_seen
+    (failure,) = report.failed
+    assert (failure.status, failure.attempts) == (302, 1)
+    assert "another origin" in failure.error
+
+
+def test_a_redirect_within_the_origin_is_followed_with_the_headers(
+    targets: TargetServer, local_engine: Engine
+) -> None:
+    page = targets.urls("ok", 1)[0]
+    targets.redirects["/moved"] = page.removeprefix(targets.url)  # a relative Location
+    report = warm(local_engine, warm_targets=(f"{targets.url}/moved",), warm_headers=SECRET_HEADERS)
+    assert report.ok == 1 and targets.hits_of([page]) == [1]
+    assert targets.headers_seen[page.removeprefix(targets.url)]["X-Warm-Token"] == "s3cret"
+
+
+def test_a_redirect_loop_fails_after_a_bounded_number_of_hops(
+    targets: TargetServer, local_engine: Engine
+) -> None:
+    targets.redirects["/a"], targets.redirects["/b"] = f"{targets.url}/b", f"{targets.url}/a"
+    report = warm(local_engine, warm_targets=(f"{targets.url}/a",), warm_retries=3)
+    (failure,) = report.failed
+    assert "redirect" in failure.error.lower() and failure.attempts == 1
+    assert targets.hits["/a"] + targets.hits["/b"] == 6  # the request and five redirects
+
+
+def test_a_malformed_location_fails_the_target_alone(
+    targets: TargetServer, local_engine: Engine
+) -> None:
+    good = targets.urls("ok", 2)
+    targets.redirects["/bad"] = "http://[::1/x"
+    report = warm(local_engine, warm_targets=(f"{targets.url}/bad", *good))
+    assert report.ok == 2 and [r.target for r in report.failed] == [f"{targets.url}/bad"]

@@ -37,6 +37,19 @@ def test_an_index_is_followed_one_level_and_foreign_hosts_are_dropped() -> None:
     assert fetched == [f"{BASE}/sitemap.xml", f"{BASE}/one.xml"]
 
 
+def test_only_urls_of_the_same_scheme_host_and_port_are_kept() -> None:
+    listed = [
+        "https://cache.test/secure", "HTTPS://Cache.test:443/default-port",
+        "http://cache.test/plain-http", "https://cache.test:8443/other-port",
+        "https://user:pw@cache.test/credentials", "https://cache.test.evil/x", "ftp://cache.test/f",
+    ]  # fmt: skip
+    document = sitemap(listed)
+    assert sitemap_urls("https://cache.test/sitemap.xml", lambda _: document, limit=10) == [
+        "https://cache.test/secure",
+        "HTTPS://Cache.test:443/default-port",
+    ]
+
+
 def test_the_limit_cuts_the_list() -> None:
     urls = [f"{BASE}/{n}" for n in range(10)]
     assert sitemap_urls(BASE, lambda _: sitemap(urls), limit=3) == urls[:3]
