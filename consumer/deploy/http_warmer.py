@@ -85,8 +85,14 @@ def _fetch_one(
 def _from_sitemap(
     url: str, policy: HttpPolicy, budget: Budget, problems: list[TargetResult]
 ) -> list[str]:
-    """The sitemap's URLs; a sitemap that cannot be read is recorded as a failed target."""
+    """The sitemap's URLs; a sitemap (or a child of an index) that cannot be read is recorded as
+    a failed target, and the URLs of the children that could be read are kept."""
     started = time.monotonic()
+
+    def failed(location: str, error: SitemapError) -> None:
+        elapsed = time.monotonic() - started
+        problems.append(TargetResult(f"sitemap {location}", False, elapsed, error=str(error)))
+
     with requests.Session() as session:
 
         def get(location: str) -> bytes:
@@ -96,10 +102,9 @@ def _from_sitemap(
             return body
 
         try:
-            return sitemap_urls(url, get, policy.max_targets + 1)
+            return sitemap_urls(url, get, policy.max_targets + 1, on_child_error=failed)
         except SitemapError as exc:
-            elapsed = time.monotonic() - started
-            problems.append(TargetResult(f"sitemap {url}", False, elapsed, error=str(exc)))
+            failed(url, exc)
             return []
 
 

@@ -28,14 +28,30 @@ class SitemapError(ConsumerError):
     """The sitemap could not be read."""
 
 
-def sitemap_urls(url: str, fetch: Fetch, limit: int) -> list[str]:
-    """The page URLs of the sitemap at ``url``, in document order, at most ``limit``."""
+ChildError = Callable[[str, SitemapError], None]
+"""Told about each child sitemap of an index that could not be read."""
+
+
+def sitemap_urls(
+    url: str, fetch: Fetch, limit: int, on_child_error: ChildError | None = None
+) -> list[str]:
+    """The page URLs of the sitemap at ``url``, in document order, at most ``limit``.
+
+    ``SitemapError`` if ``url`` itself cannot be read. A child of an index that cannot be read is
+    passed to ``on_child_error`` and the other children are still read (without a callback, its
+    error is raised)."""
     kind, locations = parse_sitemap(fetch(url))
     if kind == "urlset":
         return same_host(url, locations)[:limit]
     urls: list[str] = []
     for child in same_host(url, locations)[:MAX_CHILD_SITEMAPS]:
-        child_kind, child_locations = parse_sitemap(fetch(child))
+        try:
+            child_kind, child_locations = parse_sitemap(fetch(child))
+        except SitemapError as exc:
+            if on_child_error is None:
+                raise
+            on_child_error(child, exc)
+            continue
         if child_kind == "urlset":
             urls.extend(same_host(child, child_locations))
         if len(urls) >= limit:

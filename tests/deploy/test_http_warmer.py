@@ -138,6 +138,19 @@ def test_an_unreadable_sitemap_is_a_failed_target_and_the_rest_still_warm(
     ]
 
 
+def test_a_failing_child_sitemap_is_a_failed_target_and_the_other_children_are_warmed(
+    targets: TargetServer, local_engine: Engine
+) -> None:
+    pages = targets.urls("ok", 4)
+    children = [f"{targets.url}/a.xml", f"{targets.url}/fail/b.xml", f"{targets.url}/c.xml"]
+    targets.files["/sitemap.xml"] = sitemap_index(children)
+    targets.files["/a.xml"], targets.files["/c.xml"] = sitemap(pages[:2]), sitemap(pages[2:])
+    report = warm(local_engine, warm_sitemap_url=f"{targets.url}/sitemap.xml", warm_retries=0)
+    assert (report.ok, targets.hits_of(pages)) == (4, [1] * 4)
+    (failure,) = report.failed
+    assert failure.target == f"sitemap {children[1]}" and "HTTP 500" in failure.error
+
+
 def test_max_targets_cuts_the_list_with_a_note(targets: TargetServer, local_engine: Engine) -> None:
     urls = targets.urls("ok", 10)
     report = warm(local_engine, warm_targets=tuple(urls), warm_max_targets=4)

@@ -50,6 +50,22 @@ def test_only_urls_of_the_same_scheme_host_and_port_are_kept() -> None:
     ]
 
 
+def test_an_unreadable_child_is_reported_and_the_others_are_kept() -> None:
+    documents = {
+        f"{BASE}/index.xml": sitemap_index([f"{BASE}/{n}.xml" for n in range(3)]),
+        f"{BASE}/0.xml": sitemap([f"{BASE}/p0"]),
+        f"{BASE}/1.xml": b"<broken",
+        f"{BASE}/2.xml": sitemap([f"{BASE}/p2"]),
+    }
+    failed: list[str] = []
+    urls = sitemap_urls(
+        f"{BASE}/index.xml", documents.__getitem__, 10, lambda url, _: failed.append(url)
+    )
+    assert (urls, failed) == ([f"{BASE}/p0", f"{BASE}/p2"], [f"{BASE}/1.xml"])
+    with pytest.raises(SitemapError):  # without a callback the error is the caller's
+        sitemap_urls(f"{BASE}/index.xml", documents.__getitem__, 10)
+
+
 def test_the_limit_cuts_the_list() -> None:
     urls = [f"{BASE}/{n}" for n in range(10)]
     assert sitemap_urls(BASE, lambda _: sitemap(urls), limit=3) == urls[:3]
