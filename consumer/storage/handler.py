@@ -22,7 +22,7 @@ from consumer.storage.import_jobs import import_jobs
 from consumer.storage.model import FINAL, FileResult, FileStatus, StoredObject
 from consumer.storage.processors import FileInput, Processor, Processors
 from consumer.storage.reader import ObjectStore, ObjectUnavailable
-from consumer.storage.rules import Rule, load_rules
+from consumer.storage.rules import Rule, Rules, load_rules
 from consumer.storage.store import ProcessedFiles
 from consumer.timeutil import utcnow
 
@@ -40,7 +40,9 @@ class StorageHandler:
 
     def __call__(self, context: HandlerContext, event: StorageEvent) -> dict[str, Any]:
         rules = load_rules(context.settings.storage_rules)
-        rule = rules.select(event.event_type, event.bucket, event.name, event.content_type)
+        obj = self._typed(rules, event)
+        content_type = obj.content_type if obj else event.content_type
+        rule = rules.select(event.event_type, event.bucket, event.name, content_type)
         if rule is None and event.event_type is FINALIZE:
             raise Skip(f"no storage rule matches gs://{event.bucket}/{event.name}")
         if rule is None:
@@ -48,7 +50,19 @@ class StorageHandler:
         processor = self.processors.get(rule.processor)
         if event.event_type is not FINALIZE:
             return self._notify(context, event, rule, processor)
-        return self._process(context, event, rule, processor)
+        return self._process(context, event, rule, processor, obj)
+
+    def _typed(self, rules: Rules, event: StorageEvent) -> StoredObject | None:
+        """The object's metadata, read first when the event lacks the content type a rule
+        asks about (``payloadFormat`` NONE); ``None`` when the event is enough."""
+        if event.event_type is not FINALIZE or event.content_type:
+            return None
+        if not rules.need_content_type(event.event_type, event.bucket, event.name):
+            return None
+        try:
+            return self.objects.stat(event.bucket, event.name, int(event.generation))
+        except ObjectUnavailable as gone:
+            raise Skip(str(gone)) from None
 
     def _notify(
         self, context: HandlerContext, event: StorageEvent, rule: Rule, processor: Processor
@@ -62,11 +76,16 @@ class StorageHandler:
         return {"event": event.event_type.value, "status": result.status.value, **result.details}
 
     def _process(
-        self, context: HandlerContext, event: StorageEvent, rule: Rule, processor: Processor
+        self,
+        context: HandlerContext,
+        event: StorageEvent,
+        rule: Rule,
+        processor: Processor,
+        known: StoredObject | None,
     ) -> dict[str, Any]:
         files = ProcessedFiles(context.engine)
         owner = uuid.uuid4().hex
-        obj = self._stat(files, event, rule, owner)
+        obj = known or self._stat(files, event, rule, owner)
         row = files.begin(obj, rule.processor, owner, utcnow())
         if row.status in FINAL:
             return {"outcome": "already processed", **row.summary()}

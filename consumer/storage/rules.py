@@ -47,12 +47,17 @@ class Rule:
         self, event_type: StorageEventType, bucket: str, name: str, content_type: str
     ) -> bool:
         media_type = content_type.split(";", 1)[0].strip().lower()
+        return self.matches_name(event_type, bucket, name) and (
+            not self.content_type or fnmatch.fnmatchcase(media_type, self.content_type)
+        )
+
+    def matches_name(self, event_type: StorageEventType, bucket: str, name: str) -> bool:
+        """Every condition but the content type."""
         return (
             event_type in self.events
             and (not self.bucket or bucket == self.bucket)
             and name.startswith(self.prefix)
             and (not self.glob or fnmatch.fnmatchcase(name, self.glob))
-            and (not self.content_type or fnmatch.fnmatchcase(media_type, self.content_type))
         )
 
     @classmethod
@@ -87,6 +92,13 @@ class Rules:
             if rule.matches(event_type, bucket, name, content_type):
                 return rule
         return None
+
+    def need_content_type(self, event_type: StorageEventType, bucket: str, name: str) -> bool:
+        """Whether a rule's choice depends on the content type (which a notification with
+        ``payloadFormat`` NONE does not carry: the object's metadata must be read first)."""
+        return any(
+            rule.content_type and rule.matches_name(event_type, bucket, name) for rule in self.rules
+        )
 
     @classmethod
     def from_json(cls, value: Any) -> Rules:

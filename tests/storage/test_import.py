@@ -133,3 +133,19 @@ def test_no_rule_means_skipped_and_deletes_are_recorded(harness: Harness) -> Non
     deleted = harness.notify("a.csv", generation, event="OBJECT_DELETE")
     assert deleted.kind is Kind.DONE and deleted.details["recorded"] == "OBJECT_DELETE"
     assert harness.job_count() == 0
+
+
+def test_a_content_type_rule_matches_a_notification_without_the_type(harness: Harness) -> None:
+    # payloadFormat NONE: the event carries no content type; the object's metadata has it.
+    rules = [
+        {"bucket": harness.bucket, "content_type": "application/x-ndjson",
+         "processor": "import-jobs", "options": {"format": "jsonl"}},
+    ]  # fmt: skip
+    typed = harness.with_rules(rules)
+    data = b'{"to": "a@example.com"}\n{"to": "b@example.com"}\n'
+    generation = typed.upload("rows.txt", data, content_type="application/x-ndjson")
+    outcome = typed.notify("rows.txt", generation)
+    assert outcome.kind is Kind.DONE, outcome.details
+    assert outcome.details["status"] == "done" and typed.job_count() == 2
+    other = typed.upload("other.txt", data, content_type="text/plain")
+    assert typed.notify("other.txt", other).kind is Kind.SKIPPED
