@@ -4,8 +4,9 @@ Certificates must not be fetched per request: that would add a network round tri
 and let anyone on the internet make us hammer Google. The document is kept for the response's
 ``max-age`` (bounded), refetched early when a token names a key we do not have (Google rotates its
 keys) but at most once per ``refetch_interval``, and the last good copy is kept when a refetch
-fails. ``CachedCerts`` is also the transport handed to ``google.oauth2.id_token.verify_token``,
-which therefore reads the cache, never the network.
+fails. With no copy at all, a failed fetch is retried at most once per ``failure_backoff`` (a
+503 at once meanwhile). ``CachedCerts`` is also the transport handed to
+``google.oauth2.id_token.verify_token``, which therefore reads the cache, never the network.
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ DEFAULT_TTL_SECONDS = 3600.0
 MIN_TTL_SECONDS = 60.0
 MAX_TTL_SECONDS = 24 * 3600.0
 REFETCH_INTERVAL_SECONDS = 60.0
+FAILURE_BACKOFF_SECONDS = 10.0
+"""With no document yet, a failed fetch is not retried sooner: meanwhile every push is a 503 at
+once, instead of each one waiting on its own slow fetch under the lock."""
 MAX_AGE = re.compile(r"max-age=(\d+)")
 
 
@@ -62,6 +66,7 @@ class CachedCerts(google.auth.transport.Request):
         transport: google.auth.transport.Request | None = None,
         clock: Callable[[], float] = time.monotonic,
         refetch_interval: float = REFETCH_INTERVAL_SECONDS,
+        failure_backoff: float = FAILURE_BACKOFF_SECONDS,
     ) -> None:
         self.url = url
         self._transport = transport or google.auth.transport.requests.Request()
@@ -72,6 +77,8 @@ class CachedCerts(google.auth.transport.Request):
         self._kids: frozenset[str] = frozenset()
         self._expires = 0.0
         self._fetched = float("-inf")
+        self._failure_backoff = failure_backoff
+        self._retry_at = float("-inf")
         self.fetches = 0
 
     def ensure(self, kid: str) -> None:
@@ -80,6 +87,8 @@ class CachedCerts(google.auth.transport.Request):
             now = self._clock()
             expired = now >= self._expires
             rotated = kid not in self._kids and now - self._fetched >= self._refetch_interval
+            if not self._document and now < self._retry_at:
+                raise Unavailable("cannot fetch the OIDC signing certificates (backing off)")
             if not self._document or expired or rotated:
                 self._refresh(now)
 
@@ -96,6 +105,7 @@ class CachedCerts(google.auth.transport.Request):
             document, kids, ttl = self._fetch()
         except (exceptions.TransportError, ValueError) as exc:
             if not self._document:
+                self._retry_at = self._clock() + self._failure_backoff
                 log.error("cannot fetch OIDC certificates", extra={"reason": str(exc)})
                 raise Unavailable("cannot fetch the OIDC signing certificates") from None
             log.warning("keeping cached OIDC certificates", extra={"reason": str(exc)})

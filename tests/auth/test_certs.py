@@ -108,6 +108,36 @@ def test_no_certificates_at_all_is_a_503_so_pubsub_retries(
     assert response.json["outcome"] == "unavailable"
 
 
+def test_with_no_certificates_a_failing_certs_url_is_not_fetched_per_request(
+    sqlite_url: str, google_key: SigningKey, certs_server: CertsServer
+) -> None:
+    certs_server.status = 500
+    client = create_app(_settings(sqlite_url, certs_server.url)).test_client()
+    for _ in range(20):
+        response = client.post("/push", json={"message": {}}, headers=bearer(google_key))
+        assert response.status_code == 503
+    assert certs_server.fetches == 1
+
+
+def test_a_failed_first_fetch_is_retried_after_the_backoff(
+    certs_server: CertsServer, google_key: SigningKey, clock: Clock
+) -> None:
+    certs = CachedCerts(certs_server.url, clock=clock, failure_backoff=10)
+    authenticate = OidcAuthenticator(AUDIENCE, [ACCOUNT], certs)
+    certs_server.status = 500
+    for _ in range(3):
+        with pytest.raises(Unavailable):
+            authenticate(bearer(google_key), {})
+    clock.now += 9
+    with pytest.raises(Unavailable):
+        authenticate(bearer(google_key), {})
+    assert certs_server.fetches == 1
+    certs_server.status = 200
+    clock.now += 1
+    authenticate(bearer(google_key), {})
+    assert certs_server.fetches == 2
+
+
 def test_an_unreachable_certs_url_is_a_503(sqlite_url: str, google_key: SigningKey) -> None:
     from tests.conftest import free_port
 
