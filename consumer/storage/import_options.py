@@ -17,6 +17,8 @@ JSONL_MEDIA_TYPES = {
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".jsonl.gz", ".ndjson.gz")
 EMAIL_ADDRESS_FIELDS = ("to", "cc", "bcc", "reply_to", "from")
 LIMITS = {"batch_rows": (1, 10_000), "max_errors": (0, 10_000), "max_row_bytes": (64, 1 << 20)}
+INT32 = (-(1 << 31), (1 << 31) - 1)
+"""``jobs.priority`` and ``jobs.max_attempts`` are 32-bit columns."""
 
 
 @dataclass(frozen=True)
@@ -84,12 +86,13 @@ class ImportOptions:
             value = getattr(self, name)
             if not _is_int(value) or not low <= value <= high:
                 problems.append(f"'{name}' must be a whole number in {low}..{high}")
-        if not _is_int(self.priority):
-            problems.append("'priority' must be a whole number")
+        low, high = INT32
+        if not (_is_int(self.priority) and low <= self.priority <= high):
+            problems.append(f"'priority' must be a whole number in {low}..{high}")
         if self.max_attempts is not None and not (
-            _is_int(self.max_attempts) and self.max_attempts >= 1
+            _is_int(self.max_attempts) and 1 <= self.max_attempts <= high
         ):
-            problems.append("'max_attempts' must be a whole number of at least 1")
+            problems.append(f"'max_attempts' must be a whole number in 1..{high}")
         if problems:
             raise SettingsError("import-jobs: " + "; ".join(problems))
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from consumer.errors import SettingsError
 from consumer.events import StorageEventType
+from consumer.storage.import_options import ImportOptions
 
 FINALIZE_ONLY = frozenset({StorageEventType.OBJECT_FINALIZE})
 KEYS = {"name", "bucket", "prefix", "glob", "content_type", "events", "processor", "options"}
@@ -77,6 +78,8 @@ class Rule:
         if not isinstance(options, dict):
             raise SettingsError(f"{where}: 'options' must be a JSON object")
         events = _events(value.get("events"), where)
+        if processor == "import-jobs":  # plugins' processors are not known yet at load
+            _check_import_options(options, where)
         return cls(processor=processor, events=events, options=options, **texts)
 
 
@@ -125,6 +128,14 @@ def load_rules(raw: str) -> Rules:
     except ValueError as exc:
         raise SettingsError(f"rules are not valid JSON: {exc}") from None
     return Rules.from_json(value)
+
+
+def _check_import_options(options: Mapping[str, Any], where: str) -> None:
+    """A bad option is a start-up error, not a failure of every file (or batch) later."""
+    try:
+        ImportOptions.parse(options)
+    except SettingsError as exc:
+        raise SettingsError(f"{where}: {exc}") from None
 
 
 def problem_with(raw: str) -> str:

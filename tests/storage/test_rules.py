@@ -89,3 +89,20 @@ def test_bad_rules_stop_the_service_at_start() -> None:
         Settings.from_env(env)
     env["CONSUMER_STORAGE_RULES"] = json.dumps(RULES)
     assert Settings.from_env(env).storage_rules == json.dumps(RULES)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"priority": 2**31}, "rule 1: import-jobs: 'priority' must be a whole number in"),
+        ({"priority": -(2**31) - 1}, "'priority' must be a whole number in"),
+        ({"max_attempts": 2**31}, "'max_attempts' must be a whole number in 1..2147483647"),
+    ],
+)
+def test_import_options_out_of_int32_are_a_start_up_error(
+    options: dict[str, object], message: str
+) -> None:
+    rules = json.dumps([{"processor": "import-jobs", "options": options}])
+    assert message in problem_with(rules)
+    ok = json.dumps([{"processor": "import-jobs", "options": {"priority": 2**31 - 1}}])
+    assert problem_with(ok) == ""

@@ -48,7 +48,7 @@ def test_other_kinds_check_only_what_they_ask_for() -> None:
         ({"format": "xml"}, "'format' must be one of auto, csv, jsonl"),
         ({"batch_rows": 0}, "'batch_rows' must be a whole number in 1..10000"),
         ({"max_errors": True}, "'max_errors' must be a whole number"),
-        ({"max_attempts": 0}, "'max_attempts' must be a whole number of at least 1"),
+        ({"max_attempts": 0}, "'max_attempts' must be a whole number in 1..2147483647"),
         ({"required": "to"}, "'required' must be a list of field names"),
         ({"kind": ""}, "'kind' must be a job kind name"),
     ],
