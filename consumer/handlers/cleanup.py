@@ -1,7 +1,13 @@
-"""Tick task ``cleanup``: purge finished inbox rows and jobs past their retention."""
+"""Tick task ``cleanup``: purge finished inbox rows and jobs past their retention.
+
+Rows go in chunks of ``CHUNK_ROWS``, one transaction each, so no single DELETE outlasts the ack
+deadline (rolled back, then retried the next day forever) or holds SQLite's write lock for long.
+When the budget runs low the task stops and reports ``more: true``; the next tick goes on.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -13,14 +19,40 @@ from consumer.registry import Registry
 from consumer.timeutil import utcnow
 
 DAY = 24 * 3600
+CHUNK_ROWS = 5000
+RESERVE_SECONDS = 5.0
+"""Stop purging when less than this is left of the budget (a chunk takes well under it)."""
 
 
 def cleanup(context: HandlerContext, event: TickEvent) -> dict[str, Any]:
-    retention = timedelta(seconds=context.settings.inbox_retention_seconds)
-    purged = Inbox(context.engine).purge(finished_before=utcnow() - retention)
-    job_retention = timedelta(seconds=context.settings.job_retention_seconds)
-    jobs_purged = jobs_store.purge(context.engine, finished_before=utcnow() - job_retention)
-    return {"task": event.task, "inbox_purged": purged, "jobs_purged": jobs_purged}
+    settings, engine = context.settings, context.engine
+    inbox_before = utcnow() - timedelta(seconds=settings.inbox_retention_seconds)
+    jobs_before = utcnow() - timedelta(seconds=settings.job_retention_seconds)
+    inbox_purged, more = _in_chunks(
+        context, lambda limit: Inbox(engine).purge(inbox_before, limit=limit)
+    )
+    jobs_purged, jobs_more = _in_chunks(
+        context, lambda limit: jobs_store.purge(engine, jobs_before, limit=limit)
+    )
+    return {
+        "task": event.task, "inbox_purged": inbox_purged, "jobs_purged": jobs_purged,
+        "more": more or jobs_more,
+    }  # fmt: skip
+
+
+def _in_chunks(context: HandlerContext, purge: Callable[[int], int]) -> tuple[int, bool]:
+    """Purge chunk by chunk (at least one) until one comes back short or the budget is low;
+    ``(purged, stopped early)``."""
+    reserve = min(RESERVE_SECONDS, context.settings.handler_budget_seconds / 2)
+    purged = 0
+    while True:
+        deleted = purge(CHUNK_ROWS)
+        purged += deleted
+        if deleted < CHUNK_ROWS:
+            return purged, False
+        if context.remaining() <= reserve:
+            return purged, True
+        context.heartbeat()
 
 
 def register(registry: Registry) -> None:

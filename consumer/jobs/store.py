@@ -326,10 +326,15 @@ def cancel(engine: Engine, job_id: int, now: datetime) -> bool:
         return connection.execute(statement).rowcount == 1
 
 
-def purge(engine: Engine, finished_before: datetime) -> int:
-    """Delete finished jobs past the retention, which frees their idempotency keys."""
-    statement = delete(jobs).where(
+def purge(engine: Engine, finished_before: datetime, limit: int | None = None) -> int:
+    """Delete finished jobs past the retention, which frees their idempotency keys; at most
+    ``limit`` in one transaction (callers loop, so no lock is held past a deadline)."""
+    expired = and_(
         jobs.c.finished_at < finished_before, jobs.c.status.in_([s.value for s in FINISHED])
     )
+    statement = delete(jobs).where(expired)
+    if limit is not None:
+        chunk = select(jobs.c.id).where(expired).limit(limit).scalar_subquery()
+        statement = delete(jobs).where(jobs.c.id.in_(chunk))
     with unavailable_on_db_fault(), engine.begin() as connection:
         return connection.execute(statement).rowcount

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
-from sqlalchemy import Engine, update
+import pytest
+from sqlalchemy import Engine, func, select, update
 
+from consumer.context import HandlerContext
 from consumer.dispatch import Dispatcher
+from consumer.events import TickEvent
+from consumer.handlers import cleanup as cleanup_task
 from consumer.jobs import enqueue
 from consumer.jobs.schema import jobs
 from consumer.message import PushMessage
@@ -59,3 +64,30 @@ def test_cleanup_purges_finished_jobs_past_retention(engine: Engine, settings: S
     with engine.connect() as connection:
         left = set(connection.execute(jobs.select().with_only_columns(jobs.c.id)).scalars())
     assert left == {recent, waiting}
+
+
+def finished_jobs(engine: Engine, count: int) -> None:
+    now, old = utcnow(), utcnow() - timedelta(days=30)
+    row = {"kind": "email", "payload": {}, "status": "done", "priority": 0, "run_at": now,
+           "attempts": 1, "created_at": old, "updated_at": old, "finished_at": old}  # fmt: skip
+    with engine.begin() as connection:
+        connection.execute(jobs.insert(), [row] * count)
+
+
+def cleanup_context(settings: Settings, engine: Engine, seconds: float) -> HandlerContext:
+    deadline = time.monotonic() + seconds
+    return HandlerContext(settings, engine, "tick:cleanup", 1, deadline, lambda: True)
+
+
+def test_cleanup_purges_in_chunks_and_stops_when_the_budget_is_low(
+    engine: Engine, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cleanup_task, "CHUNK_ROWS", 500)
+    finished_jobs(engine, 3200)
+    event = TickEvent("cleanup", utcnow(), 86400, tick("cleanup"))
+    spent = cleanup_task.cleanup(cleanup_context(settings, engine, 0.0), event)
+    assert (spent["jobs_purged"], spent["more"]) == (500, True)  # one chunk, then it stopped
+    rest = cleanup_task.cleanup(cleanup_context(settings, engine, 60.0), event)
+    assert (rest["jobs_purged"], rest["more"]) == (2700, False)
+    with engine.connect() as connection:
+        assert connection.scalar(select(func.count()).select_from(jobs)) == 0
