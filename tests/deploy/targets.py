@@ -65,6 +65,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         server = self.server
         hit = server.enter(self.path, dict(self.headers))
+        left = False
         try:
             status, body = self._answer(hit)
             self.send_response(status)
@@ -72,11 +73,16 @@ class _Handler(BaseHTTPRequestHandler):
                 self.send_header("Location", server.redirects[self.path])
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
+            # Leave before the last bytes go out: once the client has the whole response it
+            # may start its next request, and counting this one still would overstate the peak.
+            server.leave()
+            left = True
             self.wfile.write(body)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the warmer gave up on a slow target; that is the point of the test
         finally:
-            server.leave()
+            if not left:
+                server.leave()
 
     def _answer(self, hit: int) -> tuple[int, bytes]:
         server, kind = self.server, self.path.split("/")[1]

@@ -138,6 +138,14 @@ HEADER_NAMES = st.from_regex(r"[A-Za-z][A-Za-z0-9-]{0,15}", fullmatch=True)
 HEADER_VALUES = (VALUES | HEADER_TEXT).filter(lambda v: all(" " <= c <= "\xff" for c in v))
 
 
+def header_safe(value: object) -> str:
+    """What HTTP can carry in a header: a broken value that could not be sent becomes junk
+    (a client cannot send a newline in a header, so the server never sees one)."""
+    if isinstance(value, str) and all(" " <= c <= "\xff" and c != "\x7f" for c in value):
+        return value
+    return "junk"
+
+
 @st.composite
 def binary_cloudevent_headers(draw: st.DrawFn) -> dict[str, str]:
     headers = {
@@ -149,7 +157,7 @@ def binary_cloudevent_headers(draw: st.DrawFn) -> dict[str, str]:
         "ce-subject": draw(HEADER_TEXT),
     }
     broken = draw(break_one(headers))
-    return {key: value if isinstance(value, str) else "junk" for key, value in broken.items()}
+    return {key: header_safe(value) for key, value in broken.items()}
 
 
 @st.composite
@@ -162,7 +170,7 @@ def unwrapped_headers(draw: st.DrawFn) -> dict[str, str]:
     }
     broken = draw(break_one(headers))
     attributes = draw(st.dictionaries(st.sampled_from(KEYS) | HEADER_NAMES, HEADER_VALUES))
-    metadata = {key: value if isinstance(value, str) else "junk" for key, value in broken.items()}
+    metadata = {key: header_safe(value) for key, value in broken.items()}
     return {**attributes, **metadata}
 
 
