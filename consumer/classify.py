@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from consumer.envelope import STORAGE_TYPE_PREFIX, is_storable
+from consumer.envelope import STORAGE_TYPE_PREFIX
 from consumer.errors import InvalidEvent
 from consumer.events import (
     DeployEvent,
@@ -26,6 +26,7 @@ from consumer.events import (
     TickEvent,
 )
 from consumer.message import PushMessage
+from consumer.text import is_storable
 from consumer.timeutil import floor_to_period
 
 PeriodLookup = Callable[[str], int]

@@ -17,6 +17,7 @@ from typing import Any
 
 from consumer.errors import InvalidEnvelope
 from consumer.message import CloudEventMeta, Format, PushMessage
+from consumer.text import is_storable
 from consumer.timeutil import parse_rfc3339
 
 MESSAGE_PUBLISHED = "google.cloud.pubsub.topic.v1.messagePublished"
@@ -259,7 +260,7 @@ def _storable(message: PushMessage) -> PushMessage:
     texts = [message.message_id, message.subscription, message.ordering_key]
     texts += [*message.attributes, *message.attributes.values()]
     texts += list(vars(message.cloudevent).values()) if message.cloudevent else []
-    if not all(is_storable(text) for text in texts):
+    if not all(is_storable(value) for value in texts):
         raise InvalidEnvelope("a text field contains a NUL or an unpaired surrogate character")
     # Ids become part of idempotency keys, which an index must hold (PostgreSQL: ~2.7 kB).
     for label, value, limit in (
@@ -269,15 +270,6 @@ def _storable(message: PushMessage) -> PushMessage:
         if len(value) > limit:
             raise InvalidEnvelope(f"{label} is longer than {limit} characters")
     return message
-
-
-def is_storable(text: str) -> bool:
-    """True if ``text`` can be stored as text by both databases."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return "\x00" not in text
 
 
 def _depth(value: Any) -> int:

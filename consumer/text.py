@@ -4,6 +4,15 @@ encodes a lone surrogate. Error messages come from anywhere, so they pass throug
 from __future__ import annotations
 
 
+def is_storable(text: str) -> bool:
+    """True if ``text`` can be stored as text by both databases as it is."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return "\x00" not in text
+
+
 def storable(text: str, limit: int = 2000) -> str:
     """``text`` with NULs and unencodable characters escaped, cut to ``limit`` characters."""
     escaped = text.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")
