@@ -44,6 +44,7 @@ GCS_ATTRIBUTES = (
     "eventType", "bucketId", "objectId", "objectGeneration", "payloadFormat",
     "notificationConfig", "eventTime", "overwroteGeneration", "overwrittenByGeneration",
 )  # fmt: skip
+CANONICAL_GCS = {name.lower(): name for name in GCS_ATTRIBUTES}
 
 
 def classify(message: PushMessage, period_of: PeriodLookup) -> Event:
@@ -65,8 +66,8 @@ def classify(message: PushMessage, period_of: PeriodLookup) -> Event:
 def _gcs_attributes(attributes: Mapping[str, str]) -> dict[str, str]:
     """The GCS notification attributes under their canonical names, or ``{}``. Unwrapped push
     delivers attributes as HTTP headers, whose names arrive lowercased."""
-    canonical = {name.lower(): name for name in GCS_ATTRIBUTES}
-    found = {canonical[k.lower()]: v for k, v in attributes.items() if k.lower() in canonical}
+    named = ((CANONICAL_GCS.get(key.lower()), value) for key, value in attributes.items())
+    found = {name: value for name, value in named if name}
     return found if "eventType" in found and "bucketId" in found else {}
 
 

@@ -3,20 +3,16 @@ one tick source for the whole server (never one per worker: that was the origina
 
 from __future__ import annotations
 
-import logging
 import os
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Mapping
 
 from consumer.db.migrate import upgrade
 from consumer.logs import configure_logging
 from consumer.settings import Settings
 from consumer.ticker import LocalTicker
-
-log = logging.getLogger("consumer.serve")
 
 
 def gunicorn_command(settings: Settings) -> list[str]:
@@ -59,5 +55,4 @@ def _start_ticker(settings: Settings) -> LocalTicker | None:
         return None
     ticker = LocalTicker(f"http://{settings.bind}/push", settings.local_tick_seconds)
     threading.Thread(target=ticker.run, name="local-ticker", daemon=True).start()
-    time.sleep(0)
     return ticker
