@@ -1,0 +1,222 @@
+"""The two acts. Each starts its own database, SMTP sink and processes, and stops every one of
+them (by process group) when it ends, fails or is interrupted."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import requests
+from sqlalchemy import Engine, text
+
+from consumer.db.engine import make_engine
+from consumer.demo.balancer import Balancer
+from consumer.demo.database import fresh_database
+from consumer.demo.mailbox_jobs import Tally, enqueue_emails
+from consumer.demo.processes import Child, free_port, spawn, wait_until
+from consumer.demo.scheduler import DirectTicks, EmulatorTicks, Ticker, TickSource
+from consumer.demo.sink import MailSink
+
+Progress = Callable[[str], None]
+UNFINISHED = text("SELECT count(*) FROM jobs WHERE status IN ('pending', 'running')")
+ACK_DEADLINE_SECONDS = 10
+TICK_EVERY_SECONDS = 2
+SWEEP_BATCH = 100
+JOB_LEASE_SECONDS = 5
+
+
+@dataclass(frozen=True)
+class Options:
+    jobs: int = 1000
+    pods: int = 3
+    kill: bool = True
+    database: str = "sqlite"
+    emulator: bool | None = None
+    """``None``: use Google's Pub/Sub emulator when it is installed."""
+    redeliver_every: int = 5
+    """The balancer delivers every n-th request a second time (0: never)."""
+    timeout_seconds: float = 600
+
+
+@dataclass
+class ActResult:
+    name: str
+    tally: Tally
+    seconds: float
+    drained: bool
+    per_pod: list[int] = field(default_factory=list)
+    statuses: Counter[int] = field(default_factory=Counter)
+    notes: list[str] = field(default_factory=list)
+    kills: int = 0
+    duplicate_bound: int = 0
+
+
+def before(options: Options, workdir: Path, progress: Progress) -> ActResult:
+    """Three replicas with the original in-process timer, no claims."""
+    with ExitStack() as stack:
+        url = stack.enter_context(fresh_database(options.database, workdir, "before"))
+        sink = stack.enter_context(MailSink())
+        engine = _engine(stack, url)
+        enqueue_emails(engine, options.jobs)
+        started = time.monotonic()
+        for number in range(1, options.pods + 1):
+            pod = spawn(f"timer-pod-{number}", _naive_pod(url, sink.port),
+                        workdir / f"before-{number}.log", _env())  # fmt: skip
+            stack.callback(pod.stop)
+        drained = _wait_drained(engine, sink, options, started, progress, "before")
+        seconds = time.monotonic() - started
+        return ActResult(
+            "before", Tally.of(options.jobs, sink.counter.snapshot()), seconds, drained
+        )
+
+
+def after(options: Options, workdir: Path, progress: Progress) -> ActResult:
+    """``consumer serve`` pods behind the balancer, fed duplicated ticks, one pod killed."""
+    with ExitStack() as stack:
+        url = stack.enter_context(fresh_database(options.database, workdir, "after"))
+        sink = stack.enter_context(MailSink())
+        engine = _engine(stack, url)
+        enqueue_emails(engine, options.jobs)
+        ports = [free_port() for _ in range(options.pods)]
+        pods = {port: _start_pod(stack, port, url, sink.port, workdir) for port in ports}
+        balancer = stack.enter_context(Balancer(ports, options.redeliver_every))
+        source = _tick_source(options, balancer.url, workdir)
+        stack.callback(source.close)
+        ticker = Ticker(source, TICK_EVERY_SECONDS)
+        stack.callback(ticker.stop)
+        started = time.monotonic()
+        ticker.start()
+        killed_sweeps = _kill_one_mid_sweep(
+            options, pods, balancer, sink, stack, engine, url, workdir, progress
+        )
+        drained = _wait_drained(engine, sink, options, started, progress, "after")
+        seconds = time.monotonic() - started
+        result = ActResult("after", Tally.of(options.jobs, sink.counter.snapshot()), seconds,
+                           drained, kills=int(killed_sweeps > 0),
+                           duplicate_bound=killed_sweeps * SWEEP_BATCH)  # fmt: skip
+        result.per_pod = [balancer.traffic.per_pod[port] for port in ports]
+        result.statuses = Counter(balancer.traffic.statuses)
+        result.notes.append(f"ticks: {source.name}; {balancer.traffic.redelivered} redelivered")
+        return result
+
+
+def _naive_pod(url: str, smtp_port: int) -> list[str]:
+    return [
+        sys.executable, "-m", "consumer.demo.naive", "--database", url,
+        "--smtp-port", str(smtp_port), "--every", str(TICK_EVERY_SECONDS),
+    ]  # fmt: skip
+
+
+def _engine(stack: ExitStack, url: str) -> Engine:
+    engine = make_engine(url)
+    stack.callback(engine.dispose)
+    return engine
+
+
+def _env(**settings: str) -> dict[str, str]:
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith("CONSUMER_")}
+    return {**inherited, "PYTHONUNBUFFERED": "1", **settings}
+
+
+def _pod_env(port: int, url: str, smtp_port: int) -> dict[str, str]:
+    return _env(
+        CONSUMER_BIND=f"127.0.0.1:{port}", CONSUMER_DATABASE_URL=url, CONSUMER_LOCAL_MODE="true",
+        CONSUMER_LOCAL_TICK_SECONDS="0", CONSUMER_WORKERS="2", CONSUMER_LOG_LEVEL="WARNING",
+        CONSUMER_SMTP_HOST="127.0.0.1", CONSUMER_SMTP_PORT=str(smtp_port),
+        CONSUMER_SMTP_SECURITY="none", CONSUMER_MAIL_FROM="reports@example.com",
+        CONSUMER_ACK_DEADLINE_SECONDS=str(ACK_DEADLINE_SECONDS), CONSUMER_SAFETY_MARGIN_SECONDS="2",
+        CONSUMER_TICK_PERIODS=f"sweep={TICK_EVERY_SECONDS}",
+        CONSUMER_SWEEP_BATCH_SIZE=str(SWEEP_BATCH),
+        CONSUMER_JOB_LEASE_SECONDS=str(JOB_LEASE_SECONDS),
+    )  # fmt: skip
+
+
+def _start_pod(stack: ExitStack, port: int, url: str, smtp_port: int, workdir: Path) -> Child:
+    command = [sys.executable, "-m", "consumer", "serve"]
+    log = workdir / f"pod-{port}.log"
+    pod = spawn(f"pod :{port}", command, log, _pod_env(port, url, smtp_port))
+    stack.callback(pod.stop)
+    wait_until(pod, lambda: _healthy(port), timeout=60)
+    return pod
+
+
+def _healthy(port: int) -> bool:
+    try:
+        return requests.get(f"http://127.0.0.1:{port}/healthz", timeout=2).ok
+    except requests.RequestException:
+        return False
+
+
+def _tick_source(options: Options, push_url: str, workdir: Path) -> TickSource:
+    from consumer.demo.processes import pubsub_emulator
+
+    use_emulator = options.emulator if options.emulator is not None else bool(pubsub_emulator())
+    if use_emulator:
+        return EmulatorTicks(push_url, ACK_DEADLINE_SECONDS, workdir)
+    return DirectTicks(push_url)
+
+
+def _kill_one_mid_sweep(
+    options: Options, pods: dict[int, Child], balancer: Balancer, sink: MailSink,
+    stack: ExitStack, engine: Engine, url: str, workdir: Path, progress: Progress,
+) -> int:  # fmt: skip
+    """Once a third of the mail is out, SIGKILL the pod serving the most ticks, then restart it.
+    Returns how many sweeps were in flight there: each may re-send at most its batch."""
+    if not options.kill:
+        return 0
+    deadline = time.monotonic() + options.timeout_seconds
+    while time.monotonic() < deadline and _unfinished(engine) > 0:
+        busiest = balancer.traffic.busiest()
+        if busiest is not None and sink.counter.delivered() >= options.jobs // 3:
+            port, sweeps = busiest
+            pods[port].kill()
+            progress(f"after: SIGKILLed the pod on :{port} during {sweeps} sweep(s); restarting it")
+            time.sleep(1)
+            pods[port] = _start_pod(stack, port, url, sink.port, workdir)
+            return sweeps
+        time.sleep(0.05)
+    return 0
+
+
+def _wait_drained(
+    engine: Engine, sink: MailSink, options: Options, started: float, progress: Progress,
+    act: str,
+) -> bool:  # fmt: skip
+    """Until no job is pending or running and the sink has been quiet for a moment."""
+    last_report, quiet_since, last_count = 0.0, time.monotonic(), -1
+    while time.monotonic() - started < options.timeout_seconds:
+        delivered = sink.counter.delivered()
+        if delivered != last_count:
+            quiet_since, last_count = time.monotonic(), delivered
+        if time.monotonic() - last_report >= 2:
+            progress(f"{act}: {delivered:,} delivered for {options.jobs:,} jobs, "
+                     f"{time.monotonic() - started:.0f} s")  # fmt: skip
+            last_report = time.monotonic()
+        if _unfinished(engine) == 0 and time.monotonic() - quiet_since > 1.5:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def _unfinished(engine: Engine) -> int:
+    with engine.connect() as connection:
+        return int(connection.execute(UNFINISHED).scalar_one())
+
+
+@contextmanager
+def workspace(root: Path | None) -> Iterator[Path]:
+    """A work directory for databases and logs; a temporary one unless ``root`` is given."""
+    if root is not None:
+        root.mkdir(parents=True, exist_ok=True)
+        yield root
+        return
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="consumer-demo-") as name:
+        yield Path(name)

@@ -1,0 +1,101 @@
+"""Child processes of the demo: started in their own process group on 127.0.0.1, stopped (or
+killed, to play a crash) by that group's id only, and never left behind on Ctrl-C."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+SDK_ROOTS = ("/usr/lib/google-cloud-sdk", "/usr/share/google-cloud-sdk", "/opt/google-cloud-sdk")
+EMULATOR_SCRIPT = "platform/pubsub-emulator/bin/cloud-pubsub-emulator"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def listening(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+@dataclass
+class Child:
+    """A process group the demo started; ``log`` keeps its output for a failure message."""
+
+    name: str
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL the whole group: the crash the demo plays (no clean-up runs)."""
+        self._signal_group(signal.SIGKILL)
+        self.process.wait()
+
+    def stop(self, timeout: float = 15) -> None:
+        """SIGTERM the group, then SIGKILL what is left after ``timeout``."""
+        if self.alive():
+            self._signal_group(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout=timeout)
+        self._signal_group(signal.SIGKILL)  # stragglers of a group whose leader already left
+        self.process.wait()
+
+    def _signal_group(self, signum: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signum)
+
+    def tail(self, size: int = 1500) -> str:
+        return self.log.read_text(errors="replace")[-size:] if self.log.exists() else ""
+
+
+def spawn(name: str, command: Sequence[str], log: Path, env: dict[str, str]) -> Child:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") as out:
+        process = subprocess.Popen(
+            list(command), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env=env, start_new_session=True,
+        )  # fmt: skip
+    return Child(name, process, log)
+
+
+def wait_until(child: Child, ready: Callable[[], bool], timeout: float) -> None:
+    """Return once ``ready()``; raise with the child's log tail if it exits or times out."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not child.alive():
+            raise RuntimeError(f"{child.name} exited early:\n{child.tail()}")
+        if ready():
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"{child.name} was not ready within {timeout:.0f}s:\n{child.tail()}")
+
+
+def pubsub_emulator() -> Path | None:
+    """Google's ``cloud-pubsub-emulator`` script from the gcloud SDK, when it and java exist."""
+    if shutil.which("java") is None:
+        return None
+    roots = [os.environ.get("CLOUDSDK_ROOT_DIR", ""), *SDK_ROOTS]
+    if gcloud := shutil.which("gcloud"):
+        roots.append(str(Path(gcloud).resolve().parent.parent))
+    for root in filter(None, roots):
+        script = Path(root) / EMULATOR_SCRIPT
+        if script.is_file():
+            return script
+    return None
