@@ -60,10 +60,7 @@ class ActResult:
 def before(options: Options, workdir: Path, progress: Progress) -> ActResult:
     """Three replicas with the original in-process timer, no claims."""
     with ExitStack() as stack:
-        url = stack.enter_context(fresh_database(options.database, workdir, "before"))
-        sink = stack.enter_context(MailSink())
-        engine = _engine(stack, url)
-        enqueue_emails(engine, options.jobs)
+        url, sink, engine = _stage(stack, options, workdir, "before")
         started = time.monotonic()
         for number in range(1, options.pods + 1):
             pod = spawn(f"timer-pod-{number}", _naive_pod(url, sink.port),
@@ -79,10 +76,7 @@ def before(options: Options, workdir: Path, progress: Progress) -> ActResult:
 def after(options: Options, workdir: Path, progress: Progress) -> ActResult:
     """``consumer serve`` pods behind the balancer, fed duplicated ticks, one pod killed."""
     with ExitStack() as stack:
-        url = stack.enter_context(fresh_database(options.database, workdir, "after"))
-        sink = stack.enter_context(MailSink())
-        engine = _engine(stack, url)
-        enqueue_emails(engine, options.jobs)
+        url, sink, engine = _stage(stack, options, workdir, "after")
         ports = [free_port() for _ in range(options.pods)]
         pods = {port: _start_pod(stack, port, url, sink.port, workdir) for port in ports}
         balancer = stack.enter_context(Balancer(ports, options.redeliver_every))
@@ -113,10 +107,16 @@ def _naive_pod(url: str, smtp_port: int) -> list[str]:
     ]  # fmt: skip
 
 
-def _engine(stack: ExitStack, url: str) -> Engine:
+def _stage(
+    stack: ExitStack, options: Options, workdir: Path, act: str
+) -> tuple[str, MailSink, Engine]:
+    """A fresh database holding the act's email jobs, and an SMTP sink to count them."""
+    url = stack.enter_context(fresh_database(options.database, workdir, act))
+    sink = stack.enter_context(MailSink())
     engine = make_engine(url)
     stack.callback(engine.dispose)
-    return engine
+    enqueue_emails(engine, options.jobs)
+    return url, sink, engine
 
 
 def _env(**settings: str) -> dict[str, str]:
