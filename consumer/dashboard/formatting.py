@@ -30,4 +30,25 @@ def pretty(value: Any) -> str:
     return json.dumps(value, indent=2, sort_keys=True, default=str, ensure_ascii=False)
 
 
-FILTERS = {"when": when, "age": age, "pretty": pretty}
+def message_data(stored: Any) -> str:
+    """The data of a stored message as a person reads it: JSON pretty-printed, else text, else
+    a note on the binary size."""
+    from consumer.message import PushMessage
+
+    try:
+        data = PushMessage.from_json(stored).data
+    except (ValueError, TypeError, KeyError):
+        return "(the stored message cannot be read)"
+    if not data:
+        return "(no data)"
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return f"({len(data)} bytes of binary data)"
+    try:
+        return pretty(json.loads(text))
+    except ValueError:
+        return text
+
+
+FILTERS = {"when": when, "age": age, "pretty": pretty, "message_data": message_data}
