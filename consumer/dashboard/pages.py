@@ -64,8 +64,14 @@ def inbox() -> str:
         limit=LIMIT,
     )
     statuses = [s.value for s in InboxStatus]
-    routes = queries.routes(ctx.engine)
-    return _page("inbox.html", rows=rows, statuses=statuses, routes=routes, refresh=True)
+    return _page(
+        "inbox.html",
+        rows=rows,
+        statuses=statuses,
+        routes=queries.routes(ctx.engine),
+        dead_by_route=queries.dead_events_by_route(ctx.engine),
+        refresh=True,
+    )
 
 
 @blueprint.get("/inbox/event")
@@ -84,8 +90,16 @@ def jobs() -> str:
         ctx.engine, _choice("status", JobStatus), request.args.get("kind") or None, LIMIT
     )
     statuses = [s.value for s in JobStatus]
+    dead_by_kind = {
+        kind: counts[JobStatus.DEAD]
+        for kind, counts in queries.job_counts(ctx.engine).items()
+        if counts.get(JobStatus.DEAD)
+    }
     kinds = queries.job_kinds(ctx.engine)
-    return _page("jobs.html", rows=rows, statuses=statuses, kinds=kinds, refresh=True)
+    return _page(
+        "jobs.html", rows=rows, statuses=statuses, kinds=kinds, dead_by_kind=dead_by_kind,
+        refresh=True,
+    )  # fmt: skip
 
 
 @blueprint.get("/jobs/<int:job_id>")

@@ -37,7 +37,7 @@ class TaskSchedule:
     last_slot: datetime | None
     next_due: datetime
     late: bool
-    """A whole slot went by without completing (a missed or failing tick)."""
+    """A whole slot went by since the last completed one (a missed or failing tick)."""
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,7 @@ def task_schedules(engine: Engine, registry: Registry, now: datetime) -> list[Ta
         period = registry.period_of(name)
         current = floor_to_period(now, period)
         last = slots.get(name)
-        late = last is None or last < current - timedelta(seconds=period)
+        late = last is not None and last < current - timedelta(seconds=period)
         next_due = current + timedelta(seconds=period)
         schedules.append(TaskSchedule(name, period, last, next_due, late))
     return schedules
@@ -151,10 +151,21 @@ def inbox_rows(
 
 
 def routes(engine: Engine) -> list[str]:
-    """Routes that have inbox rows (for the filter and the replay-all form)."""
+    """Routes that have inbox rows (for the filter)."""
     query = select(inbox.c.route).distinct().order_by(inbox.c.route)
     with unavailable_on_db_fault(), engine.connect() as connection:
         return list(connection.execute(query).scalars())
+
+
+def dead_events_by_route(engine: Engine) -> dict[str, int]:
+    """Dead inbox rows per route (the replay-all buttons)."""
+    query = (
+        select(inbox.c.route, func.count())
+        .where(inbox.c.status == Status.DEAD)
+        .group_by(inbox.c.route)
+        .order_by(inbox.c.route)
+    )
+    return {route: int(count) for route, count in _counts(engine, query)}
 
 
 def dead_keys(engine: Engine, route: str, limit: int) -> list[str]:

@@ -8,10 +8,14 @@ from datetime import timedelta
 
 from sqlalchemy import Engine
 
+from consumer.deploy.report import TargetResult, WarmReport
+from consumer.deploy.runs import WarmRuns
 from consumer.dispatch import Dispatcher
 from consumer.envelope import Limits, parse_wrapped
 from consumer.envelopes_out import deploy_body, tick_body
+from consumer.events import DeployEvent
 from consumer.jobs import store
+from consumer.message import PushMessage
 from consumer.outcomes import Kind
 from consumer.plugins import build_registry
 from consumer.settings import Settings
@@ -58,7 +62,9 @@ def seed(settings: Settings, engine: Engine) -> Seeded:
     done_job = _job(engine, {"fail": False})
     pending_job = _job(engine, {}, run_at=utcnow() + timedelta(hours=1))
     assert _dispatch(dispatcher, tick_body("sweep")) is Kind.DONE
+    _job(engine, {}, run_at=utcnow() - timedelta(minutes=3))  # due, waiting for a sweep
     _file(engine)
+    _warm_run(engine)
     return Seeded(tuple(dead), unroutable, dead_jobs, done_job, pending_job)
 
 
@@ -68,3 +74,15 @@ def _file(engine: Engine) -> None:
     files.begin(upload, "csv", "run-1", now)
     progress = Progress(rows_accepted=41, rows_rejected=2, jobs_created=41, resume_line=44)
     files.finish(upload, "run-1", FileStatus.PARTIAL, progress, now)
+
+
+def _warm_run(engine: Engine) -> None:
+    """An earlier release that warmed fine (one target failed)."""
+    results = (
+        TargetResult("https://shop.example/", True, 0.12, status=200),
+        TargetResult("https://shop.example/cart", True, 0.31, status=200),
+        TargetResult("https://shop.example/old", False, 0.05, status=404, error="HTTP 404"),
+    )
+    report = WarmReport("http", results, duration_seconds=0.4)
+    event = DeployEvent("shop", "r0", PushMessage(message_id="1", publish_time=utcnow()))
+    WarmRuns(engine).record(event, 1, utcnow() - timedelta(hours=2), report)

@@ -31,7 +31,6 @@ def _sign_in(page: Any, url: str) -> None:
     page.fill("input[name=token]", TOKEN)
     page.click("text=Sign in >> nth=-1")
     page.wait_for_selector("h1:has-text('Overview')")
-    page.evaluate("localStorage.setItem('consumer-dashboard-refresh', 'off')")
 
 
 def _result(page: Any) -> str:
@@ -60,13 +59,16 @@ def _visit_pages(page: Any, url: str, running: Running, shots: Path) -> None:
     page.goto(url + "/inbox")
     for key in (*seeded.dead_keys, seeded.unroutable_key):
         assert key in page.inner_text("main")
+    assert page.locator("button:has-text('Replay all 2 dead deploy events')").count() == 1
     page.screenshot(path=str(shots / "dashboard-inbox.png"), full_page=True)
+    page.evaluate("localStorage.setItem('consumer-dashboard-refresh', 'off')")
     page.goto(url + "/inbox?status=dead&route=deploy")
     page.click(f"text={seeded.dead_keys[0]}")
     assert "cannot be warmed yet" in page.inner_text("main")
     assert '"release": "r1"' in page.inner_text("main")
     page.goto(url + "/jobs?status=dead")
     assert page.locator("table tr").count() == 1 + len(seeded.dead_jobs)
+    assert page.locator("button:has-text('Retry all 2 dead report jobs')").count() == 1
     page.click(f"a[href='/jobs/{seeded.dead_jobs[0]}']")
     assert "the report template is missing" in page.inner_text("main")
     page.goto(url + "/files")
@@ -88,7 +90,7 @@ def _replay_actions(page: Any, url: str, running: Running) -> None:
     assert inbox.get(first).status is EventStatus.DONE  # type: ignore[union-attr]
     assert inbox.get(second).status is EventStatus.DEAD  # type: ignore[union-attr]
     page.goto(url + "/inbox")
-    page.click("button:has-text('Replay all dead deploy events')")
+    page.click("button:has-text('Replay all 1 dead deploy events')")
     assert "replayed 1 dead deploy events: 1 done" in _result(page)
     assert inbox.get(second).status is EventStatus.DONE  # type: ignore[union-attr]
     page.goto(url + "/warm")
@@ -110,7 +112,7 @@ def _job_actions(page: Any, url: str, running: Running) -> None:
     assert _job_status(running, first) is JobStatus.PENDING
     assert _job_status(running, second) is JobStatus.DEAD
     page.goto(url + "/jobs")
-    page.click("button:has-text('Retry all dead report jobs')")
+    page.click("button:has-text('Retry all 1 dead report jobs')")
     assert "1 dead report jobs are pending again" in _result(page)
     assert _job_status(running, second) is JobStatus.PENDING
     page.goto(url + "/jobs?status=pending")
