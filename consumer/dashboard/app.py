@@ -110,4 +110,4 @@ def _http_error(error: HTTPException) -> tuple[str, int]:
 
 
 def _unavailable(error: Unavailable) -> tuple[str, int]:
-    return _page("error.html", 503, message=f"the database is unavailable: {error}")
+    return _page("error.html", 503, message=f"temporarily unavailable: {error}")

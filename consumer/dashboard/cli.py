@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from typing import Any
 
@@ -51,13 +50,8 @@ def dashboard(local: bool, bind: str | None, workers: int) -> None:
     if settings.dashboard_bind == settings.bind:
         raise click.UsageError("the dashboard must not listen on the push port (CONSUMER_BIND)")
     command = gunicorn_command(settings.dashboard_bind, workers, settings.ack_deadline_seconds)
-    click.echo(f"dashboard: http://{settings.dashboard_bind}/", err=True)
-    server = subprocess.Popen(command, env={**os.environ, **env})
-    try:
-        sys.exit(server.wait())
-    except KeyboardInterrupt:
-        server.terminate()
-        sys.exit(server.wait())
+    # gunicorn replaces this process: a signal to our PID reaches it (no orphaned server).
+    os.execvpe(command[0], command, {**os.environ, **env})
 
 
 @click.command("status")
