@@ -52,8 +52,9 @@ class Access:
             )
         return cls(settings.dashboard_token, iap, settings.local_mode)
 
-    def who(self, headers: Mapping[str, str] | Any, cookies: Mapping[str, str]) -> str | None:
-        """The caller's name for the action log, or ``None`` if not let in."""
+    def who(self, headers: Any, cookies: Mapping[str, str]) -> str | None:
+        """The caller's name for the action log, or ``None`` if not let in. ``headers``: a
+        case-insensitive mapping (werkzeug's ``Headers``)."""
         scheme, _, bearer = headers.get("Authorization", "").partition(" ")
         if scheme.lower() == "bearer" and same(bearer.strip(), self.token):
             return "admin-token"
