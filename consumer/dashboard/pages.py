@@ -3,6 +3,7 @@ that names it, never a 500."""
 
 from __future__ import annotations
 
+import logging
 from enum import StrEnum
 from typing import Any, TypeVar
 
@@ -19,6 +20,7 @@ from consumer.jobs.model import Status as JobStatus
 from consumer.storage.model import FileStatus
 from consumer.storage.store import ProcessedFiles
 
+log = logging.getLogger("consumer.dashboard")
 blueprint = Blueprint("pages", __name__)
 LIMIT = 100
 E = TypeVar("E", bound=StrEnum)
@@ -127,6 +129,7 @@ def login() -> Any:
     if request.method == "GET":
         return render_template("login.html", message="")
     if not _ctx().access.token_matches(request.form.get("token", "")):
+        log.warning("dashboard sign-in refused", extra={"remote": request.remote_addr})
         return render_template("login.html", message="wrong token"), 401
     response = make_response(redirect("/", code=303))
     response.set_cookie(

@@ -90,6 +90,8 @@ def test_bad_action_input_is_a_clear_4xx(sqlite_url: str) -> None:
         response = client.post("/actions/cancel-job", data={**form, "csrf": "c" * 43})
         assert response.status_code == status, form
     assert client.get("/jobs?status=gone").status_code == 400
+    assert client.get("/inbox?status=gone").status_code == 400
+    assert client.get("/files?status=gone").status_code == 400
     assert client.get("/jobs/999").status_code == 404
     assert client.post("/actions/replay", data={"key": "nope", "csrf": "c" * 43}).status_code == 409
 
@@ -115,3 +117,22 @@ def test_iap_users_are_let_in_over_http(
         assert requests.get(url + "/", headers=forged, timeout=10).status_code == 401
         other = {"x-goog-iap-jwt-assertion": key.sign(aud="/projects/1/global/backendServices/2")}
         assert requests.get(url + "/", headers=other, timeout=10).status_code == 401
+
+
+def test_the_login_form_sets_the_token_cookie(sqlite_url: str) -> None:
+    client = create_dashboard(
+        Settings(database_url=sqlite_url, dashboard_token=TOKEN)
+    ).test_client()
+    assert client.get("/").status_code == 401
+    assert client.get("/login").status_code == 200
+    csrf = client.get_cookie(CSRF_COOKIE)
+    assert csrf is not None
+    wrong = client.post("/login", data={"token": "x" * len(TOKEN), "csrf": csrf.value})
+    assert wrong.status_code == 401 and client.get("/").status_code == 401
+    right = client.post("/login", data={"token": TOKEN, "csrf": csrf.value})
+    assert right.status_code == 303
+    cookie = client.get_cookie("consumer_dashboard_token")
+    assert cookie is not None and cookie.http_only and cookie.same_site == "Strict"
+    assert client.get("/").status_code == 200
+    client.post("/logout", data={"csrf": csrf.value})
+    assert client.get("/").status_code == 401
