@@ -11,6 +11,7 @@ import click
 import requests
 
 from consumer import envelopes_out
+from consumer.dashboard import cli as dashboard_cli
 from consumer.demo import cli as demo_cli
 from consumer.deploy import cli as deploy_cli
 from consumer.errors import ConsumerError, SettingsError
@@ -213,3 +214,4 @@ main.add_command(jobs_cli.sweep_command)
 main.add_command(deploy_cli.deploy)
 main.add_command(storage_cli.files)
 main.add_command(demo_cli.demo)
+dashboard_cli.register(main)

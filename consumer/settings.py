@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -113,6 +114,16 @@ class Settings:
     """Where the ``email`` kind delivers when no ``smtp_host`` is set (the embedded default)."""
     storage_rules: str = ""
     """File-processing rules: a JSON list, or the path of a JSON file (see docs/storage.md)."""
+    dashboard_bind: str = "127.0.0.1:8081"
+    """``host:port`` of ``consumer dashboard`` (its own listener, never the push port)."""
+    dashboard_token: str = field(default="", repr=False)
+    """Admin token of the dashboard (login form or ``Authorization: Bearer``); at least 16
+    characters. Outside local mode the dashboard needs this or the IAP audience."""
+    dashboard_iap_audience: str = ""
+    """Accept Identity-Aware Proxy users: the ``/projects/NUMBER/global/backendServices/ID``
+    audience of the signed ``x-goog-iap-jwt-assertion`` header."""
+    dashboard_iap_keys_url: str = "https://www.gstatic.com/iap/verify/public_key-jwk"
+    """Where IAP's ES256 public keys (a JWK set) are fetched (and cached)."""
 
     @property
     def handler_budget_seconds(self) -> float:
@@ -194,6 +205,7 @@ class Settings:
             *_job_rules(self),
             *_auth_rules(self),
             *_storage_rules(self),
+            *_dashboard_rules(self),
         ]
 
 
@@ -330,3 +342,27 @@ def _storage_rules(settings: Settings) -> list[tuple[bool, str]]:
 
     problem = problem_with(settings.storage_rules)
     return [(not problem, f"CONSUMER_STORAGE_RULES: {problem}")]
+
+
+IAP_AUDIENCE = re.compile(r"/projects/\d+/global/backendServices/\d+")
+
+
+def _dashboard_rules(settings: Settings) -> list[tuple[bool, str]]:
+    """The dashboard's authentication (consumer.dashboard.access); format checks only, since
+    only ``consumer dashboard`` needs one of them configured."""
+    keys_url = settings.dashboard_iap_keys_url
+    audience = settings.dashboard_iap_audience
+    return [
+        (
+            not settings.dashboard_token or len(settings.dashboard_token) >= 16,
+            "CONSUMER_DASHBOARD_TOKEN must be at least 16 characters",
+        ),
+        (
+            not audience or IAP_AUDIENCE.fullmatch(audience) is not None,
+            "CONSUMER_DASHBOARD_IAP_AUDIENCE must be /projects/NUMBER/global/backendServices/ID",
+        ),
+        (
+            keys_url.startswith(("https://", "http://127.0.0.1:", "http://localhost:")),
+            "CONSUMER_DASHBOARD_IAP_KEYS_URL must be an https:// URL (plain http only on loopback)",
+        ),
+    ]

@@ -338,3 +338,20 @@ def purge(engine: Engine, finished_before: datetime, limit: int | None = None) -
         statement = delete(jobs).where(jobs.c.id.in_(chunk))
     with unavailable_on_db_fault(), engine.begin() as connection:
         return connection.execute(statement).rowcount
+
+
+# --- operations for the dashboard ---------------------------------------------------------------
+
+
+def retry_dead_of_kind(engine: Engine, now: datetime, kind: str) -> int:
+    """Make every dead job of one kind pending again with fresh attempts (history kept)."""
+    statement = (
+        update(jobs)
+        .where(jobs.c.status == Status.DEAD.value, jobs.c.kind == kind)
+        .values(
+            status=Status.PENDING.value, attempts=0, run_at=now, lease_until=None,
+            claimed_by=None, updated_at=now, finished_at=None,
+        )
+    )  # fmt: skip
+    with unavailable_on_db_fault(), engine.begin() as connection:
+        return connection.execute(statement).rowcount

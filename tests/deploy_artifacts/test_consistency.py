@@ -100,7 +100,7 @@ def test_push_service_account_is_the_one_terraform_signs_with(
 def test_workload_identity_binds_the_pods_service_account(
     docs: list[Doc], module: Module, values: dict[str, Any]
 ) -> None:
-    web = one(docs, "Deployment")
+    web = one(docs, "Deployment", "consumer")
     account = one(docs, "ServiceAccount", pod_spec(web)["serviceAccountName"])
     namespace = web["metadata"]["namespace"]
     workload = evaluate(module.resource("google_service_account", "workload")["account_id"], values)
@@ -113,13 +113,13 @@ def test_workload_identity_binds_the_pods_service_account(
 
 
 def test_load_balancer_health_check_is_the_readiness_endpoint(docs: list[Doc]) -> None:
-    container = pod_spec(one(docs, "Deployment"))["containers"][0]
+    container = pod_spec(one(docs, "Deployment", "consumer"))["containers"][0]
     port = container["ports"][0]
     health = one(docs, "BackendConfig")["spec"]["healthCheck"]
     assert health["requestPath"] == container["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert health["port"] == port["containerPort"]
     assert service_settings(docs).bind.rsplit(":", 1)[1] == str(port["containerPort"])
-    service = one(docs, "Service")
+    service = one(docs, "Service", "consumer")
     assert service["spec"]["ports"][0]["targetPort"] == port["name"]
     annotation = json.loads(service["metadata"]["annotations"]["cloud.google.com/backend-config"])
     assert annotation["default"] == one(docs, "BackendConfig")["metadata"]["name"]

@@ -18,6 +18,7 @@ from tests.deploy_artifacts.artifacts import (
     config_env,
     dockerfile,
     final_stage,
+    find,
     image_command,
     one,
     pod_spec,
@@ -56,8 +57,8 @@ def test_runs_as_the_non_root_user_the_manifests_expect(docs: list[Doc]) -> None
     user = _args("USER")[-1]
     uid, _, gid = user.partition(":")
     assert uid.isdigit() and int(uid) != 0, "a numeric non-root user lets runAsNonRoot verify it"
-    for kind in ("Deployment", "Job"):
-        context = pod_spec(one(docs, kind))["securityContext"]
+    for workload in (*find(docs, "Deployment"), one(docs, "Job")):
+        context = pod_spec(workload)["securityContext"]
         assert (context["runAsUser"], context["runAsGroup"]) == (int(uid), int(gid or uid))
 
 
@@ -74,7 +75,8 @@ def test_entrypoint_is_gunicorn_configured_from_the_settings() -> None:
 
 def test_exposed_port_is_the_bound_and_declared_one(docs: list[Doc]) -> None:
     (exposed,) = _args("EXPOSE")
-    port = pod_spec(one(docs, "Deployment"))["containers"][0]["ports"][0]["containerPort"]
+    web = pod_spec(one(docs, "Deployment", "consumer"))
+    port = web["containers"][0]["ports"][0]["containerPort"]
     assert int(exposed) == port
     assert config_env(docs)["CONSUMER_BIND"] == f"0.0.0.0:{port}"
 

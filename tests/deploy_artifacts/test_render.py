@@ -7,7 +7,7 @@ import jsonschema
 import pytest
 from kubernetes_validate import utils as kv
 
-from tests.deploy_artifacts.artifacts import Doc, find, one
+from tests.deploy_artifacts.artifacts import Doc, find
 from tests.deploy_artifacts.conftest import rendered_overlay
 from tests.deploy_artifacts.crd_schemas import CRD_SCHEMAS
 
@@ -74,7 +74,7 @@ def test_only_the_known_gke_custom_resources_lack_a_bundled_schema(docs: list[Do
 def test_strict_validation_rejects_a_misspelt_field(
     kind: str, path: tuple[str, ...], typo: str
 ) -> None:
-    doc = one(rendered_overlay("prod"), kind)
+    doc = find(rendered_overlay("prod"), kind)[0]
     target = doc
     for key in path:
         target = target[key]

@@ -1,0 +1,107 @@
+"""The dashboard's actions: POST forms (CSRF-checked by the app's guard), each logged with who
+did it. They go through the same code as the CLI: ``consumer.replay`` and the jobs store."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from typing import Any
+from urllib.parse import urlencode
+
+from flask import Blueprint, abort, g, render_template, request
+
+from consumer.dashboard import queries
+from consumer.errors import ConsumerError
+from consumer.jobs import store as job_store
+from consumer.replay import replay
+
+log = logging.getLogger("consumer.dashboard")
+blueprint = Blueprint("actions", __name__, url_prefix="/actions")
+REPLAY_ALL_LIMIT = 100
+"""Dead events replayed by one click (each runs its handler in this request)."""
+
+
+def _ctx() -> Any:
+    from consumer.dashboard.app import context
+
+    return context()
+
+
+def _field(name: str) -> str:
+    value = request.form.get(name, "").strip()
+    if not value:
+        abort(400, f"the form has no {name}")
+    return value
+
+
+def _job_id() -> int:
+    raw = _field("job_id")
+    if not raw.isdigit() or len(raw) > 18:
+        abort(400, "job_id must be a positive whole number")
+    return int(raw)
+
+
+def _done(action: str, target: str, ok: bool, message: str, back: str) -> tuple[str, int]:
+    """Log the action with its author and show what it did."""
+    log.info(
+        "dashboard action",
+        extra={"who": g.who, "action": action, "target": target, "ok": ok, "result": message},
+    )
+    page = render_template("result.html", who=g.who, ok=ok, message=message, back=back)
+    return page, 200 if ok else 409
+
+
+@blueprint.post("/replay")
+def replay_event() -> tuple[str, int]:
+    """Replay one dead, unroutable or failed event through the pipeline, now."""
+    key = _field("key")
+    back = f"/inbox/event?{urlencode({'key': key})}"
+    try:
+        outcome = replay(_ctx().settings, key)
+    except ConsumerError as exc:
+        return _done("replay", key, False, str(exc), back)
+    return _done("replay", key, True, f"replayed {key}: {outcome.kind.value}", back)
+
+
+@blueprint.post("/replay-route")
+def replay_route() -> tuple[str, int]:
+    """Replay the dead events of one route, oldest first, up to a limit per click."""
+    route = _field("route")
+    keys = queries.dead_keys(_ctx().engine, route, REPLAY_ALL_LIMIT)
+    outcomes: Counter[str] = Counter()
+    for key in keys:
+        try:
+            outcomes[replay(_ctx().settings, key).kind.value] += 1
+        except ConsumerError:
+            outcomes["not replayable"] += 1
+    summary = ", ".join(f"{count} {kind}" for kind, count in sorted(outcomes.items()))
+    message = f"replayed {len(keys)} dead {route} events" + (f": {summary}" if keys else "")
+    back = f"/inbox?{urlencode({'route': route})}"
+    return _done("replay-route", route, bool(keys), message, back)
+
+
+@blueprint.post("/retry-job")
+def retry_job() -> tuple[str, int]:
+    job_id = _job_id()
+    ctx = _ctx()
+    changed = job_store.retry(ctx.engine, ctx.clock(), job_id)
+    message = f"job {job_id} is pending again" if changed else f"job {job_id} is not dead"
+    return _done("retry-job", str(job_id), bool(changed), message, f"/jobs/{job_id}")
+
+
+@blueprint.post("/retry-kind")
+def retry_kind() -> tuple[str, int]:
+    kind = _field("kind")
+    ctx = _ctx()
+    changed = job_store.retry_dead_of_kind(ctx.engine, ctx.clock(), kind)
+    message = f"{changed} dead {kind} jobs are pending again"
+    return _done("retry-kind", kind, changed > 0, message, f"/jobs?{urlencode({'kind': kind})}")
+
+
+@blueprint.post("/cancel-job")
+def cancel_job() -> tuple[str, int]:
+    job_id = _job_id()
+    ctx = _ctx()
+    cancelled = job_store.cancel(ctx.engine, job_id, ctx.clock())
+    message = f"job {job_id} is cancelled" if cancelled else f"job {job_id} is not pending"
+    return _done("cancel-job", str(job_id), cancelled, message, f"/jobs/{job_id}")

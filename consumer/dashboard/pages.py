@@ -1,0 +1,149 @@
+"""The dashboard's pages (GET) and its login form. Filters are checked: a bad value is a 400
+that names it, never a 500."""
+
+from __future__ import annotations
+
+import logging
+from enum import StrEnum
+from typing import Any, TypeVar
+
+from flask import Blueprint, abort, g, make_response, redirect, render_template, request
+from werkzeug import Response
+
+from consumer.dashboard import queries
+from consumer.dashboard.access import TOKEN_COOKIE
+from consumer.deploy.runs import WarmRuns
+from consumer.inbox import Inbox
+from consumer.inbox import Status as InboxStatus
+from consumer.jobs import store as job_store
+from consumer.jobs.model import Status as JobStatus
+from consumer.storage.model import FileStatus
+from consumer.storage.store import ProcessedFiles
+
+log = logging.getLogger("consumer.dashboard")
+blueprint = Blueprint("pages", __name__)
+LIMIT = 100
+E = TypeVar("E", bound=StrEnum)
+
+
+def _ctx() -> Any:
+    from consumer.dashboard.app import context
+
+    return context()
+
+
+def _choice(name: str, enum: type[E]) -> E | None:
+    """An optional enum filter from the query string; 400 naming the allowed values."""
+    raw = request.args.get(name, "")
+    if not raw:
+        return None
+    try:
+        return enum(raw)
+    except ValueError:
+        allowed = ", ".join(member.value for member in enum)
+        abort(400, f"{name} must be one of: {allowed}")
+
+
+def _page(template: str, **values: Any) -> str:
+    return render_template(template, who=g.who, args=request.args, **values)
+
+
+@blueprint.get("/")
+def overview() -> str:
+    ctx = _ctx()
+    view = queries.overview(ctx.engine, ctx.registry, ctx.clock())
+    return _page("overview.html", view=view, refresh=True)
+
+
+@blueprint.get("/inbox")
+def inbox() -> str:
+    ctx = _ctx()
+    rows = queries.inbox_rows(
+        ctx.engine,
+        status=_choice("status", InboxStatus),
+        route=request.args.get("route") or None,
+        key_contains=request.args.get("key") or None,
+        limit=LIMIT,
+    )
+    statuses = [s.value for s in InboxStatus]
+    return _page(
+        "inbox.html",
+        rows=rows,
+        statuses=statuses,
+        routes=queries.routes(ctx.engine),
+        dead_by_route=queries.dead_events_by_route(ctx.engine),
+        refresh=True,
+    )
+
+
+@blueprint.get("/inbox/event")
+def inbox_event() -> str:
+    key = request.args.get("key", "")
+    row = Inbox(_ctx().engine).get(key) if key else None
+    if row is None:
+        abort(404, f"no inbox row {key!r}")
+    return _page("inbox_event.html", row=row)
+
+
+@blueprint.get("/jobs")
+def jobs() -> str:
+    ctx = _ctx()
+    rows = job_store.list_jobs(
+        ctx.engine, _choice("status", JobStatus), request.args.get("kind") or None, LIMIT
+    )
+    statuses = [s.value for s in JobStatus]
+    dead_by_kind = {
+        kind: counts[JobStatus.DEAD]
+        for kind, counts in queries.job_counts(ctx.engine).items()
+        if counts.get(JobStatus.DEAD)
+    }
+    kinds = queries.job_kinds(ctx.engine)
+    return _page(
+        "jobs.html", rows=rows, statuses=statuses, kinds=kinds, dead_by_kind=dead_by_kind,
+        refresh=True,
+    )  # fmt: skip
+
+
+@blueprint.get("/jobs/<int:job_id>")
+def job(job_id: int) -> str:
+    found = job_store.get(_ctx().engine, job_id)
+    if found is None:
+        abort(404, f"no job {job_id}")
+    return _page("job.html", job=found)
+
+
+@blueprint.get("/files")
+def files() -> str:
+    rows = ProcessedFiles(_ctx().engine).list(_choice("status", FileStatus), LIMIT)
+    return _page("files.html", rows=rows, statuses=[s.value for s in FileStatus], refresh=True)
+
+
+@blueprint.get("/warm")
+def warm_runs() -> str:
+    return _page("warm.html", rows=WarmRuns(_ctx().engine).recent(LIMIT), refresh=True)
+
+
+@blueprint.route("/login", methods=["GET", "POST"])
+def login() -> Any:
+    """The token form; a right token becomes an HttpOnly, same-site cookie."""
+    if request.method == "GET":
+        return render_template("login.html", message="")
+    if not _ctx().access.token_matches(request.form.get("token", "")):
+        log.warning("dashboard sign-in refused", extra={"remote": request.remote_addr})
+        return render_template("login.html", message="wrong token"), 401
+    response = make_response(redirect("/", code=303))
+    response.set_cookie(
+        TOKEN_COOKIE,
+        request.form["token"],
+        httponly=True,
+        samesite="Strict",
+        secure=request.is_secure,
+    )
+    return response
+
+
+@blueprint.post("/logout")
+def logout() -> Response:
+    response = redirect("/login", code=303)
+    response.delete_cookie(TOKEN_COOKIE)
+    return response

@@ -1,0 +1,77 @@
+"""The dashboard's read queries and its one store addition, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import Engine
+
+from consumer.dashboard import queries
+from consumer.inbox import Inbox, Status
+from consumer.jobs import store
+from consumer.jobs.model import Status as JobStatus
+from consumer.jobs.schema import jobs
+from consumer.plugins import build_registry
+from consumer.settings import Settings
+from consumer.timeutil import floor_to_period, utcnow
+from tests.dashboard.data import PLUGIN, seed
+
+
+@pytest.fixture
+def seeded(engine: Engine, database_url: str, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    monkeypatch.delenv("DASHBOARD_TEST_SWITCH", raising=False)
+    settings = Settings(database_url=database_url, local_mode=True, plugins=(PLUGIN,))
+    seed(settings, engine)
+    return settings
+
+
+def test_overview_counts(engine: Engine, seeded: Settings) -> None:
+    now = utcnow()
+    view = queries.overview(engine, build_registry(seeded), now)
+    assert (view.dead_events, view.unroutable_events, view.dead_jobs) == (2, 1, 2)
+    assert view.deliveries_hour == view.deliveries_day == {"dead": 2, "unroutable": 1, "done": 1}
+    assert view.jobs == {"report": {"dead": 2, "done": 1, "pending": 2}}
+    assert view.oldest_due_seconds is not None and 170 < view.oldest_due_seconds < 400
+    tomorrow = queries.overview(engine, build_registry(seeded), now + timedelta(days=2))
+    assert tomorrow.deliveries_day == {}
+
+
+def test_inbox_filters(engine: Engine, seeded: Settings) -> None:
+    assert {r.key for r in queries.inbox_rows(engine, Status.DEAD)} == {
+        "deploy:shop:r1", "deploy:shop:r2"
+    }  # fmt: skip
+    assert [r.route for r in queries.inbox_rows(engine, route="tick")] == ["tick", "tick"]
+    assert [r.key for r in queries.inbox_rows(engine, key_contains="shop:r2")] == ["deploy:shop:r2"]
+    assert queries.inbox_rows(engine, key_contains="%") == []  # a literal, not a wildcard
+    assert queries.inbox_rows(engine, limit=1)[0].updated_at == max(
+        r.updated_at for r in queries.inbox_rows(engine)
+    )
+    assert queries.dead_keys(engine, "deploy", 1) == ["deploy:shop:r1"]  # oldest first
+    assert queries.dead_events_by_route(engine) == {"deploy": 2}
+
+
+def test_retry_dead_of_kind_touches_only_that_kind(engine: Engine, seeded: Settings) -> None:
+    other = store.enqueue(engine, "email", {}, max_attempts=1).job_id
+    with engine.begin() as connection:
+        connection.execute(jobs.update().where(jobs.c.id == other).values(status="dead"))
+    assert store.retry_dead_of_kind(engine, utcnow(), "report") == 2
+    assert store.retry_dead_of_kind(engine, utcnow(), "report") == 0
+    email = store.get(engine, other)  # type: ignore[arg-type]
+    assert email is not None and email.status is JobStatus.DEAD
+    retried = [j for j in store.list_jobs(engine, JobStatus.PENDING) if j.errors]
+    assert len(retried) == 2 and all(j.attempts == 0 for j in retried)  # history kept
+
+
+def test_task_schedules(engine: Engine, seeded: Settings) -> None:
+    registry, now = build_registry(seeded), utcnow()
+    sweep = {t.name: t for t in queries.task_schedules(engine, registry, now)}["sweep"]
+    assert sweep.last_slot is not None
+    assert timedelta(0) <= now - sweep.last_slot < timedelta(seconds=600)
+    assert sweep.next_due == floor_to_period(now, 300) + timedelta(seconds=300)
+    assert not sweep.late
+    later = {t.name: t for t in queries.task_schedules(engine, registry, now + timedelta(hours=1))}
+    assert later["sweep"].late and not later["cleanup"].late  # never completed is not "late"
+    Inbox(engine).advance_slot("retired-task", now)
+    names = [t.name for t in queries.task_schedules(engine, registry, now)]
+    assert "retired-task" in names and names == sorted(names)
