@@ -87,6 +87,37 @@ def tick_last_slots(connection: Connection) -> list[tuple[str, datetime]]:
     return [(str(task), slot) for task, slot in connection.execute(query)]
 
 
+GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "consumer_state_up": ("1 if the last state query succeeded", ()),
+    "consumer_state_query_seconds": ("Time the last state query took", ()),
+    "consumer_jobs": ("Jobs by kind and status (pending, running, dead)", ("kind", "status")),
+    "consumer_oldest_due_job_age_seconds": (
+        "How long the oldest due pending job has waited past its run_at (0: none is due)",
+        (),
+    ),
+    "consumer_inbox_rows": (
+        "Inbox rows by route and status (running, failed, dead, unroutable)",
+        ("route", "status"),
+    ),
+    "consumer_files": ("Processed files by status", ("status",)),
+    "consumer_tick_last_slot_timestamp_seconds": (
+        "Unix time of each tick task's latest completed schedule slot",
+        ("task",),
+    ),
+    "consumer_tick_period_seconds": ("Each registered tick task's period", ("task",)),
+}
+"""Every gauge this collector exports: name -> (help, labels). The contract with k8s/monitoring."""
+
+
+def gauge(name: str, rows: Iterable[tuple[object, ...]] = ()) -> Metric:
+    """The family ``name`` with one sample per row: label values, then the value."""
+    documentation, labels = GAUGES[name]
+    family = GaugeMetricFamily(name, documentation, labels=list(labels))
+    for row in rows:
+        family.add_metric([str(value) for value in row[:-1]], float(row[-1]))  # type: ignore[arg-type]
+    return family
+
+
 class StateCollector(Collector):
     """A custom collector: reads the state at most once per ``cache_seconds`` per process."""
 
@@ -116,18 +147,14 @@ class StateCollector(Collector):
 
     def _read(self) -> Iterable[Metric]:
         self.reads += 1
-        up = GaugeMetricFamily("consumer_state_up", "1 if the last state query succeeded")
         started = time.monotonic()
         try:
             families = self._query()
         except Exception as exc:
             log.warning("metrics: cannot read the state", extra={"reason": type(exc).__name__})
-            up.add_metric([], 0)
-            return [up]
-        up.add_metric([], 1)
-        took = GaugeMetricFamily("consumer_state_query_seconds", "Time the last state query took")
-        took.add_metric([], time.monotonic() - started)
-        return [up, took, *families]
+            return [gauge("consumer_state_up", [(0,)])]
+        took = gauge("consumer_state_query_seconds", [(time.monotonic() - started,)])
+        return [gauge("consumer_state_up", [(1,)]), took, *families]
 
     def _query(self) -> list[Metric]:
         now = self.clock()
@@ -139,49 +166,16 @@ class StateCollector(Collector):
             inbox_rows = inbox_by_route_status(connection)
             file_rows = files_by_status(connection)
             slots = tick_last_slots(connection)
+        age = max(0.0, (now - oldest).total_seconds()) if oldest else 0.0
         return [
-            _labelled("consumer_jobs", "Jobs by kind and status (pending, running, dead)",
-                      ["kind", "status"], job_rows),
-            _oldest_due(now, oldest),
-            _labelled("consumer_inbox_rows", "Inbox rows by route and status "
-                      "(running, failed, dead, unroutable)", ["route", "status"], inbox_rows),
-            _labelled("consumer_files", "Processed files by status", ["status"], file_rows),
-            *_ticks(slots, self.periods()),
+            gauge("consumer_jobs", job_rows),
+            gauge("consumer_oldest_due_job_age_seconds", [(age,)]),
+            gauge("consumer_inbox_rows", inbox_rows),
+            gauge("consumer_files", file_rows),
+            gauge("consumer_tick_last_slot_timestamp_seconds",
+                  [(task, slot.timestamp()) for task, slot in slots]),
+            gauge("consumer_tick_period_seconds", sorted(self.periods().items())),
         ]  # fmt: skip
-
-
-def _labelled(
-    name: str, documentation: str, labels: list[str], rows: Iterable[tuple[object, ...]]
-) -> Metric:
-    family = GaugeMetricFamily(name, documentation, labels=labels)
-    for row in rows:
-        family.add_metric([str(value) for value in row[:-1]], float(row[-1]))  # type: ignore[arg-type]
-    return family
-
-
-def _oldest_due(now: datetime, oldest: datetime | None) -> Metric:
-    family = GaugeMetricFamily(
-        "consumer_oldest_due_job_age_seconds",
-        "How long the oldest due pending job has waited past its run_at (0: none is due)",
-    )
-    family.add_metric([], max(0.0, (now - oldest).total_seconds()) if oldest else 0.0)
-    return family
-
-
-def _ticks(slots: list[tuple[str, datetime]], periods: dict[str, int]) -> list[Metric]:
-    last = GaugeMetricFamily(
-        "consumer_tick_last_slot_timestamp_seconds",
-        "Unix time of each tick task's latest completed schedule slot",
-        labels=["task"],
-    )
-    for task, slot in slots:
-        last.add_metric([task], slot.timestamp())
-    period = GaugeMetricFamily(
-        "consumer_tick_period_seconds", "Each registered tick task's period", labels=["task"]
-    )
-    for task, seconds in sorted(periods.items()):
-        period.add_metric([task], float(seconds))
-    return [last, period]
 
 
 def collector_for(engine: Engine, registry: Registry, clock: Clock = utcnow) -> StateCollector:
