@@ -31,6 +31,7 @@ from prometheus_client import (
     Histogram,
     generate_latest,
     multiprocess,
+    values,
 )
 
 from consumer.outcomes import Outcome
@@ -40,6 +41,21 @@ MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 # Handlers run from milliseconds (a duplicate) up to the ack deadline (at most 600 s).
 HANDLER_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 
+
+def _prepare_multiprocess_dir() -> None:
+    """Any process that imports this module (a CLI command, the migration Job) writes its values
+    to the directory the environment names: create it if missing; if it cannot be created, keep
+    this process's values in memory rather than fail at import."""
+    directory = os.environ.get(MULTIPROC_ENV)
+    if not directory:
+        return
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError:
+        values.ValueClass = values.MutexValue
+
+
+_prepare_multiprocess_dir()
 DECISIONS = Counter(
     "consumer_push_decisions_total",
     "Push requests by route, outcome and HTTP status",
