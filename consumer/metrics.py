@@ -173,11 +173,6 @@ def process_registry() -> CollectorRegistry:
     return registry
 
 
-def view() -> Response:
-    """``/metrics`` without the database's state (kept for callers that have no engine)."""
-    return view_for()()
-
-
 @contextmanager
 def multiprocess_dir(env: MutableMapping[str, str]) -> Iterator[str]:
     """Make ``env`` (a server's environment) name an empty metrics directory: the one it names
