@@ -4,7 +4,7 @@ On a PostgreSQL database filled with ``--jobs`` jobs (40% pending and due, 50% d
 5% running), ``--jobs / 3`` inbox rows and ``--jobs / 30`` processed files, it measures:
   state     one uncached read of consumer.metrics_state.StateCollector (all its queries, in one
             transaction under the statement timeout, through SQLAlchemy);
-  floor     the same five statements sent by plain psycopg on an open connection;
+  floor     the same statements sent by plain psycopg on an open connection;
   scrape    a whole in-process /metrics payload with the state cached (what most scrapes cost).
 Medians of ``--repeat`` runs, and the ratio state/floor.
 
@@ -75,20 +75,21 @@ def floor_statements(now: datetime) -> list[tuple[str, dict[str, object]]]:
     ):
         recorder = Recorder()
         build(recorder)
-        statements.append(recorder.compiled)
+        statements.extend(recorder.compiled)
     return statements
 
 
 class Recorder:
     """Stands in for a Connection just to capture the statement a named query builds."""
 
-    compiled: tuple[str, dict[str, object]] = ("", {})
+    def __init__(self) -> None:
+        self.compiled: list[tuple[str, dict[str, object]]] = []
 
     def execute(self, statement: object) -> Recorder:
         compiled = statement.compile(  # type: ignore[attr-defined]
             dialect=dialect.dialect(), compile_kwargs={"render_postcompile": True}
         )
-        self.compiled = (compiled.string, dict(compiled.params))
+        self.compiled.append((compiled.string, dict(compiled.params)))
         return self
 
     def __iter__(self) -> Iterator[tuple[object, ...]]:

@@ -54,10 +54,17 @@ def jobs_by_kind_status(connection: Connection) -> list[tuple[str, str, int]]:
 
 
 def oldest_due_run_at(connection: Connection, now: datetime) -> datetime | None:
-    """Named query: the earliest ``run_at`` of a pending job that is due."""
-    query = select(func.min(jobs.c.run_at)).where(jobs.c.status == "pending", jobs.c.run_at <= now)
-    value = connection.execute(query).scalar_one_or_none()
-    return value if isinstance(value, datetime) else None
+    """Named query: since when the longest-waiting due job has been claimable: a pending job's
+    ``run_at``, or the expired lease of a running one (its sweeper died)."""
+    pending = select(func.min(jobs.c.run_at)).where(
+        jobs.c.status == "pending", jobs.c.run_at <= now
+    )
+    expired = select(func.min(jobs.c.lease_until)).where(
+        jobs.c.status == "running", jobs.c.lease_until < now
+    )
+    found = [connection.execute(query).scalar_one_or_none() for query in (pending, expired)]
+    due = [value for value in found if isinstance(value, datetime)]
+    return min(due) if due else None
 
 
 def inbox_by_route_status(connection: Connection) -> list[tuple[str, str, int]]:
@@ -92,7 +99,8 @@ GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {
     "consumer_state_query_seconds": ("Time the last state query took", ()),
     "consumer_jobs": ("Jobs by kind and status (pending, running, dead)", ("kind", "status")),
     "consumer_oldest_due_job_age_seconds": (
-        "How long the oldest due pending job has waited past its run_at (0: none is due)",
+        "How long the longest-waiting due job has been claimable: past its run_at, or past the "
+        "expired lease of a dead sweeper (0: none is due)",
         (),
     ),
     "consumer_inbox_rows": (

@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
-from sqlalchemy import Engine
+from sqlalchemy import Engine, update
 
 from consumer import metrics_state
 from consumer.app import create_app
 from consumer.db.engine import make_engine
 from consumer.envelopes_out import tick_body, wrapped_body
+from consumer.jobs.schema import jobs
 from consumer.jobs.store import enqueue
 from consumer.metrics_state import StateCollector
 from consumer.settings import Settings
@@ -45,6 +46,19 @@ def test_jobs_by_kind_and_status_and_the_oldest_due_age(engine: Engine) -> None:
     assert total(text, "consumer_jobs", kind="email", status="pending") == 1
     assert 600 <= total(text, "consumer_oldest_due_job_age_seconds") < 660
     assert total(text, "consumer_tick_period_seconds", task="sweep") == 300
+
+
+def test_a_running_job_whose_lease_expired_is_due_since_then(engine: Engine) -> None:
+    job = enqueue(engine, "record", {}, run_at=utcnow() + timedelta(hours=1)).job_id
+    with engine.begin() as connection:  # claimed by a sweeper that died 300 s ago
+        connection.execute(
+            update(jobs)
+            .where(jobs.c.id == job)
+            .values(status="running", lease_until=utcnow() - timedelta(seconds=300))
+        )
+    text = scrape(collector(engine))
+    assert total(text, "consumer_jobs", kind="record", status="running") == 1
+    assert 300 <= total(text, "consumer_oldest_due_job_age_seconds") < 360
 
 
 def test_nothing_due_is_age_zero(engine: Engine) -> None:
