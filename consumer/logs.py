@@ -33,6 +33,8 @@ STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskNa
 ACCESS_LOG_FORMAT = '%(h)s %(t)s "%(m)s %(U)s %(H)s" %(s)s %(b)s %(L)ss "%(a)s"'
 DECISION_REQUESTS = {("POST", "/push"), ("POST", "/hooks/deploy")}
 """Requests whose decision line already says all the access line would."""
+ROUTINE_REQUESTS = {("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/metrics")}
+"""Probes and scrapes: logged only when they fail (every few seconds per pod otherwise)."""
 SECRETS = (
     (re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{16,}"), r"\1[redacted]"),
     (re.compile(r"\b(Basic\s+)[A-Za-z0-9+/=]{8,}"), r"\1[redacted]"),
@@ -92,11 +94,16 @@ class TextFormatter(logging.Formatter):
 
 
 class SkipDecidedRequests(logging.Filter):
-    """Drops gunicorn's access line of a push or deploy hook: its decision line was written."""
+    """Drops gunicorn's access line of a push or deploy hook (its decision line was written)
+    and of a successful probe or scrape."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         atoms = access_atoms(record)
-        return atoms is None or (atoms.get("m"), atoms.get("U")) not in DECISION_REQUESTS
+        if atoms is None:
+            return True
+        request = (atoms.get("m"), atoms.get("U"))
+        routine = request in ROUTINE_REQUESTS and str(atoms.get("s", "")).startswith("2")
+        return request not in DECISION_REQUESTS and not routine
 
 
 def access_atoms(record: logging.LogRecord) -> dict[str, Any] | None:

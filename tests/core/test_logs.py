@@ -16,7 +16,7 @@ from sqlalchemy import Engine
 from consumer import tracing
 from consumer.app import create_app
 from consumer.envelopes_out import tick_body
-from consumer.logs import JsonFormatter, TextFormatter, resolve_format
+from consumer.logs import JsonFormatter, SkipDecidedRequests, TextFormatter, resolve_format
 from consumer.settings import Settings
 from consumer.tracing import Trace
 
@@ -135,3 +135,33 @@ def test_a_push_writes_one_line_carrying_its_trace(
     assert decisions[0][SPAN_FIELD] == "00f067aa0ba902b7"
     assert TRACE_FIELD not in decisions[1]  # the next request's lines do not inherit it
     assert tracing.current.get() is None
+
+
+def access(method: str, path: str, status: str) -> logging.LogRecord:
+    atoms = {"m": method, "U": path, "s": status, "h": "10.0.0.1", "L": "0.01", "B": 12}
+    return logging.LogRecord("gunicorn.access", logging.INFO, __file__, 1, "%(m)s", (atoms,), None)
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status", "kept"),
+    [
+        ("POST", "/push", "200", False),  # the decision line says it all
+        ("POST", "/hooks/deploy", "401", False),
+        ("GET", "/healthz", "200", False),  # a probe every few seconds
+        ("GET", "/metrics", "200", False),
+        ("GET", "/readyz", "503", True),  # a failing probe is news
+        ("GET", "/push", "405", True),
+        ("GET", "/openapi.yaml", "200", True),
+    ],
+)
+def test_access_lines_kept(method: str, path: str, status: str, kept: bool) -> None:
+    assert SkipDecidedRequests().filter(access(method, path, status)) is kept
+
+
+def test_an_access_line_has_the_http_request_object() -> None:
+    line = json.loads(JsonFormatter().format(access("GET", "/openapi.yaml", "200")))
+    assert line["httpRequest"] == {
+        "requestMethod": "GET", "requestUrl": "/openapi.yaml", "status": 200,
+        "responseSize": "12", "userAgent": None, "remoteIp": "10.0.0.1", "protocol": None,
+        "latency": "0.010000s",
+    }  # fmt: skip

@@ -70,19 +70,21 @@ def test_every_line_is_json_and_a_request_carries_its_trace(
 ) -> None:
     url, log = gunicorn_stderr
     cloud = {"X-Cloud-Trace-Context": f"{TRACE}/255;o=1"}
-    assert requests.get(f"{url}/healthz", headers=cloud, timeout=10).ok
+    assert requests.get(f"{url}/openapi.yaml", headers=cloud, timeout=10).ok
+    assert requests.get(f"{url}/healthz", timeout=10).ok
+    assert requests.get(f"{url}/metrics", timeout=10).ok
     parent = {"traceparent": f"00-{TRACE}-00f067aa0ba902b7-01"}
     assert requests.post(f"{url}/push", json=tick_body("cleanup"), headers=parent, timeout=30).ok
     time.sleep(0.5)  # the access line is written after the response
     lines = json_lines(log)
     assert any(line["logger"] == "gunicorn.error" for line in lines), "gunicorn's own lines"
     access = [line for line in lines if line["logger"] == "gunicorn.access"]
-    healthz_lines = [line for line in access if line["httpRequest"]["requestUrl"] == "/healthz"]
-    assert len(healthz_lines) == 1, access
-    healthz = healthz_lines[0]
-    assert healthz["httpRequest"]["status"] == 200
-    assert healthz["logging.googleapis.com/trace"] == f"projects/{PROJECT}/traces/{TRACE}"
-    assert healthz["logging.googleapis.com/spanId"] == "00000000000000ff"
+    urls = [line["httpRequest"]["requestUrl"] for line in access]
+    assert urls == ["/openapi.yaml"], "successful probes and scrapes are not logged"
+    served = access[0]
+    assert served["httpRequest"]["status"] == 200
+    assert served["logging.googleapis.com/trace"] == f"projects/{PROJECT}/traces/{TRACE}"
+    assert served["logging.googleapis.com/spanId"] == "00000000000000ff"
     about_push = [line for line in lines if "/push" in json.dumps(line) or "key" in line]
     assert len(about_push) == 1, about_push  # one line per decision
     decision = about_push[0]
