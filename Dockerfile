@@ -12,10 +12,15 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
 RUN python -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
 WORKDIR /src
+# The dependencies exactly as locked, every file checked against its hash (scripts/lock
+# refreshes the lock); a layer that a source change does not invalidate.
+COPY requirements.lock ./
+RUN pip install --no-cache-dir --require-hashes -r requirements.lock
 COPY pyproject.toml README.md ./
 COPY consumer ./consumer
-# A non-editable install: the final stage copies the virtualenv only, never the source tree.
-RUN pip install --no-cache-dir . \
+# The package alone (--no-deps: nothing unlocked slips in), non-editable: the final stage copies
+# the virtualenv only, never the source tree.
+RUN pip install --no-cache-dir --no-deps . \
     && python -m compileall -q /opt/venv/lib
 
 # --- runtime: slim, no compilers, no build tools, a fixed non-root user.
@@ -29,11 +34,13 @@ COPY --from=build /opt/venv /opt/venv
 # CONSUMER_BIND: inside the pod the load balancer reaches the container on its pod IP.
 # PROMETHEUS_MULTIPROC_DIR: every worker writes its metrics there, /metrics sums them; /tmp is
 # the only writable place (the Deployment mounts an emptyDir there, the root is read-only).
+# CONSUMER_LOG_FORMAT: JSON lines for Cloud Logging, even with a terminal attached.
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     CONSUMER_BIND=0.0.0.0:8080 \
-    PROMETHEUS_MULTIPROC_DIR=/tmp/prometheus
+    PROMETHEUS_MULTIPROC_DIR=/tmp/prometheus \
+    CONSUMER_LOG_FORMAT=json
 WORKDIR /tmp
 USER 10001:10001
 EXPOSE 8080

@@ -10,7 +10,7 @@ from flask import Flask, Response, jsonify, request
 from sqlalchemy import Engine, text
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
-from consumer import metrics, openapi
+from consumer import logs, metrics, metrics_state, openapi
 from consumer.auth import Authenticator, authenticator_for
 from consumer.db.engine import make_engine, unavailable_on_db_fault
 from consumer.deploy.hook import hook_view
@@ -43,6 +43,8 @@ def create_app(
     authenticate = authenticator_for(settings)
     limits = Limits(settings.max_attributes, settings.max_json_depth)
     app.extensions["consumer.dispatcher"] = dispatcher
+    app.before_request(logs.bind_request)  # trace ids for this request's log lines
+    app.teardown_request(logs.unbind_request)
 
     app.add_url_rule(
         "/push", "push", _push_view(dispatcher, authenticate, limits), methods=["POST"]
@@ -52,7 +54,8 @@ def create_app(
     )
     app.add_url_rule("/healthz", "healthz", lambda: jsonify(status="ok"))
     app.add_url_rule("/readyz", "readyz", _ready_view(engine))
-    app.add_url_rule("/metrics", "metrics", metrics.view)
+    state = metrics_state.collector_for(engine, dispatcher.registry, clock)
+    app.add_url_rule("/metrics", "metrics", metrics.view_for(state))
     app.add_url_rule("/openapi.yaml", "openapi", openapi.view)
     app.register_error_handler(HTTPException, _http_error)
     return app

@@ -23,6 +23,7 @@ import google.auth.transport
 import google.auth.transport.requests
 from google.auth import exceptions
 
+from consumer import metrics
 from consumer.errors import Unavailable
 
 log = logging.getLogger("consumer.certs")
@@ -104,6 +105,7 @@ class CachedCerts(google.auth.transport.Request):
         try:
             document, kids, ttl = self._fetch()
         except (exceptions.TransportError, ValueError) as exc:
+            metrics.cert_fetch_failed()
             if not self._document:
                 self._retry_at = self._clock() + self._failure_backoff
                 log.error("cannot fetch OIDC certificates", extra={"reason": str(exc)})

@@ -57,11 +57,23 @@ def main() -> None:
     default=None,
     help="Local mode: publish ticks this often (CONSUMER_LOCAL_TICK_SECONDS).",
 )
-def serve(local: bool, bind: str | None, workers: int | None, tick_seconds: int | None) -> None:
+@click.option(
+    "--log-format",
+    type=click.Choice(["auto", "json", "text"]),
+    default=None,
+    help="Log lines (CONSUMER_LOG_FORMAT; auto: text in a terminal, else JSON).",
+)
+def serve(
+    local: bool,
+    bind: str | None,
+    workers: int | None,
+    tick_seconds: int | None,
+    log_format: str | None,
+) -> None:
     """Run the service under gunicorn (migrating first in local mode)."""
     from consumer.serve import run
 
-    overrides: dict[str, Any] = {"bind": bind, "workers": workers}
+    overrides: dict[str, Any] = {"bind": bind, "workers": workers, "log_format": log_format}
     if local:
         seconds = 10 if tick_seconds is None else tick_seconds
         overrides.update(local_mode="true", local_tick_seconds=seconds)

@@ -12,7 +12,7 @@ import glob
 import os
 from typing import Any
 
-from consumer.logs import ACCESS_LOG_FORMAT
+from consumer.logs import ACCESS_LOG_FORMAT, gunicorn_logconfig
 from consumer.settings import Settings
 
 _settings = Settings.from_env(os.environ)
@@ -23,6 +23,8 @@ timeout = _settings.gunicorn_timeout_seconds
 graceful_timeout = _settings.gunicorn_timeout_seconds
 accesslog = "-"
 access_log_format = ACCESS_LOG_FORMAT  # the path without the query: no ?token= in the log
+# gunicorn's own lines (access lines included) in the service's format: JSON in a container.
+logconfig_dict = gunicorn_logconfig(_settings.log_level, _settings.log_format, _settings.project_id)
 # No runtime control socket: nothing in a pod uses it, and its default home is not writable there.
 control_socket_disable = True
 # Heartbeat files in memory: the container's root filesystem is read-only, and a disk-backed

@@ -9,6 +9,7 @@ import sys
 import threading
 from collections.abc import Mapping
 
+from consumer import metrics
 from consumer.db.migrate import upgrade
 from consumer.logs import configure_logging
 from consumer.settings import Settings
@@ -32,21 +33,22 @@ def gunicorn_command(settings: Settings) -> list[str]:
 def run(settings: Settings, overrides: Mapping[str, str]) -> None:
     """Serve until gunicorn exits; ``overrides`` (the command line's ``CONSUMER_*`` values) reach
     the workers, which build their settings from the environment."""
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, settings.log_format, settings.project_id)
     if settings.local_mode:
         # Local convenience only; in a cluster the migration Job runs once per release.
         upgrade(settings.database_url)
     env = {**os.environ, **overrides}
-    server = subprocess.Popen(gunicorn_command(settings), env=env)
-    ticker = _start_ticker(settings)
-    try:
-        server.wait()
-    except KeyboardInterrupt:
-        server.terminate()
-        server.wait()
-    finally:
-        if ticker:
-            ticker.stop()
+    with metrics.multiprocess_dir(env):  # the workers' metrics, summed by /metrics
+        server = subprocess.Popen(gunicorn_command(settings), env=env)
+        ticker = _start_ticker(settings)
+        try:
+            server.wait()
+        except KeyboardInterrupt:
+            server.terminate()
+            server.wait()
+        finally:
+            if ticker:
+                ticker.stop()
     sys.exit(server.returncode)
 
 

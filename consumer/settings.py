@@ -66,7 +66,12 @@ class Settings:
     local_tick_seconds: int = 0
     """In local mode, publish a ``sweep`` and ``cleanup`` tick this often (0: never)."""
     log_level: str = "INFO"
-    """Level of the JSON log lines on stderr."""
+    """Level of the log lines on stderr."""
+    log_format: str = "auto"
+    """``json`` (one object per line, for Cloud Logging), ``text``, or ``auto``: text when stderr
+    is a terminal, else JSON (the container image sets ``json``)."""
+    project_id: str = ""
+    """Google Cloud project of the traces named in log lines (``projects/ID/traces/...``)."""
     deploy_hook_secrets: tuple[str, ...] = field(default=(), repr=False)
     """HMAC secrets accepted on ``POST /hooks/deploy``, comma-separated (two during a rotation).
     Empty: the hook refuses every request."""
@@ -200,6 +205,10 @@ class Settings:
             (
                 self.database_url.startswith(("sqlite", "postgresql")),
                 "CONSUMER_DATABASE_URL must be a sqlite:// or postgresql:// URL",
+            ),
+            (
+                self.log_format in ("auto", "json", "text"),
+                "CONSUMER_LOG_FORMAT must be auto, json or text",
             ),
             *_deploy_rules(self),
             *_job_rules(self),

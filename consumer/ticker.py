@@ -28,7 +28,8 @@ class LocalTicker:
     def tick(self, task: str) -> None:
         try:
             response = requests.post(self.url, json=tick_body(task), timeout=30)
-            log.info("tick %s -> %s %s", task, response.status_code, response.text.strip())
+            # Debug only: the worker's decision line is the one line a tick writes.
+            log.debug("tick %s -> %s %s", task, response.status_code, response.text.strip())
         except requests.RequestException as exc:
             log.warning("tick %s failed: %s", task, exc)
 

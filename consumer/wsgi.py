@@ -15,6 +15,6 @@ from consumer.settings import Settings
 
 def app() -> Flask:
     settings = Settings.from_env(os.environ)
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, settings.log_format, settings.project_id)
     logging.getLogger("consumer").info("worker started", extra={"local_mode": settings.local_mode})
     return create_app(settings)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, TypeVar
 
+from consumer import metrics
 from consumer.context import HandlerContext, LeaseLost
 from consumer.deploy.http_fetch import RESERVE_SECONDS
 from consumer.deploy.http_warmer import HttpWarmer
@@ -102,6 +103,7 @@ def record(
     """Record the run and return its summary. The caches are warm by now, so a failure to record
     (even a database outage) is logged and noted, never raised: raising would make Pub/Sub
     redeliver and warm everything again. The database's error text stays in the log."""
+    metrics.warm_run(report)
     try:
         store.record(event, attempt, started_at, report)
     except Exception as exc:

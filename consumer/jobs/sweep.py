@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine
 
+from consumer import metrics
 from consumer.db.engine import unavailable_on_db_fault
 from consumer.errors import Permanent, Unavailable
 from consumer.jobs import store
@@ -188,6 +189,7 @@ class Sweeper:
         self.pace.observe_write(time.monotonic() - started)
         if finished is not None:
             summary.add(finished, written)
+            metrics.sweep_batch_recorded(finished)
         return batch
 
     def _record(self, connection: Connection, batch: Batch | None) -> Written:
@@ -207,6 +209,7 @@ class Sweeper:
         claimed = store.claim(connection, token, size, self.kinds.names(), now, until)
         return Batch(token, claimed, ends=min(deadline, started + lease), requested=size)
 
+    @metrics.timed_sweep_batch
     def _work(self, batch: Batch, summary: SweepSummary) -> None:
         """Run the batch's jobs in order; those the time left cannot cover stay unrun."""
         summary.batches += 1

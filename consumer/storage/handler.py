@@ -12,6 +12,7 @@ import logging
 import uuid
 from typing import Any, NoReturn
 
+from consumer import metrics
 from consumer.context import HandlerContext, LeaseLost
 from consumer.dispatch import Skip
 from consumer.errors import Incomplete, Permanent
@@ -97,6 +98,7 @@ class StorageHandler:
             obj, owner, result.status, result.progress, utcnow(),
             checksum=checksum or None, result=dict(result.details), error=result.error,
         )  # fmt: skip
+        metrics.file_processed(rule.processor, result, file.resumed)
         log.info("file processed", extra={"file": obj.url, "status": result.status.value})
         finished = files.get(obj.bucket, obj.name, obj.generation)
         return finished.summary() if finished else {}

@@ -17,7 +17,7 @@ GKE_VERSIONS = ("1.31", "1.32", "1.33", "1.34", "1.35", "1.36", "1.37")
 EXPECTED_KINDS = {
     "Namespace", "ServiceAccount", "ConfigMap", "Service", "Deployment", "PodDisruptionBudget",
     "HorizontalPodAutoscaler", "Job", "BackendConfig", "ManagedCertificate", "Ingress",
-    "NetworkPolicy",
+    "NetworkPolicy", "PodMonitoring", "Rules",
 }  # fmt: skip
 PLACEHOLDERS = ("PROJECT_ID", "REGION-docker", "consumer.example.com")
 
@@ -69,10 +69,12 @@ def test_only_the_known_gke_custom_resources_lack_a_bundled_schema(docs: list[Do
         ("Deployment", ("spec", "template", "spec"), "terminationGracePeriod"),
         ("BackendConfig", ("spec",), "timeoutSeconds"),
         ("ManagedCertificate", ("spec",), "domain"),
+        ("PodMonitoring", ("spec", "endpoints", 0), "scrapeInterval"),
+        ("Rules", ("spec", "groups", 0, "rules", 0), "severity"),
     ],
 )
 def test_strict_validation_rejects_a_misspelt_field(
-    kind: str, path: tuple[str, ...], typo: str
+    kind: str, path: tuple[str | int, ...], typo: str
 ) -> None:
     doc = find(rendered_overlay("prod"), kind)[0]
     target = doc

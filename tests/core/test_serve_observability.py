@@ -1,0 +1,73 @@
+"""``consumer serve`` as a developer runs it: the workers' metrics are summed without any
+PROMETHEUS_MULTIPROC_DIR in the environment, and a local tick writes one line, its decision."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import requests
+
+from consumer.envelopes_out import tick_body
+from tests.conftest import free_port
+from tests.core.metrics_text import total
+
+pytestmark = pytest.mark.slow
+PUSHES = 16
+
+
+def test_serve_sums_its_workers_and_a_tick_is_one_line(sqlite_url: str, tmp_path: Path) -> None:
+    port, log = free_port(), tmp_path / "stderr.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CONSUMER_", "PROMETHEUS_"))}
+    env["CONSUMER_DATABASE_URL"] = sqlite_url
+    command = [
+        sys.executable, "-m", "consumer", "serve", "--local", "--workers", "3",
+        "--bind", f"127.0.0.1:{port}", "--tick-seconds", "1", "--log-format", "json",
+    ]  # fmt: skip
+    with log.open("w") as stderr:
+        process = subprocess.Popen(command, env=env, cwd=tmp_path, stderr=stderr)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_ready(url, process)
+        body = tick_body("cleanup")
+        with ThreadPoolExecutor(4) as pool:
+            codes = list(pool.map(lambda _: post(url, body), range(PUSHES)))
+        assert codes == [200] * PUSHES
+        time.sleep(2.5)  # local ticks: a sweep and a cleanup each second
+        text = requests.get(f"{url}/metrics", timeout=10).text
+        ticks = total(text, "consumer_push_decisions_total") - PUSHES
+        assert total(text, "consumer_push_decisions_total", outcome="duplicate") >= PUSHES - 1
+        assert ticks >= 2
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+    lines = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    decisions = [line for line in lines if line["message"] == "push decided"]
+    assert len(decisions) >= PUSHES + ticks
+    # No access line and no ticker line: the decision is the one line. (The ticker still warns
+    # when a tick cannot be sent, e.g. before gunicorn listens.)
+    ticker = [line for line in lines if line["logger"] == "consumer.ticker"]
+    assert all("failed" in line["message"] for line in ticker), ticker
+    access = [line for line in lines if line["logger"] == "gunicorn.access"]
+    assert [line for line in access if line["httpRequest"]["requestUrl"] == "/push"] == []
+
+
+def post(url: str, body: dict[str, object]) -> int:
+    return requests.post(f"{url}/push", json=body, timeout=30).status_code
+
+
+def wait_ready(url: str, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            if requests.get(f"{url}/readyz", timeout=5).ok:
+                return
+        except requests.RequestException:
+            time.sleep(0.2)
+    raise RuntimeError("consumer serve did not start")
