@@ -173,8 +173,9 @@ def test_permanent_error_is_dead_with_the_full_message_and_replayable(
 def test_replay_of_an_unroutable_event_runs_once_a_handler_exists(
     engine: Engine, clock: Clock, settings: Settings
 ) -> None:
-    bare = create_app(settings, engine=engine, clock=clock).test_client()  # no "effect" task
-    # Replay runs on the real clock, so the tick is published "now" to stay current.
+    bare = create_app(settings, engine=engine).test_client()  # no "effect" task
+    # Replay runs on the real clock, so the app does too and the tick is published "now" (a
+    # tick ahead of the app's clock is refused before anything is recorded).
     status, answer = post(bare, tick_body("effect", publish_time=datetime.now(UTC)))
     assert (status, answer["outcome"]) == (200, "unroutable")
     key = answer["key"]
