@@ -9,6 +9,9 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
+from cronsim import CronSim
+from hypothesis import given
+from hypothesis import strategies as st
 
 from consumer.errors import SettingsError
 from consumer.registry import Registry
@@ -166,3 +169,42 @@ def test_registry_keeps_period_and_cron_tasks_and_overrides_win() -> None:
     registry.period_overrides = {"sweep": 10, "report": Cron("0 8 * * *")}
     assert registry.schedule_of("sweep") == Every(10)  # a bare number is seconds
     assert registry.schedule_of("report") == Cron("0 8 * * *", "UTC")
+
+
+CRONS = st.sampled_from(
+    [
+        Cron("0 9 * * 1-5", "Europe/Madrid"),
+        Cron("30 2 * * *", "Europe/Madrid"),
+        Cron("30 * * * *", "America/New_York"),
+        Cron("*/5 * * * *", "UTC"),
+        Cron("15 1,13 * * 0", "Australia/Lord_Howe"),  # a half-hour daylight saving shift
+    ]
+)
+CLOCK_CHANGES = [
+    datetime(2026, month, day, tzinfo=UTC)
+    for month, day in ((3, 8), (3, 29), (4, 5), (10, 4), (10, 25), (11, 1))
+]  # US and EU spring and fall, Lord Howe's April and October shifts
+MOMENTS = st.one_of(
+    st.datetimes(datetime(2026, 1, 1), datetime(2027, 12, 31)).map(
+        lambda moment: moment.replace(tzinfo=UTC)
+    ),
+    st.builds(
+        lambda day, seconds: day - timedelta(days=1) + timedelta(seconds=seconds),
+        st.sampled_from(CLOCK_CHANGES),
+        st.integers(0, 2 * 86400),
+    ),
+)
+
+
+@given(cron=CRONS, moment=MOMENTS)
+def test_cron_slots_are_fire_times_at_or_before_and_chain_back(
+    cron: Cron, moment: datetime
+) -> None:
+    """Whatever the zone's clock changes: the slot is at or before the moment, is its own slot,
+    nothing fires between it and the moment, and the previous fire time chains back to it."""
+    slot = cron.slot_of(moment)
+    assert slot <= moment and slot.tzinfo is UTC
+    assert cron.slot_of(slot) == slot
+    assert cron.slot_of(slot - timedelta(microseconds=1)) == cron.previous(slot) < slot
+    after = CronSim(cron.expression, slot.astimezone(ZoneInfo(cron.timezone)))
+    assert next(after).astimezone(UTC) > moment
