@@ -26,10 +26,12 @@ from consumer.events import (
     TickEvent,
 )
 from consumer.message import PushMessage
+from consumer.schedule import Schedule, ScheduleError, as_schedule
 from consumer.text import is_storable
-from consumer.timeutil import floor_to_period
 
-PeriodLookup = Callable[[str], int]
+ScheduleLookup = Callable[[str], Schedule | int]
+"""A task's schedule; a bare number is a period in seconds (as lookups were written before)."""
+PeriodLookup = ScheduleLookup  # the older name
 
 CLOUDEVENT_STORAGE_TYPES = {
     STORAGE_TYPE_PREFIX + "finalized": StorageEventType.OBJECT_FINALIZE,
@@ -47,7 +49,7 @@ GCS_ATTRIBUTES = (
 CANONICAL_GCS = {name.lower(): name for name in GCS_ATTRIBUTES}
 
 
-def classify(message: PushMessage, period_of: PeriodLookup) -> Event:
+def classify(message: PushMessage, schedule_of: ScheduleLookup) -> Event:
     """Return the typed event for ``message``; raise ``InvalidEvent`` if it is one of ours but
     incomplete (a tick without a task name, a deploy without a release...)."""
     if message.cloudevent is not None and message.cloudevent.type in CLOUDEVENT_STORAGE_TYPES:
@@ -57,7 +59,7 @@ def classify(message: PushMessage, period_of: PeriodLookup) -> Event:
         return _storage_from_notification(message)
     data = _json_object(message.data)
     if "task" in attributes or "task" in data:
-        return _tick(message, data, period_of)
+        return _tick(message, data, schedule_of)
     if attributes.get("event") == "deploy" or data.get("event") == "deploy":
         return _deploy(message, data)
     return OtherEvent(message=message)
@@ -107,13 +109,18 @@ def _storage_from_cloudevent(message: PushMessage) -> StorageEvent:
     )
 
 
-def _tick(message: PushMessage, data: Mapping[str, Any], period_of: PeriodLookup) -> TickEvent:
+def _tick(message: PushMessage, data: Mapping[str, Any], schedule_of: ScheduleLookup) -> TickEvent:
+    """A tick's slot is the latest scheduled fire time at or before its ``publishTime``."""
     task = _name(message.attributes.get("task") or data.get("task"), "task")
-    period = period_of(task)
+    schedule = as_schedule(schedule_of(task))
+    try:
+        slot = schedule.slot_of(message.publish_time)
+    except ScheduleError as exc:  # no fire time within 50 years of publishTime
+        raise InvalidEvent(f"'task' {task!r}: {exc}") from None
     return TickEvent(
         task=task,
-        slot=floor_to_period(message.publish_time, period),
-        period_seconds=period,
+        slot=slot,
+        schedule=schedule,
         payload=data,
         message=message,
     )

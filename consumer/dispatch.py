@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
 
-from consumer import text
+from consumer import schedule, text
 from consumer.classify import classify
 from consumer.context import HandlerContext, LeaseLost
 from consumer.db.engine import is_unavailable, sqlstate
@@ -61,6 +61,8 @@ class Dispatcher:
     def handle(self, event: Event) -> Outcome:
         # Everything that reads before the claim may fail with nothing written; after the claim,
         # every path finishes the row, so no failure strands it in ``running``.
+        if early := self._future_reason(event):
+            return Outcome(Kind.SKIPPED, event.key, {"reason": early, "recorded": False})
         stale = self._stale_reason(event)
         lease = timedelta(seconds=self.settings.lease_seconds)
         claim = self.inbox.claim(event.key, event.route, event.message, self.clock(), lease)
@@ -158,18 +160,21 @@ class Dispatcher:
             return Outcome(Kind.IN_PROGRESS, key, {"status": row.status if row else "unknown"})
         return Outcome(Kind.DUPLICATE, key, {"status": row.status.value})
 
+    def _future_reason(self, event: Event) -> str:
+        """A tick whose slot has not begun is forged or skewed: acknowledged but not claimed, so
+        no row takes that slot's key (the genuine tick runs) and no completed slot advances."""
+        if not isinstance(event, TickEvent):
+            return ""
+        tolerance = self.settings.tick_future_tolerance_seconds
+        return schedule.future_reason(event.slot, self.clock(), tolerance)
+
     def _stale_reason(self, event: Event) -> str:
         """Ticks from a backlog are coalesced: only the current slots run."""
         if not isinstance(event, TickEvent):
             return ""
-        now, period = self.clock(), timedelta(seconds=event.period_seconds)
-        max_age = period * self.settings.tick_max_age_periods
-        if now - event.slot > max_age:
-            return f"tick slot {event.slot.isoformat()} is older than {max_age}"
-        if event.slot > now + period:
-            # Pub/Sub stamps publishTime itself; a slot ahead of our clock by more than a period
-            # is forged or badly skewed and must not advance the task's completed slot.
-            return f"tick slot {event.slot.isoformat()} is in the future"
+        max_age = self.settings.tick_max_age_periods
+        if old := schedule.stale_reason(event.schedule, event.slot, self.clock(), max_age):
+            return old
         last = self.inbox.last_slot(event.task)
         if last is not None and event.slot < last:
             return f"tick slot {event.slot.isoformat()} precedes completed slot {last.isoformat()}"

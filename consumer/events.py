@@ -2,6 +2,12 @@
 
 A key is derived from what the event *means*, not from its messageId, so that a duplicate with a
 fresh messageId (GCS does this) still collides in the inbox.
+
+Distinct events never share a key: every component that another follows is escaped
+(``escape``): ``%`` and the separator that ends it are percent-encoded, so the key splits back
+into its components. A final component cannot swallow a separator and is kept as is. Names
+without an escaped character keep exactly the keys they had before escaping existed, so rows in
+a deployed inbox go on deduplicating across the upgrade.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from enum import StrEnum
 from typing import Any
 
 from consumer.message import PushMessage
+from consumer.schedule import Schedule
 
 
 class Route(StrEnum):
@@ -37,14 +44,14 @@ class TickEvent:
 
     task: str
     slot: datetime
-    period_seconds: int
+    schedule: Schedule
     message: PushMessage
     payload: Mapping[str, Any] = field(default_factory=dict)
     route: Route = Route.TICK
 
     @property
     def key(self) -> str:
-        return f"tick:{self.task}:{self.slot.isoformat()}"
+        return f"tick:{escape(self.task, ':')}:{self.slot.isoformat()}"
 
     @property
     def name(self) -> str:
@@ -67,7 +74,8 @@ class StorageEvent:
 
     @property
     def key(self) -> str:
-        base = f"storage:{self.bucket}/{self.name}#{self.generation}:{self.event_type.value}"
+        bucket, name = escape(self.bucket, "/"), escape(self.name, "#")
+        base = f"storage:{bucket}/{name}#{escape(self.generation, ':')}:{self.event_type.value}"
         if self.event_type is StorageEventType.OBJECT_METADATA_UPDATE:
             # Without a JSON payload there is no metageneration: fall back to the delivery id,
             # so distinct updates never collide (a duplicate may then run twice; it is metadata).
@@ -100,7 +108,7 @@ class DeployEvent:
 
     @property
     def key(self) -> str:
-        return f"deploy:{self.service}:{self.release}"
+        return f"deploy:{escape(self.service, ':')}:{self.release}"
 
 
 @dataclass(frozen=True)
@@ -113,7 +121,16 @@ class OtherEvent:
     @property
     def key(self) -> str:
         where = self.message.subscription or "unknown-subscription"
-        return f"message:{where}:{self.message.message_id}"
+        return f"message:{escape(where, ':')}:{self.message.message_id}"
 
 
 Event = TickEvent | StorageEvent | DeployEvent | OtherEvent
+
+
+def escape(component: str, separator: str) -> str:
+    """``component`` with ``%`` and ``separator`` percent-encoded (``%25``, ``:`` as ``%3A``...),
+    so the separator that follows it in a key is the first unescaped one."""
+    if "%" not in component and separator not in component:
+        return component
+    escaped = component.replace("%", "%25")
+    return escaped.replace(separator, f"%{ord(separator):02X}")

@@ -26,6 +26,7 @@ from sqlalchemy import Connection, Engine, func, select, text
 from consumer.db.schema import inbox, tick_progress
 from consumer.jobs.schema import jobs
 from consumer.registry import Registry
+from consumer.schedule import interval_at
 from consumer.storage.schema import processed_files
 from consumer.timeutil import Clock, utcnow
 
@@ -132,7 +133,7 @@ class StateCollector(Collector):
     def __init__(
         self,
         engine: Engine,
-        periods: Callable[[], dict[str, int]],
+        periods: Callable[[], dict[str, float]],
         clock: Clock = utcnow,
         cache_seconds: float = CACHE_SECONDS,
     ) -> None:
@@ -189,7 +190,8 @@ class StateCollector(Collector):
 def collector_for(engine: Engine, registry: Registry, clock: Clock = utcnow) -> StateCollector:
     """The app's collector: tick periods as the registry resolves them (overrides included)."""
 
-    def periods() -> dict[str, int]:
-        return {task: registry.period_of(task) for task in registry.tasks}
+    def periods() -> dict[str, float]:
+        now = clock()
+        return {task: interval_at(registry.schedule_of(task), now) for task in registry.tasks}
 
     return StateCollector(engine, periods, clock)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from consumer.errors import SettingsError
+from consumer.schedule import Cron, Every, Schedule, parse_overrides
 
 PREFIX = "CONSUMER_"
 DEFAULT_DATABASE_URL = "sqlite:///consumer.db"
@@ -53,10 +54,14 @@ class Settings:
     """Deepest JSON nesting accepted in a push body."""
     inbox_retention_seconds: int = 7 * 24 * 3600
     """``cleanup`` purges finished inbox rows older than this (their keys can then recur)."""
-    tick_periods: Mapping[str, int] = field(default_factory=dict)
-    """Overrides of the registered tick periods, ``task=seconds``."""
+    tick_periods: Mapping[str, Schedule] = field(default_factory=dict)
+    """Overrides of the registered tick schedules, comma-separated: ``task=seconds`` or
+    ``task=cron:EXPRESSION[@TIME_ZONE]``, e.g. ``report=cron:0 9 * * 1-5@Europe/Madrid``."""
     tick_max_age_periods: int = 2
-    """A tick whose slot is older than this many periods is stale (a backlog is coalesced)."""
+    """A tick older than this many of its task's latest slots (periods or cron fire times) is
+    stale: recorded ``skipped``, so a backlog is coalesced."""
+    tick_future_tolerance_seconds: int = 5
+    """A tick whose slot begins more than this far after our clock is refused, nothing recorded."""
     plugins: tuple[str, ...] = ()
     """Modules with a ``register(registry)`` function that add user handlers."""
     bind: str = "127.0.0.1:8080"
@@ -199,8 +204,12 @@ class Settings:
             (self.workers >= 1, "CONSUMER_WORKERS must be at least 1"),
             (self.tick_max_age_periods >= 1, "CONSUMER_TICK_MAX_AGE_PERIODS must be at least 1"),
             (
-                all(period > 0 for period in self.tick_periods.values()),
-                "CONSUMER_TICK_PERIODS: every period must be positive",
+                all(isinstance(value, Every | Cron) for value in self.tick_periods.values()),
+                "CONSUMER_TICK_PERIODS: every value must be seconds or cron:EXPRESSION",
+            ),
+            (
+                0 <= self.tick_future_tolerance_seconds <= 60,
+                "CONSUMER_TICK_FUTURE_TOLERANCE_SECONDS must be 0..60",
             ),
             (
                 self.database_url.startswith(("sqlite", "postgresql")),
@@ -335,14 +344,8 @@ def _to_bool(raw: str) -> bool:
     raise ValueError(f"expected true or false, got {raw!r}")
 
 
-def _to_periods(raw: str) -> dict[str, int]:
-    periods: dict[str, int] = {}
-    for item in filter(None, (part.strip() for part in raw.split(","))):
-        task, sep, seconds = item.partition("=")
-        if not sep or not task.strip() or not seconds.strip().isdigit():
-            raise ValueError(f"expected task=seconds pairs, got {item!r}")
-        periods[task.strip()] = int(seconds)
-    return periods
+def _to_periods(raw: str) -> dict[str, Schedule]:
+    return parse_overrides(raw)  # its ScheduleError is a ValueError naming the task
 
 
 def _storage_rules(settings: Settings) -> list[tuple[bool, str]]:

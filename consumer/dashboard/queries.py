@@ -22,7 +22,6 @@ from consumer.jobs.schema import jobs
 from consumer.registry import Registry
 from consumer.storage.model import FileRow
 from consumer.storage.store import ProcessedFiles
-from consumer.timeutil import floor_to_period
 
 RECENT = 8
 """Recent file imports and warm runs shown on the overview."""
@@ -33,7 +32,8 @@ class TaskSchedule:
     """A tick task: its last completed slot and when its next slot is due."""
 
     name: str
-    period_seconds: int
+    period_seconds: float
+    """Between the latest two fire times (a cron task's period varies)."""
     last_slot: datetime | None
     next_due: datetime
     late: bool
@@ -128,12 +128,12 @@ def task_schedules(engine: Engine, registry: Registry, now: datetime) -> list[Ta
         slots = {task: slot for task, slot in rows}
     schedules = []
     for name in sorted(set(registry.tasks) | set(slots)):
-        period = registry.period_of(name)
-        current = floor_to_period(now, period)
+        schedule = registry.schedule_of(name)
+        current = schedule.slot_of(now)
         last = slots.get(name)
-        late = last is not None and last < current - timedelta(seconds=period)
-        next_due = current + timedelta(seconds=period)
-        schedules.append(TaskSchedule(name, period, last, next_due, late))
+        late = last is not None and last < schedule.previous(current)
+        period = (current - schedule.previous(current)).total_seconds()
+        schedules.append(TaskSchedule(name, period, last, schedule.following(current), late))
     return schedules
 
 

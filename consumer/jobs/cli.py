@@ -13,7 +13,7 @@ from sqlalchemy import Engine
 
 from consumer.jobs.model import EnqueueResult, InvalidJob, Job, Status
 from consumer.settings import Settings
-from consumer.timeutil import floor_to_period, parse_rfc3339, utcnow
+from consumer.timeutil import parse_rfc3339, utcnow
 
 
 def _settings() -> Settings:
@@ -173,11 +173,11 @@ def run_sweep_once(settings: Settings, budget: float | None = None) -> dict[str,
     from consumer.plugins import build_registry
 
     registry = build_registry(settings)
-    now, period = utcnow(), registry.period_of("sweep")
+    now, schedule = utcnow(), registry.schedule_of("sweep")
     message = PushMessage(
         f"cli-{uuid.uuid4().hex}", now, attributes={"task": "sweep"}, format=Format.CLI
     )
-    event = TickEvent("sweep", floor_to_period(now, period), period, message)
+    event = TickEvent("sweep", schedule.slot_of(now), schedule, message)
     seconds = settings.handler_budget_seconds if budget is None else budget
     engine = make_engine(settings.database_url)
     context = HandlerContext(settings, engine, event.key, 1, time.monotonic() + seconds)

@@ -173,8 +173,9 @@ def test_permanent_error_is_dead_with_the_full_message_and_replayable(
 def test_replay_of_an_unroutable_event_runs_once_a_handler_exists(
     engine: Engine, clock: Clock, settings: Settings
 ) -> None:
-    bare = create_app(settings, engine=engine, clock=clock).test_client()  # no "effect" task
-    # Replay runs on the real clock, so the tick is published "now" to stay current.
+    bare = create_app(settings, engine=engine).test_client()  # no "effect" task
+    # Replay runs on the real clock, so the app does too and the tick is published "now" (a
+    # tick ahead of the app's clock is refused before anything is recorded).
     status, answer = post(bare, tick_body("effect", publish_time=datetime.now(UTC)))
     assert (status, answer["outcome"]) == (200, "unroutable")
     key = answer["key"]
@@ -201,7 +202,8 @@ def test_duplicate_tick_in_the_same_slot_runs_once(
     first = post(client, tick_body("effect", publish_time=clock.now))[1]
     second = post(client, tick_body("effect", publish_time=clock.now + timedelta(seconds=30)))[1]
     assert (first["outcome"], second["outcome"]) == ("done", "duplicate")
-    later = post(client, tick_body("effect", publish_time=clock.now + timedelta(seconds=60)))[1]
+    clock.now += timedelta(seconds=60)  # the next slot has begun (a tick ahead of it is refused)
+    later = post(client, tick_body("effect", publish_time=clock.now))[1]
     assert later["outcome"] == "done"
     assert len(effect_rows(engine)) == 2
 
@@ -236,8 +238,9 @@ def test_tick_from_the_future_is_skipped_and_does_not_block_later_ticks(
     assert len(effect_rows(engine)) == 1
 
 
-def test_unknown_tick_task_is_unroutable(client: FlaskClient) -> None:
-    assert post(client, tick_body("no-such-task"))[1]["outcome"] == "unroutable"
+def test_unknown_tick_task_is_unroutable(client: FlaskClient, clock: Clock) -> None:
+    answer = post(client, tick_body("no-such-task", publish_time=clock.now))[1]
+    assert answer["outcome"] == "unroutable"
 
 
 def test_cleanup_purges_finished_rows_past_retention(

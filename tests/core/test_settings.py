@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from consumer.errors import SettingsError
+from consumer.schedule import Every
 from consumer.settings import Settings
 
 
@@ -26,7 +27,7 @@ def test_values_are_converted() -> None:
     )
     assert settings.ack_deadline_seconds == 120
     assert settings.plugins == ("a.b", "c.d")
-    assert settings.tick_periods == {"sweep": 60, "cleanup": 3600}
+    assert settings.tick_periods == {"sweep": Every(60), "cleanup": Every(3600)}
     assert settings.handler_budget_seconds == 110
     assert settings.lease_seconds > settings.gunicorn_timeout_seconds
 

@@ -1,5 +1,6 @@
 """The Terraform triggers as data (python-hcl2), with just enough evaluation for the consistency
-checks: ``${var.x}``, ``${each.key}`` and ``${each.value}`` inside strings. The google provider
+checks: ``${var.x}``, ``${each.key}``, ``${each.value}`` and ``${each.value.field}`` inside
+strings. The google provider
 cannot be downloaded here, so ``terraform validate``/``plan`` cannot do this for us."""
 
 from __future__ import annotations
@@ -84,4 +85,6 @@ def _reference(name: str, values: dict[str, Any], each: tuple[str, Any]) -> Any:
         return each[0]
     if name == "each.value":
         return each[1]
+    if name.startswith("each.value.") and isinstance(each[1], dict):
+        return each[1][name[len("each.value.") :]]
     raise ValueError(f"cannot evaluate ${{{name}}}")

@@ -5,17 +5,22 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from itertools import product, takewhile
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
+from zoneinfo import ZoneInfo
 
 import pytest
+from cronsim import CronSim
 
 from consumer.classify import classify
 from consumer.envelope import parse_push
 from consumer.envelopes_out import wrapped_body
 from consumer.events import TickEvent
 from consumer.plugins import build_registry
+from consumer.schedule import Cron, Every, Schedule
 from consumer.settings import Settings
 from tests.deploy_artifacts.artifacts import TERRAFORM, Doc, config_env, one, pod_spec
 from tests.deploy_artifacts.terraform import Module, evaluate
@@ -125,46 +130,105 @@ def test_load_balancer_health_check_is_the_readiness_endpoint(docs: list[Doc]) -
     assert annotation["default"] == one(docs, "BackendConfig")["metadata"]["name"]
 
 
-def cadence_seconds(cron: str) -> int:
-    """Seconds between runs for the two shapes we schedule: every N minutes, once a day."""
-    minute, hour, *rest = cron.split()
-    if rest == ["*", "*", "*"] and hour == "*" and minute.startswith("*/"):
-        return int(minute[2:]) * 60
-    if rest == ["*", "*", "*"] and minute.isdigit() and hour.isdigit():
-        return DAY
-    raise ValueError(f"no cadence rule for {cron!r}")
+PUBLISH_DELAYS = (timedelta(0), timedelta(seconds=3))
+"""Cloud Scheduler publishes at or a little after the fire time: publishTime decides the slot."""
+WINDOWS = tuple(
+    datetime(2027, month, day, tzinfo=UTC)
+    for month, day in ((1, 4), (3, 12), (3, 26), (10, 29), (11, 5))
+)  # an ordinary week, then the days around US and EU clock changes (spring and fall)
+WINDOW = timedelta(days=4)
 
 
-def scheduled_tick(module: Module, task: str) -> TickEvent:
+def scheduler_job(values: dict[str, Any], task: str) -> Cron:
+    """The Cloud Scheduler job Terraform creates for ``task``: its cron and time zone."""
+    job = values["tick_schedules"][task]
+    return Cron(job["schedule"], job.get("time_zone", "Etc/UTC"))
+
+
+def runs(job: Cron, start: datetime) -> list[datetime]:
+    """The job's fire times in ``[start, start + WINDOW)``, in UTC."""
+    fires = CronSim(job.expression, start.astimezone(ZoneInfo(job.timezone)))
+    return [fire.astimezone(UTC) for fire in takewhile(lambda f: f < start + WINDOW, fires)]
+
+
+def disagreement(job: Cron, registered: Schedule) -> str:
+    """Why the Scheduler job and the registered schedule disagree, or ``""``: each run must land
+    in its own slot (else a run is answered ``duplicate``) and the slot right after the previous
+    run's (else a slot is never ticked), whatever the publish delay and the clock changes; a cron
+    task's runs must be its fire times (the same schedule in the same zone)."""
+    for start, delay in product(WINDOWS, PUBLISH_DELAYS):
+        times = runs(job, start)
+        slots = [registered.slot_of(run + delay) for run in times]
+        for run, slot in zip(times, slots, strict=True):
+            if isinstance(registered, Cron) and slot != run:
+                return f"the run at {run.isoformat()} is not a fire time of {registered}"
+        for run, slot, earlier in zip(times[1:], slots[1:], slots, strict=False):
+            if slot == earlier:
+                return f"the run at {run.isoformat()} shares slot {slot.isoformat()}"
+            if registered.previous(slot) != earlier:
+                return f"a slot before the run at {run.isoformat()} gets no run"
+    return ""
+
+
+def scheduled_tick(module: Module, values: dict[str, Any], task: str) -> TickEvent:
     """The message the Cloud Scheduler job for ``task`` publishes, as the service classifies it."""
     target = module.resource("google_cloud_scheduler_job", "tick")["pubsub_target"][0]
     assert target["topic_name"] == '${google_pubsub_topic.events["ticks"].id}'
-    attributes = {k: evaluate(v, {}, (task, "")) for k, v in target["attributes"].items()}
+    job = values["tick_schedules"][task]
+    attributes = {k: evaluate(v, {}, (task, job)) for k, v in target["attributes"].items()}
     data = json.dumps({"task": task}).encode()  # base64encode(jsonencode({task = each.key}))
     assert target["data"] == "${base64encode(jsonencode({task = each.key}))}"
     body = json.dumps(wrapped_body(data, attributes)).encode()
     registry = build_registry(Settings(local_mode=True))
-    event = classify(parse_push({}, body), registry.period_of)
+    event = classify(parse_push({}, body), registry.schedule_of)
     assert isinstance(event, TickEvent)
     return event
 
 
+def test_every_built_in_tick_task_has_a_scheduler_job(module: Module) -> None:
+    registry = build_registry(Settings(local_mode=True))
+    assert set(registry.tasks) <= set(module.default("tick_schedules"))
+
+
+def test_scheduler_jobs_use_the_configured_schedule_and_zone(module: Module) -> None:
+    job = module.resource("google_cloud_scheduler_job", "tick")
+    spec = ("sweep", {"schedule": "0 9 * * 1-5", "time_zone": "Europe/Madrid"})
+    assert evaluate(job["schedule"], {}, spec) == "0 9 * * 1-5"
+    assert evaluate(job["time_zone"], {}, spec) == "Europe/Madrid"
+    assert 'optional(string, "Etc/UTC")' in module.variables["tick_schedules"]["type"]
+
+
 @pytest.mark.parametrize("task", ["sweep", "cleanup"])
-def test_scheduler_cadence_is_the_registered_tick_period(module: Module, task: str) -> None:
-    cron = module.default("tick_schedules")[task]
+def test_scheduler_runs_are_the_registered_slots(
+    module: Module, values: dict[str, Any], task: str
+) -> None:
     registry = build_registry(Settings(local_mode=True))
     if task not in registry.tasks:
         pytest.skip(f"tick task {task!r} is not registered in this build (its feature is absent)")
-    event = scheduled_tick(module, task)
-    assert event.task == task
-    assert event.period_seconds == registry.tasks[task].period_seconds == cadence_seconds(cron)
+    event = scheduled_tick(module, values, task)
+    assert event.task == task and event.schedule == registry.tasks[task].schedule
+    assert disagreement(scheduler_job(values, task), event.schedule) == ""
 
 
-def test_cadence_rule_reads_both_shapes() -> None:
-    assert cadence_seconds("*/5 * * * *") == 300
-    assert cadence_seconds("17 3 * * *") == DAY
-    with pytest.raises(ValueError):
-        cadence_seconds("0 */6 * * 1")
+@pytest.mark.parametrize(
+    ("job", "registered", "reported"),
+    [
+        (Cron("0 9 * * 1-5", "Europe/Madrid"), Cron("0 9 * * 1-5", "Europe/Madrid"), ""),
+        (Cron("17 0 * * *", "Europe/Madrid"), Every(DAY), ""),
+        (Cron("*/5 * * * *", "Etc/UTC"), Every(300), ""),
+        (Cron("0 9 * * 1-5", "Etc/UTC"), Cron("0 9 * * 1-5", "Europe/Madrid"), "not a fire"),
+        (Cron("0 8 * * 1-5", "Etc/UTC"), Cron("0 9 * * 1-5", "Europe/Madrid"), "not a fire"),
+        (Cron("0 9 * * 1-5", "Europe/Madrid"), Every(DAY), "gets no run"),
+        (Cron("*/1 * * * *", "Etc/UTC"), Every(300), "shares slot"),
+        (Cron("*/10 * * * *", "Etc/UTC"), Every(300), "gets no run"),
+        (Cron("30 2 * * *", "Europe/Madrid"), Cron("30 * * * *", "Europe/Madrid"), "no run"),
+    ],
+)
+def test_disagreement_finds_shared_and_missed_slots(
+    job: Cron, registered: Schedule, reported: str
+) -> None:
+    found = disagreement(job, registered)
+    assert (reported in found) if reported else found == ""
 
 
 def test_storage_notification_matches_what_the_service_parses(module: Module) -> None:

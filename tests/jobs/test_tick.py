@@ -19,6 +19,7 @@ from consumer.jobs.schema import jobs
 from consumer.message import PushMessage
 from consumer.outcomes import Kind
 from consumer.plugins import build_registry
+from consumer.schedule import Every
 from consumer.settings import Settings
 from consumer.timeutil import utcnow
 
@@ -32,7 +33,7 @@ def test_the_sweep_tick_runs_built_in_email_jobs_once(
 ) -> None:
     settings = replace(settings, maildir_path=str(tmp_path / "md"))
     registry = build_registry(settings)
-    assert registry.period_of("sweep") == 300 and "email" in registry.job_kinds
+    assert registry.schedule_of("sweep") == Every(300) and "email" in registry.job_kinds
     enqueue(engine, "email", {"to": "a@example.com", "text": "hi"})
     dispatcher = Dispatcher(settings, engine, registry)
     first = dispatcher.dispatch(tick("sweep"))
@@ -84,7 +85,7 @@ def test_cleanup_purges_in_chunks_and_stops_when_the_budget_is_low(
 ) -> None:
     monkeypatch.setattr(cleanup_task, "CHUNK_ROWS", 500)
     finished_jobs(engine, 3200)
-    event = TickEvent("cleanup", utcnow(), 86400, tick("cleanup"))
+    event = TickEvent("cleanup", utcnow(), Every(86400), tick("cleanup"))
     spent = cleanup_task.cleanup(cleanup_context(settings, engine, 0.0), event)
     assert (spent["jobs_purged"], spent["more"]) == (500, True)  # one chunk, then it stopped
     rest = cleanup_task.cleanup(cleanup_context(settings, engine, 60.0), event)

@@ -4,6 +4,9 @@ the job is configured with, and no scheduled-time field: ``publishTime`` is the 
 
     python -m triggers.local.scheduler --pubsub-host 127.0.0.1:8085 --task sweep --every 60
 
+Rounds fall on multiples of ``--every`` seconds since the epoch, as a ``*/N`` cron job's runs
+fall on the minute: with the tasks' period set to the same number of seconds
+(``CONSUMER_TICK_PERIODS``, which ``triggers/local/up`` exports), each round is its own slot.
 Stops on SIGTERM or SIGINT, or after ``--count`` rounds.
 """
 
@@ -11,8 +14,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import signal
 import threading
+import time
 from collections.abc import Sequence
 
 from triggers.local.stack import DEFAULT_PROJECT, TICK_TOPIC, publisher
@@ -29,6 +34,11 @@ def publish_ticks(pubsub_host: str, topic: str, tasks: Sequence[str]) -> list[st
     return [future.result(timeout=PUBLISH_TIMEOUT_SECONDS) for future in futures]
 
 
+def next_round(now: float, every: float) -> float:
+    """The first multiple of ``every`` seconds since the epoch after ``now``."""
+    return (math.floor(now / every) + 1) * every
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="triggers.local.scheduler", description=__doc__)
     parser.add_argument("--pubsub-host", required=True)
@@ -38,19 +48,22 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--task", action="append", required=True, help="repeatable")
     parser.add_argument("--count", type=int, default=0, help="rounds to publish (0: until stopped)")
     args = parser.parse_args(argv)
+    if args.every <= 0:
+        parser.error("--every must be positive")
     stopping = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stopping.set())
     topic = f"projects/{args.project}/topics/{args.topic}"
     rounds = 0
-    while not stopping.is_set() and (args.count == 0 or rounds < args.count):
+    while (args.count == 0 or rounds < args.count) and not stopping.wait(
+        max(0.0, next_round(time.time(), args.every) - time.time())
+    ):
         try:
             ids = publish_ticks(args.pubsub_host, topic, args.task)
             print(f"published ticks {dict(zip(args.task, ids, strict=True))}", flush=True)
         except Exception as exc:  # the emulator restarting: a missed round, like Scheduler's
             print(f"publishing failed: {type(exc).__name__}: {exc}", flush=True)
         rounds += 1
-        stopping.wait(args.every)
 
 
 if __name__ == "__main__":

@@ -59,7 +59,7 @@ def up(args: argparse.Namespace) -> None:
     pubsub_host = f"127.0.0.1:{args.pubsub_port}"
     gcs_url = f"http://127.0.0.1:{args.gcs_port}"
     started = _start_all(state, pubsub_host, gcs_url, args)
-    _record(state, started, pubsub_host, gcs_url)
+    _record(state, started, stack_env(pubsub_host, gcs_url, args.tick_seconds, args.task))
     print((state / "env").read_text() + f"# stack up; logs and PIDs in {state}")
 
 
@@ -104,15 +104,24 @@ def _start_scheduler(state: Path, pubsub_host: str, args: argparse.Namespace) ->
     return spawn("scheduler", command, state / "scheduler.log", env)
 
 
-def _record(state: Path, started: list[Service], pubsub_host: str, gcs_url: str) -> None:
+def stack_env(pubsub_host: str, gcs_url: str, tick_seconds: int, tasks: Sequence[str]) -> str:
+    """What the service needs to use the stack: the emulators' addresses, and the scheduler's
+    cadence as the ticked tasks' period, so that every tick is its own slot (with the registered
+    five-minute ``sweep``, four of five ticks would be duplicates and mail would wait)."""
+    periods = ",".join(f"{task}={tick_seconds}" for task in tasks)
+    return (
+        f"export PUBSUB_EMULATOR_HOST={pubsub_host}\nexport STORAGE_EMULATOR_HOST={gcs_url}\n"
+        f"export CONSUMER_TICK_PERIODS={periods}\n"
+    )
+
+
+def _record(state: Path, started: list[Service], env: str) -> None:
     pids = {
         service.name: {"pid": service.pid, "cmdline": _started_cmdline(service)}
         for service in started
     }
     (state / "pids.json").write_text(json.dumps(pids, indent=2))
-    (state / "env").write_text(
-        f"export PUBSUB_EMULATOR_HOST={pubsub_host}\nexport STORAGE_EMULATOR_HOST={gcs_url}\n"
-    )
+    (state / "env").write_text(env)
 
 
 def _cmdline(pid: int) -> str:
@@ -163,6 +172,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--tick-seconds", type=int, default=60)
     parser.add_argument("--task", action="append", default=None, help="tick task (repeatable)")
     args = parser.parse_args(argv)
+    if args.tick_seconds < 1:
+        parser.error("--tick-seconds must be at least 1")
     args.task = args.task or ["sweep", "cleanup"]
     (up if args.command == "up" else down)(args)
 

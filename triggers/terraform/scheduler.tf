@@ -1,13 +1,14 @@
 # Cloud Scheduler publishes one tick per schedule to the ticks topic, attribute task=NAME (the
-# service keys a tick by task and schedule slot, so a duplicated run collapses into one).
+# service keys a tick by task and schedule slot, so a duplicated run collapses into one). A cron
+# task registered with registry.tick(name, cron=..., timezone=...) gets the same schedule and zone.
 
 resource "google_cloud_scheduler_job" "tick" {
   for_each    = var.tick_schedules
   name        = "${var.name}-${each.key}"
   description = "Tick for the ${each.key} task of ${var.name}"
   region      = var.region
-  schedule    = each.value
-  time_zone   = "Etc/UTC"
+  schedule    = each.value.schedule
+  time_zone   = each.value.time_zone
 
   retry_config {
     retry_count = 3

@@ -77,11 +77,14 @@ variable "message_retention_duration" {
 }
 
 variable "tick_schedules" {
-  description = "Cloud Scheduler jobs, task name => cron (UTC). Each publishes to the ticks topic with attribute task=NAME. A task's cadence must equal its registered tick period."
-  type        = map(string)
+  description = "Cloud Scheduler jobs, task name => unix-cron schedule and its IANA time zone. Each publishes to the ticks topic with attribute task=NAME. Every run must land in its own slot of the task's registered schedule, and no slot may be left without a run (tests/deploy_artifacts/test_consistency.py checks both)."
+  type = map(object({
+    schedule  = string
+    time_zone = optional(string, "Etc/UTC")
+  }))
   default = {
-    sweep   = "*/5 * * * *"
-    cleanup = "17 3 * * *"
+    sweep   = { schedule = "*/5 * * * *", time_zone = "Etc/UTC" }
+    cleanup = { schedule = "17 3 * * *", time_zone = "Etc/UTC" }
   }
 }
 
