@@ -22,6 +22,27 @@ class SettingsError(ConsumerError):
     """The configuration is invalid."""
 
 
+class AlreadyRegistered(SettingsError):
+    """A plugin registered a name that is already taken; pass ``replace=True`` to mean it."""
+
+
+class DatabaseFault(ConsumerError):
+    """The database cannot be used as configured (missing, unreachable, wrong driver, or not
+    migrated). Raised by the command line, where the fix is up to the person typing."""
+
+
+class NotMigrated(DatabaseFault):
+    """The database schema is not at the head revision: run `consumer db upgrade`."""
+
+
+class NotReplayable(ConsumerError):
+    """The inbox row does not exist or is not dead, unroutable or failed."""
+
+
+class Skip(Exception):
+    """Raised by a handler to record the event as ``skipped`` (acknowledged, not an error)."""
+
+
 # --- Input the client sent: the request is refused, nothing is stored. ---------------------------
 
 
@@ -72,6 +93,10 @@ class Incomplete(Retryable):
     """Progress was committed but the work is not finished (the time budget ran out): redeliver
     to continue. Unlike other retryable failures it spends no attempt, so a long job that keeps
     advancing is never recorded dead for being long."""
+
+
+class LeaseLost(Retryable):
+    """Another delivery took this event over; stop before doing more work."""
 
 
 class Permanent(HandlerError):
