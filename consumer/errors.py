@@ -26,15 +26,6 @@ class AlreadyRegistered(SettingsError):
     """A plugin registered a name that is already taken; pass ``replace=True`` to mean it."""
 
 
-class DatabaseFault(ConsumerError):
-    """The database cannot be used as configured (missing, unreachable, wrong driver, or not
-    migrated). Raised by the command line, where the fix is up to the person typing."""
-
-
-class NotMigrated(DatabaseFault):
-    """The database schema is not at the head revision: run `consumer db upgrade`."""
-
-
 class NotReplayable(ConsumerError):
     """The inbox row does not exist or is not dead, unroutable or failed."""
 
@@ -107,3 +98,12 @@ class Unavailable(ConsumerError):
     """A dependency (the database) is unreachable; Pub/Sub should retry later."""
 
     status = 503
+
+
+class DatabaseFault(ConsumerError):
+    """The database cannot be used as configured (missing, unreachable, wrong driver, or not
+    migrated). Raised by the command line, where the fix is up to the person typing."""
+
+
+class NotMigrated(DatabaseFault, Unavailable):
+    """The database schema is not at the head revision: run `consumer db upgrade`."""
