@@ -15,7 +15,15 @@ import click
 import requests
 
 from consumer import __version__, envelopes_out
-from consumer.cli_context import CliContext, as_env, load_settings, open_engine, pass_cli
+from consumer.cli_context import (
+    CliContext,
+    as_env,
+    current_cli,
+    load_settings,
+    local_url,
+    open_engine,
+    pass_cli,
+)
 from consumer.cli_errors import ConsumerGroup
 from consumer.deploy import cli as deploy_cli
 from consumer.inbox import Status
@@ -138,9 +146,7 @@ def send() -> None:
 
 def push_url(url: str | None) -> str:
     """``--to``, else CONSUMER_SEND_TO, else /push on this host at the server's bind port."""
-    from consumer.cli_context import local_url
-
-    return url or local_url(load_settings(), "/push", configured="send_to")
+    return url or local_url(current_cli().settings, "/push", configured="send_to")
 
 
 def _post(url: str, body: dict[str, Any], token: str | None) -> None:

@@ -92,6 +92,11 @@ pass_cli = click.make_pass_decorator(CliContext, ensure=True)
 """Decorator: the command receives the ``CliContext`` as its first argument."""
 
 
+def current_cli() -> CliContext:
+    """The running command's ``CliContext``, for helpers that are not commands themselves."""
+    return click.get_current_context().ensure_object(CliContext)
+
+
 def open_engine(url: str, *, create: bool = False) -> Engine:
     """An engine for ``url``, refusing (with the fix) a driver that is not installed and, unless
     ``create``, a SQLite file that does not exist: connecting would create an empty one."""

@@ -44,11 +44,13 @@ def _database_fault(exc: DBAPIError, cli: CliContext | None) -> str:
     url = cli.database_url if cli is not None else None
     where = safe_url(url) if url else "the database"
     code = str(getattr(exc.orig, "sqlstate", "") or "")
-    if "no such table" in cause or code in UNDEFINED_OBJECT_SQLSTATES or _behind(cli):
+    if "no such table" in cause or code in UNDEFINED_OBJECT_SQLSTATES:
         return f"the database {where} is not migrated ({cause}): {UPGRADE}"
     if exc.connection_invalidated or _is_connect_failure(exc):
         hint = f": create it, then {UPGRADE}" if "does not exist" in cause else ""
         return f"cannot use the database {where}: {cause}{hint}"
+    if _behind(cli):
+        return f"the database {where} is not migrated ({cause}): {UPGRADE}"
     kind = type(exc.orig).__name__ + (f", SQLSTATE {code}" if code else "")
     return f"database error ({kind}): {cause}"
 

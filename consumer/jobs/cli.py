@@ -11,24 +11,19 @@ from typing import Any
 import click
 from sqlalchemy import Engine
 
-from consumer.cli_context import CliContext
+from consumer.cli_context import current_cli
 from consumer.jobs.model import EnqueueResult, InvalidJob, Job, Status
 from consumer.settings import Settings
 from consumer.timeutil import floor_to_period, parse_rfc3339, utcnow
 
 
-def _cli() -> CliContext:
-    """The command's shared context (``ctx.obj``): one engine per command, disposed at its end."""
-    return click.get_current_context().ensure_object(CliContext)
-
-
 def _settings() -> Settings:
     """Push authentication is irrelevant to these commands, so it is not demanded."""
-    return _cli().settings
+    return current_cli().settings
 
 
 def _engine() -> Engine:
-    return _cli().engine
+    return current_cli().engine
 
 
 def _parse_json(_ctx: click.Context, _param: click.Parameter, value: str) -> Any:
@@ -164,7 +159,7 @@ def sweep_command(once: bool, budget: float | None) -> None:
     the job claims keep them apart."""
     if not once:
         raise click.UsageError("use --once; in a cluster, Cloud Scheduler ticks run the sweep")
-    _cli().require_database()  # run_sweep_once opens its own engine, which would create a file
+    current_cli().require_database()  # run_sweep_once's own engine would create a missing file
     click.echo(json.dumps(run_sweep_once(_settings(), budget)))
 
 

@@ -5,27 +5,19 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict
 
 import click
 
-from consumer.cli_context import CliContext
+from consumer.cli_context import current_cli
 from consumer.storage.model import FileStatus
 from consumer.storage.store import ProcessedFiles
 
 FILE_URL = re.compile(r"gs://(?P<bucket>[^/]+)/(?P<name>.+)#(?P<generation>\d+)")
 
 
-def _cli() -> CliContext:
-    """The command's shared context (``ctx.obj``): settings, engine and registry, built once."""
-    return click.get_current_context().ensure_object(CliContext)
-
-
-@contextmanager
-def _files() -> Iterator[ProcessedFiles]:
-    yield ProcessedFiles(_cli().engine)
+def _files() -> ProcessedFiles:
+    return ProcessedFiles(current_cli().engine)
 
 
 @click.group()
@@ -38,8 +30,7 @@ def files() -> None:
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
 def files_list(status: str | None, limit: int) -> None:
     """Most recently updated first."""
-    with _files() as processed:
-        rows = processed.list(FileStatus(status) if status else None, limit)
+    rows = _files().list(FileStatus(status) if status else None, limit)
     for row in rows:
         progress = row.progress
         click.echo(
@@ -56,8 +47,7 @@ def files_show(url: str) -> None:
     match = FILE_URL.fullmatch(url)
     if match is None:
         raise click.BadParameter("expected gs://BUCKET/NAME#GENERATION", param_hint="URL")
-    with _files() as processed:
-        row = processed.get(match["bucket"], match["name"], int(match["generation"]))
+    row = _files().get(match["bucket"], match["name"], int(match["generation"]))
     if row is None:
         raise click.ClickException(f"no processed file {url}")
     record = {**asdict(row), "progress": asdict(row.progress)}
@@ -70,7 +60,7 @@ def files_rules() -> None:
     non-zero when a rule names a processor that is not registered."""
     from consumer.storage.rules import load_rules
 
-    cli = _cli()
+    cli = current_cli()
     known = cli.registry.processors.names()
     missing = []
     for number, rule in enumerate(load_rules(cli.settings.storage_rules).rules, 1):
