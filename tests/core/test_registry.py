@@ -181,3 +181,21 @@ def test_a_broken_entry_point_plugin_is_named(
     monkeypatch.delitem(sys.modules, "tiny_plugin", raising=False)
     with pytest.raises(SettingsError, match=r"entry point 'tiny'.*'email' is already registered"):
         build_registry(Settings(local_mode=True))
+
+
+def test_the_documented_plugin_registers_every_kind_of_extension(
+    settings: Settings, engine: Engine
+) -> None:
+    """docs/plugins.md's example, executed as written."""
+    doc = (Path(__file__).parents[2] / "docs" / "plugins.md").read_text()
+    code = doc.split("```python\n", 1)[1].split("```", 1)[0]
+    namespace: dict[str, Any] = {}
+    exec(compile(code, "docs/plugins.md", "exec"), namespace)
+    registry = build_registry(settings)
+    namespace["register"](registry)
+    assert "nightly-report" in registry.tasks and "sms" in registry.job_kinds
+    assert "thumbnails" in registry.processors and "search" in registry.warmers
+    dispatcher = Dispatcher(settings, engine, registry)
+    assert dispatcher.dispatch(message(kind="other")).details["bytes"] == 18
+    invoice = dispatcher.dispatch(message("com.example.invoice.paid"))
+    assert invoice.kind == "done" and invoice.details == {"invoice": "", "attempt": 1}
