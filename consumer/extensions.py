@@ -88,21 +88,23 @@ class Warmers(Named[WarmerSpec]):
     def __init__(self) -> None:
         super().__init__("cache warmer")
 
-    def add_warmer(
+    def add(
         self,
         name: str,
-        warmer: Callable[..., Any],
+        item: WarmerSpec | Callable[..., Any],
         services: Collection[str] = (),
         *,
         replace: bool = False,
     ) -> None:
-        self.add(name, WarmerSpec(name, warmer, frozenset(services)), replace=replace)
+        """Add a warmer function (or a ready ``WarmerSpec``) for ``services`` (empty: all)."""
+        spec = item if isinstance(item, WarmerSpec) else WarmerSpec(name, item, frozenset(services))
+        super().add(name, spec, replace=replace)
 
     def warmer(
         self, name: str, services: Collection[str] = (), *, replace: bool = False
     ) -> Callable[[F], F]:
         def register(warmer: F) -> F:
-            self.add_warmer(name, warmer, services, replace=replace)
+            self.add(name, warmer, services, replace=replace)
             return warmer
 
         return register

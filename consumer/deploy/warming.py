@@ -105,7 +105,7 @@ def run_warmer(spec: WarmerSpec, context: HandlerContext, event: DeployEvent) ->
 def register(registry: Registry) -> None:
     """Install the cache-warming deploy handler with the built-in HTTP warmer. The handler reads
     the registry's warmer table, so warmers added later (by plugins) run too."""
-    registry.warmers.add_warmer("http", HttpWarmer())
+    registry.warmers.add("http", HttpWarmer())
     registry.deploy(CacheWarming(registry.warmers))
 
 
