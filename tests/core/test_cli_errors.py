@@ -192,3 +192,16 @@ def test_readiness_reports_a_database_behind_the_code(tmp_path: Path) -> None:
     client = create_app(Settings(database_url=url, local_mode=True), engine=engine).test_client()
     assert client.get("/readyz").status_code == 503
     engine.dispose()
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{"priority": 1 << 31}, {"priority": -(1 << 31) - 1}, {"max_attempts": 1 << 31}],
+)
+def test_new_job_range_checks_its_32_bit_columns(fields: dict[str, int]) -> None:
+    """The same check for every path in (the CLI, imports, code), on either database."""
+    from consumer.jobs.model import InvalidJob, NewJob
+
+    with pytest.raises(InvalidJob, match=r"must be .*2147483647"):
+        NewJob("email", {}, **fields)  # type: ignore[arg-type]
+    NewJob("email", {}, priority=(1 << 31) - 1, max_attempts=(1 << 31) - 1)
