@@ -7,12 +7,13 @@ import time
 from typing import Any
 
 from flask import Flask, Response, jsonify, request
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from consumer import logs, metrics, metrics_state, openapi
 from consumer.auth import Authenticator, authenticator_for
 from consumer.db.engine import make_engine, unavailable_on_db_fault
+from consumer.db.migrate import require_schema_at_head
 from consumer.deploy.hook import hook_view
 from consumer.dispatch import Dispatcher
 from consumer.envelope import Limits, parse_push
@@ -99,7 +100,7 @@ def _ready_view(engine: Engine) -> Any:
     def ready() -> Response:
         try:
             with unavailable_on_db_fault(), engine.connect() as connection:
-                connection.execute(text("SELECT 1"))
+                require_schema_at_head(engine, connection)
         except ConsumerError as error:
             return respond(from_error(error))
         return jsonify(status="ready")

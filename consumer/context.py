@@ -8,12 +8,10 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import Engine
 
-from consumer.errors import Retryable
+from consumer.errors import LeaseLost
 from consumer.settings import Settings
 
-
-class LeaseLost(Retryable):
-    """Another delivery took this event over; stop before doing more work."""
+__all__ = ["HandlerContext", "LeaseLost"]  # LeaseLost lives in consumer.errors
 
 
 @dataclass

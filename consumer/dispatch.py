@@ -18,7 +18,7 @@ from consumer import schedule, text
 from consumer.classify import classify
 from consumer.context import HandlerContext, LeaseLost
 from consumer.db.engine import is_unavailable, sqlstate
-from consumer.errors import Incomplete, Permanent, Unavailable
+from consumer.errors import Incomplete, Permanent, Skip, Unavailable
 from consumer.events import Event, TickEvent
 from consumer.inbox import Claim, Inbox, Status
 from consumer.message import PushMessage
@@ -36,10 +36,7 @@ STATUS_OF = {
     Kind.SKIPPED: Status.SKIPPED,
     Kind.UNROUTABLE: Status.UNROUTABLE,
 }
-
-
-class Skip(Exception):
-    """Raised by a handler to record the event as ``skipped`` (acknowledged, not an error)."""
+__all__ = ["Dispatcher", "Skip", "json_safe_result"]  # Skip lives in consumer.errors
 
 
 class Dispatcher:

@@ -22,6 +22,18 @@ class SettingsError(ConsumerError):
     """The configuration is invalid."""
 
 
+class AlreadyRegistered(SettingsError):
+    """A plugin registered a name that is already taken; pass ``replace=True`` to mean it."""
+
+
+class NotReplayable(ConsumerError):
+    """The inbox row does not exist or is not dead, unroutable or failed."""
+
+
+class Skip(Exception):
+    """Raised by a handler to record the event as ``skipped`` (acknowledged, not an error)."""
+
+
 # --- Input the client sent: the request is refused, nothing is stored. ---------------------------
 
 
@@ -74,6 +86,10 @@ class Incomplete(Retryable):
     advancing is never recorded dead for being long."""
 
 
+class LeaseLost(Retryable):
+    """Another delivery took this event over; stop before doing more work."""
+
+
 class Permanent(HandlerError):
     """A failure that a retry cannot fix: the event is recorded dead and acknowledged."""
 
@@ -82,3 +98,12 @@ class Unavailable(ConsumerError):
     """A dependency (the database) is unreachable; Pub/Sub should retry later."""
 
     status = 503
+
+
+class DatabaseFault(ConsumerError):
+    """The database cannot be used as configured (missing, unreachable, wrong driver, or not
+    migrated). Raised by the command line, where the fix is up to the person typing."""
+
+
+class NotMigrated(DatabaseFault, Unavailable):
+    """The database schema is not at the head revision: run `consumer db upgrade`."""

@@ -1,13 +1,25 @@
-"""Build the registry: the built-in handlers, then each plugin module's ``register(registry)``."""
+"""Build the registry: the built-in handlers, then every plugin.
+
+Plugins come from two places: modules named in ``CONSUMER_PLUGINS``, and the package entry point
+group ``consumer.plugins`` (an installed package declares
+``[project.entry-points."consumer.plugins"] name = "module"`` or ``"module:register"``).
+Each plugin is a ``register(registry)`` function; a broken plugin is a ``SettingsError`` that
+names it, raised before anything serves.
+"""
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from importlib.metadata import EntryPoint, entry_points
+from types import ModuleType
+from typing import Any
 
-from consumer.errors import SettingsError
+from consumer.errors import ConsumerError, SettingsError
 from consumer.registry import Registry
 from consumer.settings import Settings
+
+ENTRY_POINT_GROUP = "consumer.plugins"
 
 
 def build_registry(settings: Settings, extra_plugins: Iterable[str] = ()) -> Registry:
@@ -16,6 +28,8 @@ def build_registry(settings: Settings, extra_plugins: Iterable[str] = ()) -> Reg
 
     registry = Registry()
     register_builtins(registry)
+    for entry_point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: ep.name):
+        load_entry_point(registry, entry_point)
     for module_name in (*settings.plugins, *extra_plugins):
         load_plugin(registry, module_name)
     registry.period_overrides = dict(settings.tick_periods)
@@ -23,11 +37,40 @@ def build_registry(settings: Settings, extra_plugins: Iterable[str] = ()) -> Reg
 
 
 def load_plugin(registry: Registry, module_name: str) -> None:
+    """Import ``module_name`` and call its ``register(registry)``."""
+    where = f"CONSUMER_PLUGINS: {module_name!r}"
     try:
         module = importlib.import_module(module_name)
-    except ImportError as exc:
+    except Exception as exc:  # a plugin's own import error is the plugin's fault, not ours
         raise SettingsError(f"CONSUMER_PLUGINS: cannot import {module_name!r}: {exc}") from exc
+    _register(registry, _register_function(module, where), where)
+
+
+def load_entry_point(registry: Registry, entry_point: EntryPoint) -> None:
+    """Load one ``consumer.plugins`` entry point: a module or a ``register`` function."""
+    where = f"entry point {entry_point.name!r} ({entry_point.value})"
+    try:
+        target = entry_point.load()
+    except Exception as exc:
+        raise SettingsError(f"plugin {where}: cannot load: {exc}") from exc
+    register = _register_function(target, where) if isinstance(target, ModuleType) else target
+    if not callable(register):
+        raise SettingsError(f"plugin {where} is not a register(registry) function")
+    _register(registry, register, where)
+
+
+def _register_function(module: ModuleType, where: str) -> Callable[[Registry], Any]:
     register = getattr(module, "register", None)
     if not callable(register):
-        raise SettingsError(f"CONSUMER_PLUGINS: {module_name!r} has no register(registry)")
-    register(registry)
+        raise SettingsError(f"{where} has no register(registry)")
+    return register
+
+
+def _register(registry: Registry, register: Callable[[Registry], Any], where: str) -> None:
+    """Run a plugin's ``register``; what it raises is reported with its name."""
+    try:
+        register(registry)
+    except ConsumerError as exc:
+        raise SettingsError(f"{where}: {exc}") from exc
+    except Exception as exc:
+        raise SettingsError(f"{where}: register() failed: {type(exc).__name__}: {exc}") from exc

@@ -1,26 +1,40 @@
-"""The handler registry: users add tick tasks, a storage handler and a deploy handler here,
-without editing the package (see ``consumer.plugins``)."""
+"""The handler registry: the one place plugins extend the service (see ``consumer.plugins``).
+
+A plugin's ``register(registry)`` may add tick tasks, job kinds, file processors, cache warmers,
+and handlers for routes: the storage and deploy handlers, Pub/Sub messages that are none of
+ours (``route("message", ...)``) and CloudEvents by type (``cloudevent("com.example.x", ...)``).
+The built-in handlers are given the tables they read when they are built, so a plugin that
+replaces the storage or deploy handler does not cut the others off from their processors or
+warmers.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from consumer.context import HandlerContext
-from consumer.errors import SettingsError
-from consumer.events import DeployEvent, Event, StorageEvent, TickEvent
-from consumer.jobs.kinds import JobKinds
+from consumer.errors import AlreadyRegistered, SettingsError
+from consumer.events import DeployEvent, Event, OtherEvent, Route, StorageEvent, TickEvent
+from consumer.extensions import Functions, Named, Warmers
 from consumer.schedule import Cron, Every, Schedule, ScheduleError, as_schedule
 
 DEFAULT_TICK_PERIOD_SECONDS = 60
 DEFAULT_SCHEDULE = Every(DEFAULT_TICK_PERIOD_SECONDS)
 
 HandlerResult = Mapping[str, Any] | None
+Handler = Callable[[HandlerContext, Any], HandlerResult]
 TickHandler = Callable[[HandlerContext, TickEvent], HandlerResult]
 StorageHandler = Callable[[HandlerContext, StorageEvent], HandlerResult]
 DeployHandler = Callable[[HandlerContext, DeployEvent], HandlerResult]
-H = TypeVar("H", bound=Callable[..., HandlerResult])
+MessageHandler = Callable[[HandlerContext, OtherEvent], HandlerResult]
+H = TypeVar("H", bound=Callable[..., Any])
+
+ROUTES = ("storage", "deploy", "message")
+"""Routes a handler may be registered for; CloudEvent types have their own table."""
+MessageEvent = OtherEvent
+"""What a ``message`` or CloudEvent handler receives: the raw ``PushMessage`` as ``.message``."""
 
 
 @dataclass(frozen=True)
@@ -31,16 +45,20 @@ class TickTask:
 
 
 class Registry:
-    """Routes: tick tasks by name, one storage handler, one deploy handler."""
+    """Every extension point, each a table by name."""
 
     def __init__(self) -> None:
         self.tasks: dict[str, TickTask] = {}
-        self.storage_handler: StorageHandler | None = None
-        self.deploy_handler: DeployHandler | None = None
         self.period_overrides: Mapping[str, Schedule | int] = {}
         """Schedules from the settings (``CONSUMER_TICK_PERIODS``); an int is seconds."""
-        self.job_kinds = JobKinds()
-        """Job kinds the sweep runs: ``@registry.job_kinds.kind("name")``."""
+        self.routes: Named[Handler] = Named("handler for route")
+        self.cloudevents: Named[Handler] = Named("handler for CloudEvent type")
+        self.job_kinds = Functions("job kind")
+        """Job kinds the sweep runs: ``@registry.job_kind("name")``."""
+        self.processors = Functions("file processor")
+        """File processors a storage rule may name: ``@registry.processor("name")``."""
+        self.warmers = Warmers()
+        """Cache warmers run for each deploy: ``@registry.warmer("name", services=...)``."""
 
     def tick(
         self,
@@ -49,10 +67,15 @@ class Registry:
         *,
         cron: str | None = None,
         timezone: str = "UTC",
+        replace: bool = False,
     ) -> Callable[[H], H]:
         """Register a tick task on a fixed period or a cron schedule (``cron="0 9 * * 1-5"``,
         ``timezone="Europe/Madrid"``): its slots key its ticks, and so decide its duplicates."""
         schedule = _schedule(name, period_seconds, cron, timezone)
+        if name in self.tasks and not replace:
+            raise AlreadyRegistered(
+                f"tick task {name!r} is already registered (pass replace=True to replace it)"
+            )
 
         def register(handler: H) -> H:
             self.tasks[name] = TickTask(name, schedule, handler)
@@ -60,13 +83,42 @@ class Registry:
 
         return register
 
-    def storage(self, handler: H) -> H:
-        self.storage_handler = handler
+    def job_kind(self, name: str, *, replace: bool = False) -> Callable[[H], H]:
+        return self.job_kinds.kind(name, replace=replace)
+
+    def processor(self, name: str, *, replace: bool = False) -> Callable[[H], H]:
+        return self.processors.kind(name, replace=replace)
+
+    def warmer(
+        self, name: str, services: Collection[str] = (), *, replace: bool = False
+    ) -> Callable[[H], H]:
+        return self.warmers.warmer(name, services, replace=replace)
+
+    def route(self, route: str, handler: H, *, replace: bool = False) -> H:
+        """The handler of ``route``: ``storage``, ``deploy`` or ``message`` (anything else)."""
+        if route not in ROUTES:
+            raise ValueError(f"unknown route {route!r} (known: {', '.join(ROUTES)})")
+        self.routes.add(route, handler, replace=replace)
         return handler
 
-    def deploy(self, handler: H) -> H:
-        self.deploy_handler = handler
+    def storage(self, handler: H, *, replace: bool = False) -> H:
+        return self.route("storage", handler, replace=replace)
+
+    def deploy(self, handler: H, *, replace: bool = False) -> H:
+        return self.route("deploy", handler, replace=replace)
+
+    def cloudevent(self, event_type: str, handler: H, *, replace: bool = False) -> H:
+        """The handler of CloudEvents of ``event_type`` that are not storage notifications."""
+        self.cloudevents.add(event_type, handler, replace=replace)
         return handler
+
+    @property
+    def storage_handler(self) -> Handler | None:
+        return self.routes.get("storage")
+
+    @property
+    def deploy_handler(self) -> Handler | None:
+        return self.routes.get("deploy")
 
     def schedule_of(self, task: str) -> Schedule:
         """Configured override, else the registered schedule, else every minute."""
@@ -77,16 +129,29 @@ class Registry:
 
     period_of = schedule_of  # the older name
 
-    def resolve(self, event: Event) -> Callable[[HandlerContext, Any], HandlerResult] | None:
+    def resolve(self, event: Event) -> Handler | None:
         """The handler for ``event``, or ``None`` when it is unroutable."""
-        if isinstance(event, TickEvent):
-            task = self.tasks.get(event.task)
-            return task.handler if task else None
-        if isinstance(event, StorageEvent):
-            return self.storage_handler
-        if isinstance(event, DeployEvent):
-            return self.deploy_handler
-        return None
+        return _RESOLVERS[event.route](self, event)
+
+
+def _tick(registry: Registry, event: Any) -> Handler | None:
+    task = registry.tasks.get(event.task)
+    return task.handler if task else None
+
+
+def _other(registry: Registry, event: Any) -> Handler | None:
+    """A CloudEvent's type picks its handler first; any other message goes to ``message``."""
+    cloudevent = event.message.cloudevent
+    by_type = registry.cloudevents.get(cloudevent.type) if cloudevent is not None else None
+    return by_type or registry.routes.get("message")
+
+
+_RESOLVERS: dict[Route, Callable[[Registry, Any], Handler | None]] = {
+    Route.TICK: _tick,
+    Route.STORAGE: lambda registry, _event: registry.routes.get("storage"),
+    Route.DEPLOY: lambda registry, _event: registry.routes.get("deploy"),
+    Route.OTHER: _other,
+}
 
 
 def _schedule(name: str, period_seconds: int | None, cron: str | None, timezone: str) -> Schedule:

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 from consumer.db.engine import make_engine
 from consumer.dispatch import Dispatcher
-from consumer.errors import ConsumerError
+from consumer.errors import NotReplayable
 from consumer.message import PushMessage
 from consumer.outcomes import Outcome
 from consumer.plugins import build_registry
 from consumer.settings import Settings
 from consumer.timeutil import utcnow
 
-
-class NotReplayable(ConsumerError):
-    """The inbox row does not exist or is not dead, unroutable or failed."""
+__all__ = ["NotReplayable", "replay"]  # NotReplayable lives in consumer.errors
 
 
 def replay(settings: Settings, key: str) -> Outcome:

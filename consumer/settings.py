@@ -70,6 +70,8 @@ class Settings:
     """gunicorn worker processes (sync workers: one request at a time each)."""
     local_tick_seconds: int = 0
     """In local mode, publish a ``sweep`` and ``cleanup`` tick this often (0: never)."""
+    send_to: str = ""
+    """URL ``consumer send`` posts to; empty: ``/push`` at ``bind`` on this host."""
     log_level: str = "INFO"
     """Level of the log lines on stderr."""
     log_format: str = "auto"

@@ -11,6 +11,7 @@ import time
 import click
 import requests
 
+from consumer.cli_context import CliContext, local_url, pass_cli
 from consumer.deploy.signature import signed_headers
 
 TIMEOUT_SECONDS = 120
@@ -23,14 +24,13 @@ def deploy() -> None:
 
 @deploy.command("runs")
 @click.option("--key", default=None, help="Only this deploy, e.g. deploy:web:v1.4.2.")
-@click.option("--limit", default=20, show_default=True)
-def runs(key: str | None, limit: int) -> None:
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
+@pass_cli
+def runs(cli: CliContext, key: str | None, limit: int) -> None:
     """Recorded warm runs, newest first (or one deploy's, in order)."""
-    from consumer.cli import load_settings
-    from consumer.db.engine import make_engine
     from consumer.deploy.runs import WarmRuns
 
-    store = WarmRuns(make_engine(load_settings().database_url))
+    store = WarmRuns(cli.engine)
     for run in store.for_key(key) if key else store.recent(limit):
         p50 = "-" if run.p50_ms is None else f"{run.p50_ms:.0f}"
         p95 = "-" if run.p95_ms is None else f"{run.p95_ms:.0f}"
@@ -46,12 +46,23 @@ def runs(key: str | None, limit: int) -> None:
 @click.argument("release")
 @click.option("--environment", default="")
 @click.option("--commit", default="")
-@click.option("--to", "url", default="http://127.0.0.1:8080/hooks/deploy", show_default=True)
-def hook(service: str, release: str, environment: str, commit: str, url: str) -> None:
-    """POST a signed deploy hook; the secret is read from DEPLOY_HOOK_SECRET."""
-    secret = os.environ.get("DEPLOY_HOOK_SECRET", "")
+@click.option(
+    "--to",
+    "url",
+    default=None,
+    help="Hook URL (default: /hooks/deploy at CONSUMER_BIND on this host).",
+)
+@pass_cli
+def hook(
+    cli: CliContext, service: str, release: str, environment: str, commit: str, url: str | None
+) -> None:
+    """POST a signed deploy hook. The secret is the first of CONSUMER_DEPLOY_HOOK_SECRETS (the
+    server's own setting: the newest during a rotation), else DEPLOY_HOOK_SECRET."""
+    secrets = cli.settings.deploy_hook_secrets
+    secret = secrets[0] if secrets else os.environ.get("DEPLOY_HOOK_SECRET", "")
     if not secret:
-        raise click.UsageError("DEPLOY_HOOK_SECRET is not set")
+        raise click.UsageError("set CONSUMER_DEPLOY_HOOK_SECRETS (or DEPLOY_HOOK_SECRET)")
+    url = url or local_url(cli.settings, "/hooks/deploy")
     fields = {"service": service, "release": release, "environment": environment, "commit": commit}
     body = json.dumps({k: v for k, v in fields.items() if v}).encode()
     headers = {"Content-Type": "application/json"}

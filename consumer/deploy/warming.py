@@ -1,11 +1,12 @@
 """The deploy handler: run every cache warmer that applies to the release, record each run.
 
-Warmers live in a ``WarmerRegistry`` owned by the handler; a plugin adds its own with::
+Warmers live in the registry (``registry.warmers``), given to the handler when it is built; a
+plugin adds its own with::
 
-    from consumer.deploy import WarmReport, warmers_of
+    from consumer.deploy import WarmReport
 
     def register(registry):
-        @warmers_of(registry).warmer("search", services={"web"})
+        @registry.warmer("search", services={"web"})
         def warm_search(context, event) -> WarmReport | None: ...
 
 A warmer returns a ``WarmReport`` (or ``None``: nothing to warm for this release). A warmer that
@@ -17,10 +18,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Collection
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
 from consumer import metrics
 from consumer.context import HandlerContext, LeaseLost
@@ -29,60 +30,29 @@ from consumer.deploy.http_warmer import HttpWarmer
 from consumer.deploy.report import TargetResult, WarmReport
 from consumer.deploy.runs import WarmRuns
 from consumer.dispatch import Skip
-from consumer.errors import SettingsError
 from consumer.events import DeployEvent
+from consumer.extensions import Warmers, WarmerSpec
 from consumer.registry import Registry
 from consumer.timeutil import utcnow
 
 log = logging.getLogger("consumer.deploy")
 
 Warmer = Callable[[HandlerContext, DeployEvent], WarmReport | None]
-W = TypeVar("W", bound=Warmer)
 
 
-@dataclass(frozen=True)
-class WarmerSpec:
-    name: str
-    warmer: Warmer
-    services: frozenset[str] = frozenset()
-    """Only deploys of these services; empty: every service."""
-
-    def applies_to(self, event: DeployEvent) -> bool:
-        return not self.services or event.service in self.services
-
-
-class WarmerRegistry:
-    """Named warmers, run in registration order; adding a name again replaces it."""
-
-    def __init__(self) -> None:
-        self.specs: dict[str, WarmerSpec] = {}
-
-    def add(self, name: str, warmer: Warmer, services: Collection[str] = ()) -> None:
-        self.specs[name] = WarmerSpec(name, warmer, frozenset(services))
-
-    def warmer(self, name: str, services: Collection[str] = ()) -> Callable[[W], W]:
-        def register(warmer: W) -> W:
-            self.add(name, warmer, services)
-            return warmer
-
-        return register
-
-    def remove(self, name: str) -> None:
-        self.specs.pop(name, None)
-
-    def for_event(self, event: DeployEvent) -> list[WarmerSpec]:
-        return [spec for spec in self.specs.values() if spec.applies_to(event)]
+WarmerRegistry = Warmers
+"""The registry's warmer table (kept under its old name)."""
 
 
 class CacheWarming:
     """The registered deploy handler."""
 
-    def __init__(self, warmers: WarmerRegistry) -> None:
+    def __init__(self, warmers: Warmers) -> None:
         self.warmers = warmers
 
     def __call__(self, context: HandlerContext, event: DeployEvent) -> dict[str, Any]:
         store, summaries = WarmRuns(context.engine), []
-        for spec in self.warmers.for_event(event):
+        for spec in self.warmers.for_service(event.service):
             started_at = utcnow()
             report = run_warmer(spec, context, event)
             if report is not None:
@@ -135,15 +105,12 @@ def run_warmer(spec: WarmerSpec, context: HandlerContext, event: DeployEvent) ->
 
 
 def register(registry: Registry) -> None:
-    """Install the cache-warming deploy handler with the built-in HTTP warmer."""
-    warmers = WarmerRegistry()
-    warmers.add("http", HttpWarmer())
-    registry.deploy(CacheWarming(warmers))
+    """Install the cache-warming deploy handler with the built-in HTTP warmer. The handler reads
+    the registry's warmer table, so warmers added later (by plugins) run too."""
+    registry.warmers.add("http", HttpWarmer())
+    registry.deploy(CacheWarming(registry.warmers))
 
 
-def warmers_of(registry: Registry) -> WarmerRegistry:
-    """The warmer registry of ``registry``'s deploy handler, for plugins to add to."""
-    handler = registry.deploy_handler
-    if not isinstance(handler, CacheWarming):
-        raise SettingsError("the deploy handler is not the cache warmer; cannot add a warmer")
-    return handler.warmers
+def warmers_of(registry: Registry) -> Warmers:
+    """``registry.warmers``, under the name plugins used before the registry held it."""
+    return registry.warmers

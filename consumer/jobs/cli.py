@@ -11,6 +11,7 @@ from typing import Any
 import click
 from sqlalchemy import Engine
 
+from consumer.cli_context import current_cli
 from consumer.jobs.model import EnqueueResult, InvalidJob, Job, Status
 from consumer.settings import Settings
 from consumer.timeutil import parse_rfc3339, utcnow
@@ -18,15 +19,11 @@ from consumer.timeutil import parse_rfc3339, utcnow
 
 def _settings() -> Settings:
     """Push authentication is irrelevant to these commands, so it is not demanded."""
-    from consumer.cli import load_settings
-
-    return load_settings()
+    return current_cli().settings
 
 
 def _engine() -> Engine:
-    from consumer.db.engine import make_engine
-
-    return make_engine(_settings().database_url)
+    return current_cli().engine
 
 
 def _parse_json(_ctx: click.Context, _param: click.Parameter, value: str) -> Any:
@@ -89,7 +86,7 @@ def _enqueued(result: EnqueueResult, key: str | None) -> dict[str, Any]:
 @jobs.command("list")
 @click.option("--status", type=click.Choice([s.value for s in Status]), default=None)
 @click.option("--kind", default=None)
-@click.option("--limit", default=50, show_default=True)
+@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
 def list_command(status: str | None, kind: str | None, limit: int) -> None:
     """Newest first: id, status, attempts, kind, run_at, last error."""
     from consumer.jobs.store import list_jobs
@@ -126,7 +123,9 @@ def retry_command(job_id: int | None, dead: bool) -> None:
     attempts; its error history is kept."""
     from consumer.jobs.store import retry
 
-    if (job_id is None) == (not dead):
+    if job_id is None and not dead:
+        raise click.UsageError("give a job ID or --dead (every dead job)")
+    if job_id is not None and dead:
         raise click.UsageError("give a job ID or --dead, not both")
     count = retry(_engine(), utcnow(), None if dead else job_id)
     if job_id is not None and count == 0:
@@ -154,14 +153,14 @@ def cancel_command(job_id: int) -> None:
     help="Seconds; default: the handler budget.",
 )
 def sweep_command(once: bool, budget: float | None) -> None:
-    """Run the ``sweep`` tick handler once, in this process, and print its summary.
+    """Run the sweep tick handler once, in this process, and print its summary.
 
     It skips the inbox on purpose: a manual sweep always runs, even beside a tick's sweep;
     the job claims keep them apart."""
     if not once:
         raise click.UsageError("use --once; in a cluster, Cloud Scheduler ticks run the sweep")
-    settings = _settings()
-    click.echo(json.dumps(run_sweep_once(settings, budget)))
+    current_cli().require_database()  # run_sweep_once's own engine would create a missing file
+    click.echo(json.dumps(run_sweep_once(_settings(), budget)))
 
 
 def run_sweep_once(settings: Settings, budget: float | None = None) -> dict[str, Any]:

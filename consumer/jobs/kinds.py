@@ -1,5 +1,5 @@
-"""The job-kind registry: ``registry.job_kinds.kind("email")`` registers a function that performs
-one job. Users add kinds from a plugin, without editing the package."""
+"""What a job handler is given. Kinds live in the registry: ``@registry.job_kind("email")``
+registers a function that performs one job, from a plugin, without editing the package."""
 
 from __future__ import annotations
 
@@ -7,15 +7,15 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from sqlalchemy import Engine
 
+from consumer.extensions import Functions
 from consumer.jobs.model import Job
 from consumer.settings import Settings
 
 JobHandler = Callable[["JobContext", Job], Any]
-F = TypeVar("F", bound=JobHandler)
 
 
 @dataclass
@@ -52,31 +52,5 @@ class JobContext:
         self._resources.clear()
 
 
-class JobKinds:
-    """Job kinds by name; a later registration of a name replaces the earlier one."""
-
-    def __init__(self) -> None:
-        self._handlers: dict[str, JobHandler] = {}
-
-    def kind(self, name: str) -> Callable[[F], F]:
-        """Decorator: ``@registry.job_kinds.kind("email")``."""
-
-        def register(handler: F) -> F:
-            self.add(name, handler)
-            return handler
-
-        return register
-
-    def add(self, name: str, handler: JobHandler) -> None:
-        if not name:
-            raise ValueError("a job kind needs a name")
-        self._handlers[name] = handler
-
-    def get(self, name: str) -> JobHandler | None:
-        return self._handlers.get(name)
-
-    def names(self) -> tuple[str, ...]:
-        return tuple(sorted(self._handlers))
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._handlers
+JobKinds = Functions
+"""The registry's job-kind table (``registry.job_kinds``), by name."""

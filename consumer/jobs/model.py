@@ -11,6 +11,9 @@ from typing import Any, NamedTuple
 from consumer.errors import ConsumerError
 
 MAX_KIND_LENGTH = 100
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+"""``priority`` and ``max_attempts`` are 32-bit columns: a larger value is refused here, not by
+the database (PostgreSQL's error would carry the statement)."""
 
 
 class Status(StrEnum):
@@ -47,10 +50,12 @@ class NewJob:
             raise InvalidJob("key must be a non-empty string or None")
         if self.run_at is not None and self.run_at.tzinfo is None:
             raise InvalidJob("run_at must be an aware datetime")
-        if self.max_attempts is not None and self.max_attempts < 1:
-            raise InvalidJob("max_attempts must be at least 1")
+        if self.max_attempts is not None and not 1 <= self.max_attempts <= INT32_MAX:
+            raise InvalidJob(f"max_attempts must be 1..{INT32_MAX}")
         if isinstance(self.priority, bool) or not isinstance(self.priority, int):
             raise InvalidJob("priority must be an integer")
+        if not INT32_MIN <= self.priority <= INT32_MAX:
+            raise InvalidJob(f"priority must be {INT32_MIN}..{INT32_MAX}")
 
 
 @dataclass(frozen=True)

@@ -1,18 +1,35 @@
-"""Alembic environment: migrations run once per release (a k8s Job or ``consumer db upgrade``)."""
+"""Alembic environment: migrations run once per release (a k8s Job or ``consumer db upgrade``).
+
+``target_metadata`` is every table the code defines, so ``alembic check`` (``consumer db check``)
+can prove the migrations and the models agree.
+"""
 
 from __future__ import annotations
 
+import importlib
+
 from alembic import context
+from sqlalchemy import MetaData
 
 from consumer.db.engine import make_engine
+from consumer.db.schema import metadata
+
+TABLE_MODULES = ("consumer.jobs.schema", "consumer.storage.schema", "consumer.deploy.runs")
+"""The feature modules that add their tables to the shared ``metadata`` when imported."""
 
 config = context.config
+
+
+def all_tables() -> MetaData:
+    for module in TABLE_MODULES:
+        importlib.import_module(module)
+    return metadata
 
 
 def run_migrations_online() -> None:
     engine = make_engine(config.get_main_option("sqlalchemy.url") or "")
     with engine.connect() as connection:
-        context.configure(connection=connection, render_as_batch=True)
+        context.configure(connection=connection, render_as_batch=True, target_metadata=all_tables())
         with context.begin_transaction():
             context.run_migrations()
     engine.dispose()

@@ -5,28 +5,19 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict
 
 import click
 
+from consumer.cli_context import current_cli
 from consumer.storage.model import FileStatus
 from consumer.storage.store import ProcessedFiles
 
 FILE_URL = re.compile(r"gs://(?P<bucket>[^/]+)/(?P<name>.+)#(?P<generation>\d+)")
 
 
-@contextmanager
-def _files() -> Iterator[ProcessedFiles]:
-    from consumer.cli import load_settings
-    from consumer.db.engine import make_engine
-
-    engine = make_engine(load_settings().database_url)
-    try:
-        yield ProcessedFiles(engine)
-    finally:
-        engine.dispose()
+def _files() -> ProcessedFiles:
+    return ProcessedFiles(current_cli().engine)
 
 
 @click.group()
@@ -36,11 +27,10 @@ def files() -> None:
 
 @files.command("list")
 @click.option("--status", type=click.Choice([status.value for status in FileStatus]))
-@click.option("--limit", default=50, show_default=True)
+@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
 def files_list(status: str | None, limit: int) -> None:
     """Most recently updated first."""
-    with _files() as processed:
-        rows = processed.list(FileStatus(status) if status else None, limit)
+    rows = _files().list(FileStatus(status) if status else None, limit)
     for row in rows:
         progress = row.progress
         click.echo(
@@ -57,8 +47,7 @@ def files_show(url: str) -> None:
     match = FILE_URL.fullmatch(url)
     if match is None:
         raise click.BadParameter("expected gs://BUCKET/NAME#GENERATION", param_hint="URL")
-    with _files() as processed:
-        row = processed.get(match["bucket"], match["name"], int(match["generation"]))
+    row = _files().get(match["bucket"], match["name"], int(match["generation"]))
     if row is None:
         raise click.ClickException(f"no processed file {url}")
     record = {**asdict(row), "progress": asdict(row.progress)}
@@ -67,19 +56,23 @@ def files_show(url: str) -> None:
 
 @files.command("rules")
 def files_rules() -> None:
-    """Check CONSUMER_STORAGE_RULES and print them, with the processors they may name."""
-    from consumer.cli import load_settings
-    from consumer.plugins import build_registry
-    from consumer.storage.processors import processors_of
+    """Check CONSUMER_STORAGE_RULES and print them, with the processors they may name; exit
+    non-zero when a rule names a processor that is not registered."""
     from consumer.storage.rules import load_rules
 
-    settings = load_settings()
-    known = processors_of(build_registry(settings)).names()
-    for number, rule in enumerate(load_rules(settings.storage_rules).rules, 1):
+    cli = current_cli()
+    known = cli.registry.processors.names()
+    missing = []
+    for number, rule in enumerate(load_rules(cli.settings.storage_rules).rules, 1):
         flag = "" if rule.processor in known else "   <- NOT REGISTERED"
+        if flag:
+            missing.append(rule.processor)
         conditions = {
             k: v for k, v in asdict(rule).items() if v and k not in ("processor", "events")
         }
         events = ",".join(sorted(event.value for event in rule.events))
         click.echo(f"{number}. {rule.processor} on {events} {json.dumps(conditions)}{flag}")
     click.echo(f"processors: {', '.join(known)}")
+    if missing:
+        names = ", ".join(sorted(set(missing)))
+        raise click.ClickException(f"rules name processors that are not registered: {names}")

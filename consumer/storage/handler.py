@@ -21,7 +21,7 @@ from consumer.registry import Registry
 from consumer.storage.budget import BudgetExhausted, Pacer
 from consumer.storage.import_jobs import import_jobs
 from consumer.storage.model import FINAL, FileResult, FileStatus, StoredObject
-from consumer.storage.processors import FileInput, Processor, Processors
+from consumer.storage.processors import FileInput, Processor, Processors, processor_named
 from consumer.storage.reader import ObjectStore, ObjectUnavailable
 from consumer.storage.rules import Rule, Rules, load_rules
 from consumer.storage.store import ProcessedFiles
@@ -32,11 +32,16 @@ FINALIZE = StorageEventType.OBJECT_FINALIZE
 
 
 class StorageHandler:
-    """The registry's storage handler. ``processors`` is the registry plugins extend."""
+    """The registry's storage handler. ``processors`` is the registry's processor table (a table
+    of its own, with the built-in ``import-jobs``, when built without one)."""
 
-    def __init__(self, objects: ObjectStore | None = None) -> None:
-        self.processors = Processors()
-        self.processors.add("import-jobs", import_jobs)
+    def __init__(
+        self, objects: ObjectStore | None = None, processors: Processors | None = None
+    ) -> None:
+        if processors is None:
+            processors = Processors("file processor")
+            processors.add("import-jobs", import_jobs)
+        self.processors = processors
         self.objects = objects or ObjectStore()
 
     def __call__(self, context: HandlerContext, event: StorageEvent) -> dict[str, Any]:
@@ -48,7 +53,7 @@ class StorageHandler:
             raise Skip(f"no storage rule matches gs://{event.bucket}/{event.name}")
         if rule is None:
             return {"recorded": event.event_type.value, "object": _named(event).url}
-        processor = self.processors.get(rule.processor)
+        processor = processor_named(self.processors, rule.processor)
         if event.event_type is not FINALIZE:
             return self._notify(context, event, rule, processor)
         return self._process(context, event, rule, processor, obj)
@@ -167,4 +172,5 @@ def _named(event: StorageEvent) -> StoredObject:
 
 
 def register(registry: Registry) -> None:
-    registry.storage(StorageHandler())
+    registry.processors.add("import-jobs", import_jobs)
+    registry.storage(StorageHandler(processors=registry.processors))

@@ -3,10 +3,8 @@
 A processor is ``fn(file: FileInput) -> FileResult``. Built-in: ``import-jobs``. A plugin adds
 its own in its ``register(registry)``::
 
-    from consumer.storage import processors_of
-
     def register(registry):
-        @processors_of(registry).register("thumbnails")
+        @registry.processor("thumbnails")
         def thumbnails(file): ...
 
 A processor must be idempotent per generation (a retry runs it again from its last committed
@@ -19,7 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, TypeVar
+from typing import Any, BinaryIO, cast
 
 from sqlalchemy import Connection
 
@@ -27,6 +25,7 @@ from consumer.context import HandlerContext
 from consumer.db.engine import unavailable_on_db_fault
 from consumer.errors import SettingsError
 from consumer.events import StorageEvent
+from consumer.extensions import Functions
 from consumer.registry import Registry
 from consumer.storage.budget import Pacer
 from consumer.storage.model import FileResult, Progress, StoredObject
@@ -34,7 +33,6 @@ from consumer.storage.store import ProcessedFiles
 from consumer.timeutil import utcnow
 
 Processor = Callable[["FileInput"], FileResult]
-P = TypeVar("P", bound=Processor)
 
 
 @dataclass
@@ -76,40 +74,21 @@ class FileInput:
         return progress.advanced(duration_ms=self.resumed.duration_ms + elapsed_ms)
 
 
-class Processors:
-    """Processors by name; the matching rule names one."""
+Processors = Functions
+"""The registry's processor table (``registry.processors``), by name."""
 
-    def __init__(self) -> None:
-        self._by_name: dict[str, Processor] = {}
 
-    def register(self, name: str) -> Callable[[P], P]:
-        def add(processor: P) -> P:
-            self.add(name, processor)
-            return processor
-
-        return add
-
-    def add(self, name: str, processor: Processor) -> None:
-        if not name:
-            raise ValueError("a processor needs a name")
-        self._by_name[name] = processor
-
-    def get(self, name: str) -> Processor:
-        try:
-            return self._by_name[name]
-        except KeyError:
-            known = ", ".join(sorted(self._by_name)) or "none"
-            raise SettingsError(
-                f"a storage rule names processor {name!r}, which is not registered (known: {known})"
-            ) from None
-
-    def names(self) -> list[str]:
-        return sorted(self._by_name)
+def processor_named(processors: Functions, name: str) -> Processor:
+    """The processor a rule names; a rule naming an unregistered one is a configuration error."""
+    processor = processors.get(name)
+    if processor is None:
+        known = ", ".join(processors.names()) or "none"
+        raise SettingsError(
+            f"a storage rule names processor {name!r}, which is not registered (known: {known})"
+        )
+    return cast(Processor, processor)
 
 
 def processors_of(registry: Registry) -> Processors:
-    """The processor registry of the built-in storage handler, for plugins to extend."""
-    processors = getattr(registry.storage_handler, "processors", None)
-    if not isinstance(processors, Processors):
-        raise SettingsError("the storage handler was replaced, so it has no file processors")
-    return processors
+    """``registry.processors``, under the name plugins used before the registry held it."""
+    return registry.processors

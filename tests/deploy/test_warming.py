@@ -15,11 +15,9 @@ from consumer.deploy.runs import WarmRuns
 from consumer.dispatch import Dispatcher
 from consumer.envelope import Limits, parse_wrapped
 from consumer.envelopes_out import deploy_body, wrapped_body
-from consumer.errors import SettingsError
 from consumer.inbox import Inbox, Status
 from consumer.message import PushMessage
 from consumer.plugins import build_registry
-from consumer.registry import Registry
 from consumer.settings import Settings
 from tests.deploy import plugin
 from tests.deploy.targets import TargetServer
@@ -131,8 +129,10 @@ def test_a_deploy_in_the_attributes_only_is_warmed(
     assert (outcome.kind, outcome.key, targets.hits_of(url)) == ("done", "deploy:web:7", [1])
 
 
-def test_warmers_of_needs_the_cache_warming_handler() -> None:
-    registry = Registry()
-    registry.deploy(lambda context, event: None)
-    with pytest.raises(SettingsError, match="not the cache warmer"):
-        warmers_of(registry)
+def test_warmers_live_in_the_registry_whatever_the_deploy_handler() -> None:
+    """Replacing the deploy handler no longer cuts plugins off from adding warmers."""
+    registry = build_registry(Settings(local_mode=True))
+    registry.deploy(lambda context, event: None, replace=True)
+    plugin.register(registry)
+    assert warmers_of(registry) is registry.warmers
+    assert list(registry.warmers) == ["http", "search", "broken", "idle"]

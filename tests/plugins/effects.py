@@ -82,6 +82,6 @@ def on_tick(context: HandlerContext, event: TickEvent) -> dict[str, Any]:
 
 
 def register(registry: Registry) -> None:
-    registry.storage(on_storage)
-    registry.deploy(on_deploy)
+    registry.storage(on_storage, replace=True)
+    registry.deploy(on_deploy, replace=True)
     registry.tick("effect", period_seconds=60)(on_tick)

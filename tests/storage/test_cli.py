@@ -10,13 +10,13 @@ from consumer.cli import main
 from tests.storage.conftest import Harness, email_csv
 
 
-def run(harness: Harness, *args: str) -> str:
+def run(harness: Harness, *args: str, exit_code: int = 0) -> str:
     env = {
         "CONSUMER_DATABASE_URL": harness.settings.database_url,
         "CONSUMER_STORAGE_RULES": harness.settings.storage_rules,
     }
     result = CliRunner(env=env).invoke(main, ["files", *args], catch_exceptions=False)
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == exit_code, result.output
     return result.output
 
 
@@ -35,10 +35,12 @@ def test_list_show_and_rules(harness: Harness) -> None:
     ]
 
     rules = [{"prefix": "x/", "processor": "import-jobs"}, {"processor": "nope"}]
-    output = run(harness.with_rules(rules), "rules")
+    output = run(harness.with_rules(rules), "rules", exit_code=1)
+    assert "rules name processors that are not registered: nope" in output
     assert '1. import-jobs on OBJECT_FINALIZE {"prefix": "x/"}' in output
     assert "2. nope on OBJECT_FINALIZE {}   <- NOT REGISTERED" in output
     assert "processors: import-jobs" in output
+    assert "NOT REGISTERED" not in run(harness.with_rules(rules[:1]), "rules")
 
 
 def test_email_csv_helper_is_well_formed() -> None:

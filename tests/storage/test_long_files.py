@@ -22,6 +22,7 @@ from tests.storage.conftest import Harness, email_csv
 
 def with_plugin(harness: Harness) -> None:
     registry = Registry()
+    registry.processors = harness.handler.processors  # the table the harness's handler reads
     registry.storage(harness.handler)
     plugin.register(registry)
 
