@@ -95,9 +95,11 @@ def test_a_valid_token_from_another_account_gets_403(
 def test_the_clock_skew_tolerates_slightly_wrong_clocks(
     oidc_client: FlaskClient, google_key: SigningKey
 ) -> None:
-    """Configured skew is 30 s: 10 s past exp and 10 s before iat still pass."""
-    expired_a_little = claims(iat=NOW - 3610, exp=NOW - 10)
-    early_a_little = claims(iat=NOW + 10, exp=NOW + 3610)
+    """Configured skew is 30 s: 10 s past exp and 10 s before iat still pass (times taken now,
+    not at import: a long run would otherwise age them past the skew)."""
+    now = int(time.time())
+    expired_a_little = claims(iat=now - 3610, exp=now - 10)
+    early_a_little = claims(iat=now + 10, exp=now + 3610)
     assert push(oidc_client, bearer(google_key.sign(expired_a_little))).status_code == 200
     assert push(oidc_client, bearer(google_key.sign(early_a_little))).status_code == 200
 

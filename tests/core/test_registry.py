@@ -21,6 +21,7 @@ from consumer.inbox import Inbox, Status
 from consumer.message import CloudEventMeta, Format, PushMessage
 from consumer.plugins import build_registry
 from consumer.registry import Registry
+from consumer.schedule import Every
 from consumer.settings import Settings
 
 
@@ -49,7 +50,9 @@ def test_every_kind_of_extension_lands_in_its_table() -> None:
     registry.warmer("search", services={"web"})(echo)
     registry.route("message", echo)
     registry.cloudevent("com.example.thing", echo)
-    assert registry.tasks["nightly"].handler is echo and registry.period_of("nightly") == 3600
+    assert registry.tasks["nightly"].handler is echo and registry.schedule_of("nightly") == Every(
+        3600
+    )
     assert registry.job_kinds.get("sms") is echo and registry.processors.names() == ("thumbnails",)
     assert [spec.name for spec in registry.warmers.for_service("web")] == ["search"]
     assert registry.warmers.for_service("api") == []

@@ -139,7 +139,7 @@ def test_settings_override_a_period_with_a_cron_schedule(
            "CONSUMER_TICK_PERIODS": "sweep=cron:*/15 * * * *@Asia/Kolkata"}  # fmt: skip
     configured = Settings.from_env(env)
     reg = build_registry(configured)
-    reg.tick("sweep", period_seconds=10)(on_tick)  # registered every 10 s; the setting wins
+    reg.tick("sweep", period_seconds=10, replace=True)(on_tick)  # every 10 s; the setting wins
     clock = Clock(datetime(2026, 11, 30, 12, 7, 0, tzinfo=UTC))
     client = client_at(configured, engine, clock, reg)
     answer = tick(client, "sweep", clock.now)

@@ -48,7 +48,7 @@ def late_task(context: HandlerContext, event: TickEvent) -> dict[str, Any]:
 
 
 def register(registry: Registry) -> None:
-    registry.deploy(on_deploy)
+    registry.deploy(on_deploy, replace=True)
     registry.job_kinds.add("report", report)
     if os.environ.get("DASHBOARD_TEST_LATE_TASK") == "1":
         registry.tick("late-task", period_seconds=60)(late_task)
