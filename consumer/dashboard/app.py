@@ -17,14 +17,15 @@ from werkzeug.exceptions import HTTPException
 from consumer.dashboard import actions, pages
 from consumer.dashboard.access import CSRF_COOKIE, Access, csrf_ok, new_csrf_token
 from consumer.dashboard.formatting import FILTERS
-from consumer.db.engine import make_engine
+from consumer.db.engine import make_engine, unavailable_on_db_fault
+from consumer.db.migrate import require_schema_at_head
 from consumer.errors import Unavailable
 from consumer.plugins import build_registry
 from consumer.registry import Registry
 from consumer.settings import Settings
 from consumer.timeutil import Clock, utcnow
 
-OPEN = frozenset({"healthz", "static", "pages.login"})
+OPEN = frozenset({"healthz", "readyz", "static", "pages.login"})
 """Served without an identity: the probe, the stylesheet, and the form that gives one."""
 
 
@@ -59,6 +60,7 @@ def create_dashboard(
         clock,
     )
     app.add_url_rule("/healthz", "healthz", lambda: {"status": "ok"})
+    app.add_url_rule("/readyz", "readyz", _ready)
     app.register_blueprint(pages.blueprint)
     app.register_blueprint(actions.blueprint)
     app.before_request(_guard)
@@ -68,6 +70,15 @@ def create_dashboard(
     app.jinja_env.globals["csrf_token"] = _csrf_token
     app.jinja_env.filters.update(FILTERS)
     return app
+
+
+def _ready() -> Any:
+    """Ready once the database answers at the schema this code reads: a dashboard rolled out
+    with a release must not serve pages (or actions) before the migration Job has run."""
+    engine = context().engine
+    with unavailable_on_db_fault(), engine.connect() as connection:
+        require_schema_at_head(engine, connection)
+    return {"status": "ready"}
 
 
 def _guard() -> Any:

@@ -136,3 +136,13 @@ def test_the_login_form_sets_the_token_cookie(sqlite_url: str) -> None:
     assert client.get("/").status_code == 200
     client.post("/logout", data={"csrf": csrf.value})
     assert client.get("/").status_code == 401
+
+
+def test_ready_only_once_the_schema_is_at_head(tmp_path: Path, sqlite_url: str) -> None:
+    """A dashboard rolled out before the migration Job finished stays out of rotation."""
+    bare = f"sqlite:///{tmp_path / 'unmigrated.db'}"
+    unmigrated = create_dashboard(Settings(database_url=bare, dashboard_token=TOKEN))
+    assert unmigrated.test_client().get("/readyz").status_code == 503
+    migrated = create_dashboard(Settings(database_url=sqlite_url, dashboard_token=TOKEN))
+    answer = migrated.test_client().get("/readyz")
+    assert answer.status_code == 200 and answer.get_json() == {"status": "ready"}
