@@ -73,7 +73,7 @@ def test_a_file_needing_more_deliveries_than_max_attempts_still_finishes(
         assert len(outcomes) < 12, [outcome.details for outcome in outcomes]
 
     assert outcomes[-1].kind is Kind.DONE, outcomes[-1].details
-    assert len(outcomes) > 3
+    assert len(outcomes) > 2  # more deliveries than max_attempts, none of them dead
     keys = slow.job_keys()
     assert len(keys) == len(set(keys)) == 600
     assert slow.file("long.csv", generation).status is FileStatus.DONE

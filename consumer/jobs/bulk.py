@@ -1,0 +1,130 @@
+"""Bulk enqueue: many jobs of one kind in one set-based insert (file imports, ``jobs enqueue
+--from``).
+
+A row is ``(idempotency key, payload as JSON text)``: callers have already serialized the
+payload to check its size, so it is never encoded twice. On PostgreSQL the rows are ``COPY``-ed
+into a temporary stage and moved into ``jobs`` by one ``INSERT ... SELECT ... ON CONFLICT DO
+NOTHING``, the statement a multi-row ``INSERT`` would be, without the driver parsing thousands of
+parameters: the unique key index decides duplicates, in the caller's transaction. SQLite has no
+``COPY``; one prepared ``INSERT`` run for every row is its fast path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, Integer, String, Text, bindparam, text
+from sqlalchemy.dialects import sqlite
+
+from consumer.db.engine import unavailable_on_db_fault
+from consumer.db.types import UTCDateTime
+from consumer.jobs.model import InvalidJob, NewJob, Status
+from consumer.jobs.schema import jobs
+from consumer.timeutil import utcnow
+
+INT32 = (-(1 << 31), (1 << 31) - 1)
+"""``jobs.priority`` and ``jobs.max_attempts`` are 32-bit columns: checked before SQL is."""
+
+BulkRow = tuple[str | None, str]
+"""(idempotency key or ``None``, the payload as JSON text)."""
+
+# --- PostgreSQL: COPY into a stage, then one set-based insert ------------------------------------
+
+CREATE_STAGE = (
+    "CREATE TEMPORARY TABLE IF NOT EXISTS jobs_stage "
+    "(idempotency_key text, payload text) ON COMMIT DELETE ROWS"
+)
+"""Per session; emptied by every commit, so a pooled connection reuses it clean."""
+COPY_STAGE = "COPY jobs_stage (idempotency_key, payload) FROM STDIN"
+MOVE_STAGE = text(
+    "INSERT INTO jobs (kind, payload, status, priority, run_at, attempts, max_attempts, "
+    "idempotency_key, created_at, updated_at) "
+    "SELECT :kind, payload::json, :status, :priority, :run_at, 0, :max_attempts, "
+    "idempotency_key, :now, :now FROM jobs_stage "
+    "ON CONFLICT DO NOTHING"
+).bindparams(
+    bindparam("kind", type_=String()),
+    bindparam("status", type_=String()),
+    bindparam("priority", type_=Integer()),
+    bindparam("run_at", type_=UTCDateTime()),
+    bindparam("max_attempts", type_=Integer()),
+    bindparam("now", type_=UTCDateTime()),
+)
+"""The stage's rows into ``jobs``, in stage order; an existing key (or one repeated in the stage)
+is skipped, not an error."""
+
+# --- SQLite: one prepared statement, run for every row -------------------------------------------
+
+INSERT_ONE = (
+    sqlite.insert(jobs)
+    .values(
+        kind=bindparam("kind", type_=String()),
+        payload=bindparam("payload", type_=Text()),  # already JSON text: stored as is
+        status=bindparam("status", type_=String()),
+        priority=bindparam("priority", type_=Integer()),
+        run_at=bindparam("run_at", type_=UTCDateTime()),
+        attempts=0,
+        max_attempts=bindparam("max_attempts", type_=Integer()),
+        idempotency_key=bindparam("idempotency_key", type_=Text()),
+        created_at=bindparam("now", type_=UTCDateTime()),
+        updated_at=bindparam("now", type_=UTCDateTime()),
+    )
+    .on_conflict_do_nothing()
+)
+
+
+@dataclass(frozen=True)
+class JobTemplate:
+    """What every job of one bulk insert shares."""
+
+    kind: str
+    priority: int = 0
+    max_attempts: int | None = None
+    run_at: datetime | None = None
+
+    def __post_init__(self) -> None:
+        NewJob(self.kind, None, None, self.run_at, self.priority, self.max_attempts)
+        low, high = INT32
+        if not low <= self.priority <= high:
+            raise InvalidJob(f"priority must be in {low}..{high}")
+        if self.max_attempts is not None and self.max_attempts > high:
+            raise InvalidJob(f"max_attempts must be at most {high}")
+
+
+def insert_jobs(connection: Connection, template: JobTemplate, rows: Sequence[BulkRow]) -> int:
+    """Insert ``rows`` as pending jobs in the caller's transaction; rows whose key exists
+    (among unfinished or finished jobs, or earlier in ``rows``) are skipped. Returns how many
+    were inserted."""
+    if not rows:
+        return 0
+    now = utcnow()
+    params = {
+        "kind": template.kind, "status": Status.PENDING.value, "priority": template.priority,
+        "run_at": template.run_at or now, "max_attempts": template.max_attempts, "now": now,
+    }  # fmt: skip
+    with unavailable_on_db_fault():
+        if connection.dialect.name == "postgresql":
+            return _copy_and_move(connection, rows, params)
+        return _insert_each(connection, rows, params)
+
+
+def _copy_and_move(connection: Connection, rows: Sequence[BulkRow], params: dict[str, Any]) -> int:
+    """COPY into the session's stage, then one ``INSERT ... SELECT``. The driver connection is
+    the one the caller's transaction runs on, so both statements are inside it."""
+    driver = connection.connection.dbapi_connection
+    assert driver is not None
+    with driver.cursor() as cursor:  # type: ignore[attr-defined]
+        cursor.execute(CREATE_STAGE)
+        with cursor.copy(COPY_STAGE) as copy:
+            for row in rows:
+                copy.write_row(row)
+    return connection.execute(MOVE_STAGE, params).rowcount
+
+
+def _insert_each(connection: Connection, rows: Sequence[BulkRow], params: dict[str, Any]) -> int:
+    """SQLite counts the rows an ``executemany`` changed; an ignored conflict changes none."""
+    batch = [{**params, "idempotency_key": key, "payload": payload} for key, payload in rows]
+    return connection.execute(INSERT_ONE, batch).rowcount
