@@ -39,6 +39,10 @@ class Record(NamedTuple):
     """Only blank lines: no row, but a place a resumed run may start after."""
 
 
+Span = tuple[int, int, int, str]
+"""(first line, last line, byte offset after the last, problem) of one raw CSV record."""
+
+
 class _Feed:
     """Feeds ``csv.reader`` line by line and remembers the span of the current record."""
 
@@ -61,40 +65,41 @@ class _Feed:
             return "\n"
         return line.text
 
-    def take(self, problem: str = "") -> Record:
-        """The span read since the last ``take``, as a record without fields."""
+    def take(self, problem: str = "") -> Span:
+        """The span read since the last ``take``: (first line, last line, end, problem)."""
         first, last = self.first, self.last
         assert first is not None and last is not None
-        record = Record(first.number, last.number, last.end, None, self.problem or problem)
+        span = (first.number, last.number, last.end, self.problem or problem)
         self.first, self.problem = None, ""
-        return record
+        return span
 
 
 def csv_header(lines: Iterable[Line]) -> list[str]:
     """The column names from the first non-blank record of ``lines``."""
-    for record, values in _csv(_Feed(lines)):
-        if record.problem:
-            raise FileRejected(f"the header row is unreadable: {record.problem}")
-        if not record.blank:
+    for (_, _, _, problem), values in _csv(_Feed(lines)):
+        if problem:
+            raise FileRejected(f"the header row is unreadable: {problem}")
+        if values:
             return _columns(values)
     raise EmptyFile("the file is empty")
 
 
 def csv_records(lines: Iterable[Line], header: Sequence[str]) -> Iterator[Record]:
     """Data records as ``{column: value}``; a wrong number of fields rejects the row."""
-    for record, values in _csv(_Feed(lines)):
-        if record.problem or record.blank:
-            yield record
-        elif len(values) != len(header):
-            problem = f"expected {len(header)} fields, found {len(values)}"
-            yield Record(record.line, record.last_line, record.end, None, problem)
+    width = len(header)
+    for (first, last, end, problem), values in _csv(_Feed(lines)):
+        if problem:
+            yield Record(first, last, end, None, problem)
+        elif not values:
+            yield Record(first, last, end, None, blank=True)
+        elif len(values) != width:
+            yield Record(first, last, end, None, f"expected {width} fields, found {len(values)}")
         else:
-            fields = dict(zip(header, values, strict=True))
-            yield Record(record.line, record.last_line, record.end, fields)
+            yield Record(first, last, end, dict(zip(header, values, strict=True)))
 
 
-def _csv(feed: _Feed) -> Iterator[tuple[Record, list[str]]]:
-    """Raw CSV records and their fields; blank lines as ``blank`` records."""
+def _csv(feed: _Feed) -> Iterator[tuple[Span, list[str]]]:
+    """Raw CSV records and their spans; blank lines have no values (and no problem)."""
     reader = csv.reader(feed, strict=True)
     while True:
         try:
@@ -104,11 +109,7 @@ def _csv(feed: _Feed) -> Iterator[tuple[Record, list[str]]]:
         except csv.Error as exc:
             yield feed.take(f"malformed CSV: {exc}"), []
             continue
-        record = feed.take()
-        if values or record.problem:
-            yield record, values
-        else:
-            yield Record(record.line, record.last_line, record.end, None, blank=True), values
+        yield feed.take(), values
 
 
 def _columns(names: list[str]) -> list[str]:

@@ -62,7 +62,11 @@ def _is_address(text: str) -> bool:
 def _payload(fields: Mapping[str, Any], max_bytes: int) -> tuple[str, str]:
     """The payload must store as JSON on both databases, within the size limit."""
     try:
-        payload = _dumps(fields)
+        payload = _dumps_strings(fields)
+    except TypeError:  # a value that is no string (JSON Lines): the general encoder
+        payload = ""
+    try:
+        payload = payload or _dumps(fields)
         size = len(payload) if payload.isascii() else len(payload.encode("utf-8"))
     except UnicodeEncodeError:
         return "", "a value holds an unpaired surrogate (not valid Unicode)"
@@ -74,6 +78,13 @@ def _payload(fields: Mapping[str, Any], max_bytes: int) -> tuple[str, str]:
 
 
 _dumps = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
+_quoted = json.encoder.encode_basestring  # the C one where available
+
+
+def _dumps_strings(fields: Mapping[str, Any]) -> str:
+    """``json.dumps`` for the common row, every value a string (every CSV row), at a third of
+    the cost; ``TypeError`` at the first value that is not one."""
+    return "{" + ", ".join([f"{_quoted(k)}: {_quoted(v)}" for k, v in fields.items()]) + "}"
 
 
 def _short(value: Any, limit: int = 80) -> str:
