@@ -5,10 +5,11 @@ Rows are validated; a rejected row is reported by line number and reason and the
 job's idempotency key is ``bucket/object#generation:line``, so a second run over the same
 generation creates nothing new. Jobs are added in batches, each committed together with the
 progress it represents, so a retry (or a run stopped by its time budget) resumes after the last
-committed row instead of starting over. A batch ends at ``batch_rows`` rows or ``BATCH_BYTES`` of
-payload (memory stays flat however wide the rows), and a stretch of blank lines is committed as
-progress every ``BLANK_CHECKPOINT_SECONDS``, so a file that is mostly empty moves forward on every
-attempt instead of spending its budget re-reading the same blank lines.
+committed row instead of starting over. A batch ends at ``batch_rows`` rows (the first ones
+smaller, see ``FIRST_BATCH_ROWS``) or ``BATCH_BYTES`` of payload (memory stays flat however wide
+the rows), and a stretch of blank lines is committed as progress every
+``BLANK_CHECKPOINT_SECONDS``, so a file that is mostly empty moves forward on every attempt
+instead of spending its budget re-reading the same blank lines.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from consumer.storage.rows import (
 from consumer.storage.validate import row_payload
 
 BATCH_BYTES = 4 << 20
+FIRST_BATCH_ROWS = 500
 BLANK_CHECKPOINT_SECONDS = 0.25
 
 
@@ -96,11 +98,13 @@ class _Importer:
         self.rows: list[BulkRow] = []
         self.writer = Overlapped(background=False)
         self.rows_in_batch = self.bytes_in_batch = 0
+        # The first batches are small and double up to batch_rows: the writer starts early,
+        # so little of the file is read before reading and writing overlap.
+        self.batch_limit = min(FIRST_BATCH_ROWS, options.batch_rows)
         self.cycle_seconds = 0.0
         self.cycle_started = time.monotonic()
 
     def run(self, records: Iterator[Record]) -> Progress:
-        batch_rows = self.options.batch_rows
         background = self.file.context.engine.dialect.name == "postgresql"
         with Overlapped(background) as self.writer:
             for record in records:
@@ -109,8 +113,9 @@ class _Importer:
                     self._pass_blank()
                     continue
                 self._take(record)
-                if self.rows_in_batch >= batch_rows or self.bytes_in_batch >= BATCH_BYTES:
+                if self.rows_in_batch >= self.batch_limit or self.bytes_in_batch >= BATCH_BYTES:
                     self._flush()
+                    self.batch_limit = min(self.batch_limit * 2, self.options.batch_rows)
             self._flush()
         return self.file.timed(self._progress(self.created))
 
