@@ -94,11 +94,50 @@ class JobTemplate:
             raise InvalidJob(f"max_attempts must be at most {high}")
 
 
+class BulkBatch:
+    """Rows gathered for one ``insert_batch``. For PostgreSQL each row is turned into its line of
+    ``COPY`` text as it is added, in the thread that reads the file: the insert then sends one
+    string, so a writer thread holds the GIL for almost nothing while the reader goes on."""
+
+    def __init__(self, dialect: str) -> None:
+        self.copy = dialect == "postgresql"
+        self.items: list[Any] = []
+
+    def add(self, key: str | None, payload: str) -> None:
+        if self.copy:
+            self.items.append(f"{_copy_text(key)}\t{_copy_text(payload)}\n")
+        else:
+            self.items.append((key, payload))
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
+def _copy_text(value: str | None) -> str:
+    r"""A value in ``COPY``'s text format: ``\N`` is NULL; backslash, tab, newline and carriage
+    return are escaped (payload JSON holds backslashes only: JSON escapes control characters)."""
+    if value is None:
+        return "\\N"
+    if "\\" in value:
+        value = value.replace("\\", "\\\\")
+    if "\t" in value or "\n" in value or "\r" in value:
+        value = value.replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+    return value
+
+
 def insert_jobs(connection: Connection, template: JobTemplate, rows: Sequence[BulkRow]) -> int:
-    """Insert ``rows`` as pending jobs in the caller's transaction; rows whose key exists
-    (among unfinished or finished jobs, or earlier in ``rows``) are skipped. Returns how many
+    """``insert_batch`` of ``rows``."""
+    batch = BulkBatch(connection.dialect.name)
+    for key, payload in rows:
+        batch.add(key, payload)
+    return insert_batch(connection, template, batch)
+
+
+def insert_batch(connection: Connection, template: JobTemplate, batch: BulkBatch) -> int:
+    """Insert the batch as pending jobs in the caller's transaction; rows whose key exists
+    (among unfinished or finished jobs, or earlier in the batch) are skipped. Returns how many
     were inserted."""
-    if not rows:
+    if not batch.items:
         return 0
     now = utcnow()
     params = {
@@ -106,12 +145,12 @@ def insert_jobs(connection: Connection, template: JobTemplate, rows: Sequence[Bu
         "run_at": template.run_at or now, "max_attempts": template.max_attempts, "now": now,
     }  # fmt: skip
     with unavailable_on_db_fault():
-        if connection.dialect.name == "postgresql":
-            return _copy_and_move(connection, rows, params)
-        return _insert_each(connection, rows, params)
+        if batch.copy:
+            return _copy_and_move(connection, "".join(batch.items), params)
+        return _insert_each(connection, batch.items, params)
 
 
-def _copy_and_move(connection: Connection, rows: Sequence[BulkRow], params: dict[str, Any]) -> int:
+def _copy_and_move(connection: Connection, text: str, params: dict[str, Any]) -> int:
     """COPY into the session's stage, then one ``INSERT ... SELECT``. The driver connection is
     the one the caller's transaction runs on, so both statements are inside it."""
     driver = connection.connection.dbapi_connection
@@ -119,8 +158,7 @@ def _copy_and_move(connection: Connection, rows: Sequence[BulkRow], params: dict
     with driver.cursor() as cursor:  # type: ignore[attr-defined]
         cursor.execute(CREATE_STAGE)
         with cursor.copy(COPY_STAGE) as copy:
-            for row in rows:
-                copy.write_row(row)
+            copy.write(text)
     return connection.execute(MOVE_STAGE, params).rowcount
 
 

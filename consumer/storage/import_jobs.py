@@ -19,7 +19,7 @@ from collections.abc import Iterator
 
 from sqlalchemy import Connection
 
-from consumer.jobs.bulk import BulkRow, JobTemplate, insert_jobs
+from consumer.jobs.bulk import BulkBatch, JobTemplate, insert_batch
 from consumer.storage.import_options import ImportOptions
 from consumer.storage.lines import read_lines
 from consumer.storage.model import FileResult, FileStatus, Progress
@@ -95,7 +95,8 @@ class _Importer:
         self.created, self.errors = resumed.jobs_created, list(resumed.errors)
         self.line, self.offset = resumed.resume_line, resumed.resume_offset
         self.committed_line = resumed.resume_line
-        self.rows: list[BulkRow] = []
+        self.dialect = file.context.engine.dialect.name
+        self.batch = BulkBatch(self.dialect)
         self.writer = Overlapped(background=False)
         self.rows_in_batch = self.bytes_in_batch = 0
         # The first batches are small and double up to batch_rows: the writer starts early,
@@ -105,8 +106,7 @@ class _Importer:
         self.cycle_started = time.monotonic()
 
     def run(self, records: Iterator[Record]) -> Progress:
-        background = self.file.context.engine.dialect.name == "postgresql"
-        with Overlapped(background) as self.writer:
+        with Overlapped(background=self.dialect == "postgresql") as self.writer:
             for record in records:
                 self.line, self.offset = record.last_line, record.end
                 if record.blank:
@@ -126,7 +126,7 @@ class _Importer:
             payload, problem = row_payload(record.fields, self.options)
         if not problem:
             self.accepted += 1
-            self.rows.append((f"{self.prefix}{record.line}", payload))
+            self.batch.add(f"{self.prefix}{record.line}", payload)
             self.bytes_in_batch += len(payload)
             return
         self.rejected += 1
@@ -150,11 +150,12 @@ class _Importer:
         if not self.rows_in_batch and not (force and self.line > self.committed_line):
             return
         self.file.pacer.ensure(self.cycle_seconds, f"after line {self.committed_line}")
-        rows, self.rows, self.rows_in_batch, self.bytes_in_batch = self.rows, [], 0, 0
+        batch, self.batch = self.batch, BulkBatch(self.dialect)
+        self.rows_in_batch = self.bytes_in_batch = 0
         reached = self._progress(0)  # taken now: reading goes on while the batch is written
 
         def work(connection: Connection) -> Progress:
-            inserted = insert_jobs(connection, self.template, rows)
+            inserted = insert_batch(connection, self.template, batch)
             return reached.advanced(jobs_created=self.created + inserted)
 
         def write() -> None:

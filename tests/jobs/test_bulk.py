@@ -40,6 +40,17 @@ def test_rows_become_pending_jobs_and_known_keys_are_skipped(engine: Engine) -> 
     ]
 
 
+def test_keys_and_payloads_that_need_escaping_are_stored_exactly(engine: Engine) -> None:
+    """COPY's text format gives backslash, tab, newline and CR a meaning: they are escaped."""
+    payload = json.dumps({"path": "C:\\dir\\n", "text": "tab\there\nnext", "q": '"\\N"'})
+    rows = [("a\tb\nc\rd\\e\\N", payload), (None, "{}"), (None, "[]"), ("\\N", "null")]
+    with engine.begin() as connection:
+        assert insert_jobs(connection, JobTemplate("email"), rows) == 4
+    assert [(key, data) for key, data, *_ in stored(engine)] == [
+        ("a\tb\nc\rd\\e\\N", json.loads(payload)), (None, {}), (None, []), ("\\N", None),
+    ]  # fmt: skip
+
+
 def test_the_insert_joins_the_callers_transaction(engine: Engine) -> None:
     with pytest.raises(RuntimeError), engine.begin() as connection:
         assert insert_jobs(connection, JobTemplate("email"), [("gone", "{}")]) == 1
