@@ -38,6 +38,10 @@ CREATE_STAGE = (
     "(idempotency_key text, payload text) ON COMMIT DELETE ROWS"
 )
 """Per session; emptied by every commit, so a pooled connection reuses it clean."""
+RELAX_COMMIT = "SET LOCAL synchronous_commit TO OFF"
+"""For a caller whose later commit is synchronous: PostgreSQL writes WAL in order, so that commit
+makes this one durable too; a crash before it loses this transaction whole (jobs and the progress
+they represent together), and the work is redone from the previous commit."""
 COPY_STAGE = "COPY jobs_stage (idempotency_key, payload) FROM STDIN"
 MOVE_STAGE = text(
     "INSERT INTO jobs (kind, payload, status, priority, run_at, attempts, max_attempts, "
@@ -133,10 +137,13 @@ def insert_jobs(connection: Connection, template: JobTemplate, rows: Sequence[Bu
     return insert_batch(connection, template, batch)
 
 
-def insert_batch(connection: Connection, template: JobTemplate, batch: BulkBatch) -> int:
+def insert_batch(
+    connection: Connection, template: JobTemplate, batch: BulkBatch, relaxed: bool = False
+) -> int:
     """Insert the batch as pending jobs in the caller's transaction; rows whose key exists
     (among unfinished or finished jobs, or earlier in the batch) are skipped. Returns how many
-    were inserted."""
+    were inserted. ``relaxed``: the transaction's commit need not wait for the disk (see
+    ``RELAX_COMMIT``; PostgreSQL only)."""
     if not batch.items:
         return 0
     now = utcnow()
@@ -146,17 +153,17 @@ def insert_batch(connection: Connection, template: JobTemplate, batch: BulkBatch
     }  # fmt: skip
     with unavailable_on_db_fault():
         if batch.copy:
-            return _copy_and_move(connection, "".join(batch.items), params)
+            return _copy_and_move(connection, "".join(batch.items), params, relaxed)
         return _insert_each(connection, batch.items, params)
 
 
-def _copy_and_move(connection: Connection, text: str, params: dict[str, Any]) -> int:
+def _copy_and_move(connection: Connection, text: str, params: dict[str, Any], relaxed: bool) -> int:
     """COPY into the session's stage, then one ``INSERT ... SELECT``. The driver connection is
     the one the caller's transaction runs on, so both statements are inside it."""
     driver = connection.connection.dbapi_connection
     assert driver is not None
     with driver.cursor() as cursor:  # type: ignore[attr-defined]
-        cursor.execute(CREATE_STAGE)
+        cursor.execute(f"{CREATE_STAGE}; {RELAX_COMMIT}" if relaxed else CREATE_STAGE)
         with cursor.copy(COPY_STAGE) as copy:
             copy.write(text)
     return connection.execute(MOVE_STAGE, params).rowcount
