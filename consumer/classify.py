@@ -11,8 +11,8 @@ Recognised, in this order:
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Mapping
+from decimal import Decimal
 from typing import Any
 
 from consumer.envelope import STORAGE_TYPE_PREFIX
@@ -27,6 +27,7 @@ from consumer.events import (
 )
 from consumer.message import PushMessage
 from consumer.schedule import Schedule, ScheduleError, as_schedule
+from consumer.storage.int64 import NotInt64, int64_text
 from consumer.text import is_storable
 
 ScheduleLookup = Callable[[str], Schedule | int]
@@ -41,7 +42,6 @@ CLOUDEVENT_STORAGE_TYPES = {
 }
 MAX_NAME_LENGTH = 200
 MAX_OBJECT_NAME_BYTES = 1024
-ASCII_INT64 = re.compile(r"[0-9]{1,19}")
 GCS_ATTRIBUTES = (
     "eventType", "bucketId", "objectId", "objectGeneration", "payloadFormat",
     "notificationConfig", "eventTime", "overwroteGeneration", "overwrittenByGeneration",
@@ -79,9 +79,7 @@ def _storage_from_notification(message: PushMessage) -> StorageEvent:
         event_type = StorageEventType(attributes["eventType"])
     except ValueError:
         raise InvalidEvent(f"unknown storage eventType {attributes['eventType']!r}") from None
-    resource = (
-        _json_object(message.data) if attributes.get("payloadFormat") == "JSON_API_V1" else {}
-    )
+    resource = _resource(message.data) if attributes.get("payloadFormat") == "JSON_API_V1" else {}
     return StorageEvent(
         event_type=event_type,
         bucket=_name(attributes.get("bucketId"), "bucketId"),
@@ -95,7 +93,7 @@ def _storage_from_notification(message: PushMessage) -> StorageEvent:
 
 def _storage_from_cloudevent(message: PushMessage) -> StorageEvent:
     assert message.cloudevent is not None
-    resource = _json_object(message.data)
+    resource = _resource(message.data)
     if not resource:
         raise InvalidEvent("storage CloudEvent data must be the object resource")
     return StorageEvent(
@@ -138,15 +136,21 @@ def _deploy(message: PushMessage, data: Mapping[str, Any]) -> DeployEvent:
     )
 
 
-def _json_object(data: bytes) -> dict[str, Any]:
+def _json_object(data: bytes, **options: Any) -> dict[str, Any]:
     """The data as a JSON object, or ``{}`` when it is not one (ticks may carry no data)."""
     if not data or data.lstrip()[:1] != b"{":
         return {}
     try:
-        value = json.loads(data)
+        value = json.loads(data, **options)
     except (UnicodeDecodeError, ValueError, RecursionError):
         return {}
     return value if isinstance(value, dict) else {}
+
+
+def _resource(data: bytes) -> dict[str, Any]:
+    """An object resource: numbers with a fraction or exponent kept exact (``Decimal``), so an
+    int64 written as ``96883251.0`` is read as what was sent, never a rounded float."""
+    return _json_object(data, parse_float=Decimal)
 
 
 def _name(value: Any, label: str, limit: int = MAX_NAME_LENGTH) -> str:
@@ -172,10 +176,11 @@ def _optional_name(value: Any, label: str) -> str:
 
 
 def _digits(value: Any, label: str) -> str:
-    """Generations are int64 decimal strings; ``str.isdigit`` would also take "²"."""
-    if not isinstance(value, str) or not ASCII_INT64.fullmatch(value):
-        raise InvalidEvent(f"'{label}' must be a decimal string of at most 19 digits")
-    return value
+    """Generations are int64: a decimal string or, in JSON, a number (proto3 allows both)."""
+    try:
+        return int64_text(value, label)
+    except NotInt64 as exc:
+        raise InvalidEvent(str(exc)) from None
 
 
 def _optional_digits(value: Any, label: str) -> str:

@@ -20,6 +20,7 @@ from typing import Any
 
 from consumer.message import PushMessage
 from consumer.schedule import Schedule
+from consumer.storage.int64 import NotInt64, optional_int64
 
 
 class Route(StrEnum):
@@ -84,10 +85,10 @@ class StorageEvent:
 
     @property
     def size(self) -> int | None:
-        raw = self.resource.get("size")
-        if isinstance(raw, str) and raw.isascii() and raw.isdigit() and len(raw) <= 19:
-            return int(raw)
-        return None
+        try:  # a string or a JSON number (proto3); anything else is unknown, not an error
+            return optional_int64(self.resource.get("size"), "size")
+        except NotInt64:
+            return None
 
     @property
     def content_type(self) -> str:

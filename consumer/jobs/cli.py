@@ -56,6 +56,14 @@ def jobs() -> None:
 )
 @click.option("--priority", default=0, show_default=True, help="Higher runs first.")
 @click.option("--max-attempts", type=click.IntRange(min=1), default=None)
+@click.option(
+    "--from", "from_file", default=None, type=click.Path(exists=True, dir_okay=False),
+    help="A JSON Lines or CSV file: one KIND job per row (keys PREFIX:LINE; rows reported by "
+    "line). Not with --payload or --key.",
+)  # fmt: skip
+@click.option("--format", "file_format", type=click.Choice(["auto", "jsonl", "csv"]),
+              default="auto", show_default=True, help="Of --from; auto: .csv is CSV.")  # fmt: skip
+@click.option("--key-prefix", default=None, help="Of --from; default: a digest of the file.")
 def enqueue_command(
     kind: str,
     payload: Any,
@@ -63,10 +71,19 @@ def enqueue_command(
     run_at: datetime | None,
     priority: int,
     max_attempts: int | None,
+    from_file: str | None,
+    file_format: str,
+    key_prefix: str | None,
 ) -> None:
-    """Add a KIND job. A duplicate key is reported (exit status 0), not inserted twice."""
+    """Add a KIND job (or, with --from, one per row of a file). A duplicate key is reported
+    (exit status 0), not inserted twice."""
     from consumer.jobs.store import enqueue
 
+    if from_file is not None:
+        from consumer.jobs.bulk_file import enqueue_file_command
+
+        options = (kind, run_at, priority, max_attempts, from_file, file_format, key_prefix)
+        raise SystemExit(enqueue_file_command(_engine, payload, key, *options))
     try:
         result = enqueue(
             _engine(), kind, payload, key=key, run_at=run_at, priority=priority,

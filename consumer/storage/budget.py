@@ -10,13 +10,16 @@ The handler re-raises it as ``consumer.errors.Incomplete`` when the attempt comm
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 
 from consumer.context import HandlerContext
-from consumer.errors import Retryable
+from consumer.errors import Retryable, Unavailable
 
 MIN_RESERVE_SECONDS = 0.5
+RETRY_BEAT_SECONDS = 1.0
+log = logging.getLogger("consumer.storage")
 
 
 class BudgetExhausted(Retryable):
@@ -33,9 +36,16 @@ class Pacer:
         self.last_beat = clock()
 
     def tick(self) -> None:
-        """Renew the lease if a quarter of it has passed; raise ``LeaseLost`` if it is gone."""
+        """Renew the lease if a quarter of it has passed; raise ``LeaseLost`` if it is gone.
+        A renewal the database cannot take (a blip) is tried again a second later: the lease
+        still has three quarters to run, and every write of the run is fenced anyway."""
         if self.clock() - self.last_beat >= self.every:
-            self.context.heartbeat()
+            try:
+                self.context.heartbeat()
+            except Unavailable as exc:
+                log.warning("could not renew the lease of %s (%s)", self.context.key, exc)
+                self.last_beat = self.clock() - self.every + RETRY_BEAT_SECONDS
+                return
             self.last_beat = self.clock()
 
     def ensure(self, seconds: float, where: str) -> None:

@@ -19,6 +19,7 @@ from consumer.errors import Incomplete, Permanent
 from consumer.events import StorageEvent, StorageEventType
 from consumer.registry import Registry
 from consumer.storage.budget import BudgetExhausted, Pacer
+from consumer.storage.durable import durably
 from consumer.storage.import_jobs import import_jobs
 from consumer.storage.model import FINAL, FileResult, FileStatus, StoredObject
 from consumer.storage.processors import FileInput, Processor, Processors, processor_named
@@ -99,10 +100,7 @@ class StorageHandler:
             event, obj, rule.options, context, Pacer(context), files, owner, row.progress
         )
         checksum, result = self._run(file, processor, rule)
-        files.finish(
-            obj, owner, result.status, result.progress, utcnow(),
-            checksum=checksum or None, result=dict(result.details), error=result.error,
-        )  # fmt: skip
+        _finish(file, result, checksum)
         metrics.file_processed(rule.processor, result, file.resumed)
         log.info("file processed", extra={"file": obj.url, "status": result.status.value})
         finished = files.get(obj.bucket, obj.name, obj.generation)
@@ -143,6 +141,24 @@ class StorageHandler:
         except Exception as exc:
             _note(files, file, f"{type(exc).__name__}: {exc}")
             raise
+
+
+def _finish(file: FileInput, result: FileResult, checksum: str) -> None:
+    """Record the outcome, retried through a database blip (``durably``): the rows are in."""
+    files, obj = file.files, file.object
+
+    def write() -> bool:
+        files.finish(
+            obj, file.owner, result.status, result.progress, utcnow(),
+            checksum=checksum or None, result=dict(result.details), error=result.error,
+        )  # fmt: skip
+        return True
+
+    def settled() -> bool:  # an earlier try committed, only its answer was lost
+        row = files.get(obj.bucket, obj.name, obj.generation)
+        return row is not None and row.status is result.status
+
+    durably(file.context, write, f"recording the outcome of {obj.url}", settled)
 
 
 def _stopped(files: ProcessedFiles, file: FileInput, exc: BudgetExhausted) -> NoReturn:

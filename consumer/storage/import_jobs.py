@@ -5,7 +5,11 @@ Rows are validated; a rejected row is reported by line number and reason and the
 job's idempotency key is ``bucket/object#generation:line``, so a second run over the same
 generation creates nothing new. Jobs are added in batches, each committed together with the
 progress it represents, so a retry (or a run stopped by its time budget) resumes after the last
-committed row instead of starting over.
+committed row instead of starting over. A batch ends at ``batch_rows`` rows (the first ones
+smaller, see ``FIRST_BATCH_ROWS``) or ``BATCH_BYTES`` of payload (memory stays flat however wide
+the rows), and a stretch of blank lines is committed as progress every
+``BLANK_CHECKPOINT_SECONDS``, so a file that is mostly empty moves forward on every attempt
+instead of spending its budget re-reading the same blank lines.
 """
 
 from __future__ import annotations
@@ -15,10 +19,11 @@ from collections.abc import Iterator
 
 from sqlalchemy import Connection
 
-from consumer.jobs import NewJob, enqueue_many
+from consumer.jobs.bulk import BulkBatch, JobTemplate, insert_batch
 from consumer.storage.import_options import ImportOptions
 from consumer.storage.lines import read_lines
 from consumer.storage.model import FileResult, FileStatus, Progress
+from consumer.storage.overlap import Overlapped
 from consumer.storage.processors import FileInput
 from consumer.storage.reader import UnreadableContent
 from consumer.storage.rows import (
@@ -29,7 +34,14 @@ from consumer.storage.rows import (
     csv_records,
     jsonl_records,
 )
-from consumer.storage.validate import row_problem
+from consumer.storage.validate import row_payload
+
+BATCH_BYTES = 4 << 20
+FIRST_BATCH_ROWS = 500
+YIELD_EVERY_ROWS = 128
+"""The reader offers the GIL this often: the writer thread, back from the database, would
+otherwise wait for Python's switch interval (5 ms) at each of its statements."""
+BLANK_CHECKPOINT_SECONDS = 0.25
 
 
 def import_jobs(file: FileInput) -> FileResult:
@@ -79,60 +91,83 @@ class _Importer:
     def __init__(self, file: FileInput, options: ImportOptions) -> None:
         self.file = file
         self.options = options
+        self.template = JobTemplate(options.kind, options.priority, options.max_attempts)
+        self.prefix = f"{file.object.key}:"
         resumed = file.resumed
         self.accepted, self.rejected = resumed.rows_accepted, resumed.rows_rejected
         self.created, self.errors = resumed.jobs_created, list(resumed.errors)
         self.line, self.offset = resumed.resume_line, resumed.resume_offset
         self.committed_line = resumed.resume_line
-        self.jobs: list[NewJob] = []
-        self.rows_in_batch = 0
+        self.dialect = file.context.engine.dialect.name
+        self.batch = BulkBatch(self.dialect)
+        self.writer = Overlapped(background=False)
+        self.rows_in_batch = self.bytes_in_batch = 0
+        # The first batches are small and double up to batch_rows: the writer starts early,
+        # so little of the file is read before reading and writing overlap.
+        self.batch_limit = min(FIRST_BATCH_ROWS, options.batch_rows)
         self.cycle_seconds = 0.0
         self.cycle_started = time.monotonic()
 
     def run(self, records: Iterator[Record]) -> Progress:
-        for record in records:
-            self._take(record)
-            if self.rows_in_batch >= self.options.batch_rows:
-                self._flush()
-        self._flush()
+        with Overlapped(background=self.dialect == "postgresql") as self.writer:
+            for record in records:
+                self.line, self.offset = record.last_line, record.end
+                if record.blank:
+                    self._pass_blank()
+                    continue
+                self._take(record)
+                if self.rows_in_batch >= self.batch_limit or self.bytes_in_batch >= BATCH_BYTES:
+                    self._flush()
+                    self.batch_limit = min(self.batch_limit * 2, self.options.batch_rows)
+                elif not self.rows_in_batch % YIELD_EVERY_ROWS:
+                    time.sleep(0)  # let the writer have the GIL now, not at the next 5 ms switch
+            self._flush()
         return self.file.timed(self._progress(self.created))
 
     def _take(self, record: Record) -> None:
         self.rows_in_batch += 1
-        self.line, self.offset = record.last_line, record.end
-        problem = record.problem or row_problem(record.fields, self.options)
+        payload, problem = "", record.problem
+        if not problem:
+            payload, problem = row_payload(record.fields, self.options)
         if not problem:
             self.accepted += 1
-            self.jobs.append(self._job(record))
+            self.batch.add(f"{self.prefix}{record.line}", payload)
+            self.bytes_in_batch += len(payload)
             return
         self.rejected += 1
         if len(self.errors) < self.options.max_errors:
             self.errors.append({"line": record.line, "error": problem})
 
-    def _job(self, record: Record) -> NewJob:
-        options = self.options
-        key = f"{self.file.object.key}:{record.line}"
-        return NewJob(
-            options.kind, record.fields, key, None, options.priority, options.max_attempts
-        )
+    def _pass_blank(self) -> None:
+        """Blank lines: commit the position every so often, so the next attempt starts past
+        them even when no row follows within this attempt's budget."""
+        if time.monotonic() - self.cycle_started >= BLANK_CHECKPOINT_SECONDS:
+            self._flush(force=True)
 
     def _progress(self, created: int) -> Progress:
         return Progress(
             self.accepted, self.rejected, created, self.line, self.offset, tuple(self.errors)
         )
 
-    def _flush(self) -> None:
-        """Commit the batch, unless the budget cannot cover it: then stop where the last
-        commit left off (``BudgetExhausted``)."""
-        if not self.rows_in_batch:
+    def _flush(self, force: bool = False) -> None:
+        """Commit the batch (or, ``force``, the position alone), unless the budget cannot cover
+        it: then stop where the last commit left off (``BudgetExhausted``)."""
+        if not self.rows_in_batch and not (force and self.line > self.committed_line):
             return
         self.file.pacer.ensure(self.cycle_seconds, f"after line {self.committed_line}")
-        jobs, self.jobs, self.rows_in_batch = self.jobs, [], 0
+        batch, self.batch = self.batch, BulkBatch(self.dialect)
+        self.rows_in_batch = self.bytes_in_batch = 0
+        reached = self._progress(0)  # taken now: reading goes on while the batch is written
 
         def work(connection: Connection) -> Progress:
-            return self._progress(self.created + enqueue_many(connection, jobs))
+            # Relaxed: the file's final status (or the note of a stop) commits synchronously.
+            inserted = insert_batch(connection, self.template, batch, relaxed=True)
+            return reached.advanced(jobs_created=self.created + inserted)
 
-        committed = self.file.commit(work)
-        self.created, self.committed_line = committed.jobs_created, committed.resume_line
+        def write() -> None:
+            committed = self.file.commit(work)
+            self.created, self.committed_line = committed.jobs_created, committed.resume_line
+
+        self.writer.submit(write)
         now = time.monotonic()
         self.cycle_seconds, self.cycle_started = now - self.cycle_started, now

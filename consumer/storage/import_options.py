@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from functools import cached_property
 from typing import Any
 
 from consumer.errors import SettingsError
@@ -34,20 +35,20 @@ class ImportOptions:
     ``email`` (``to``, ``cc``, ``bcc``, ``reply_to``, ``from``), else none."""
     priority: int = 0
     max_attempts: int | None = None
-    batch_rows: int = 500
+    batch_rows: int = 5000
     """Rows per transaction (each commits its jobs with the progress they represent)."""
     max_errors: int = 100
     """Rejected rows kept, with line number and reason, in ``processed_files.errors``."""
     max_row_bytes: int = 64 * 1024
     """A row whose JSON payload is larger is rejected."""
 
-    @property
+    @cached_property
     def required_fields(self) -> tuple[str, ...]:
         if self.required is not None:
             return self.required
         return ("to",) if self.kind == "email" else ()
 
-    @property
+    @cached_property
     def email_fields(self) -> tuple[str, ...]:
         if self.emails is not None:
             return self.emails

@@ -28,6 +28,7 @@ from consumer.events import StorageEvent
 from consumer.extensions import Functions
 from consumer.registry import Registry
 from consumer.storage.budget import Pacer
+from consumer.storage.durable import durably
 from consumer.storage.model import FileResult, Progress, StoredObject
 from consumer.storage.store import ProcessedFiles
 from consumer.timeutil import utcnow
@@ -61,17 +62,37 @@ class FileInput:
     def commit(self, work: Callable[[Connection], Progress]) -> Progress:
         """Run ``work`` and record the progress it returns in one transaction, so a retry resumes
         exactly after it; raise ``FileTakenOver`` (rolling ``work`` back) if a newer run owns
-        the file."""
+        the file. A database blip is retried while the budget lasts (``durably``)."""
+        what = f"recording progress of {self.object.url}"
+        return durably(self.context, lambda: self._commit(work), what, self._settled)
+
+    def _commit(self, work: Callable[[Connection], Progress]) -> Progress:
         with unavailable_on_db_fault(), self.context.engine.begin() as connection:
             progress = self.timed(work(connection))
             self.files.checkpoint(connection, self.object, self.owner, progress, utcnow())
         self.committed = progress
         return progress
 
+    def _settled(self) -> Progress | None:
+        """The progress an earlier try committed although its answer was lost, or ``None``:
+        only this run writes the row's progress, so any move past ``committed`` is that try."""
+        held = self.files.owned_progress(self.object, self.owner)
+        if held is None or _position(held) == _position(self.committed):
+            return None
+        self.committed = held
+        return held
+
     def timed(self, progress: Progress) -> Progress:
         """``progress`` with this attempt's processing time added to earlier attempts'."""
         elapsed_ms = int((time.monotonic() - self.started) * 1000)
         return progress.advanced(duration_ms=self.resumed.duration_ms + elapsed_ms)
+
+
+def _position(progress: Progress) -> tuple[int, int, int, int]:
+    return (
+        progress.resume_line, progress.resume_offset, progress.rows_accepted,
+        progress.rows_rejected,
+    )  # fmt: skip
 
 
 Processors = Functions

@@ -1,7 +1,8 @@
 """Lines -> records: CSV with a header row, or JSON Lines. Pure: no I/O of its own.
 
 A record knows the lines it came from, so a rejected row is reported by line number and a
-committed one gives the resume point. Blank lines are ignored.
+committed one gives the resume point. Blank lines are no rows, but they are passed on as
+``blank`` records: a long stretch of them still moves the resume point forward.
 """
 
 from __future__ import annotations
@@ -9,8 +10,7 @@ from __future__ import annotations
 import csv
 import json
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from consumer.storage.lines import Line
 
@@ -25,8 +25,9 @@ class EmptyFile(FileRejected):
     """The file holds no record at all."""
 
 
-@dataclass(frozen=True)
-class Record:
+class Record(NamedTuple):
+    """A named tuple, made once per row (see ``Line``)."""
+
     line: int
     """First line of the record (a quoted CSV field may span lines)."""
     last_line: int
@@ -34,6 +35,12 @@ class Record:
     """Byte offset after the record: where a resumed run starts."""
     fields: dict[str, Any] | None
     problem: str = ""
+    blank: bool = False
+    """Only blank lines: no row, but a place a resumed run may start after."""
+
+
+Span = tuple[int, int, int, str]
+"""(first line, last line, byte offset after the last, problem) of one raw CSV record."""
 
 
 class _Feed:
@@ -50,46 +57,49 @@ class _Feed:
 
     def __next__(self) -> str:
         line = next(self.lines)
-        self.first = self.first or line
+        if self.first is None:
+            self.first = line
         self.last = line
-        if line.problem and not self.problem:
-            self.problem = f"line {line.number}: {line.problem}"
-        return "\n" if line.problem else line.text
+        if line.problem:
+            self.problem = self.problem or f"line {line.number}: {line.problem}"
+            return "\n"
+        return line.text
 
-    def take(self, problem: str = "") -> Record:
-        """The span read since the last ``take``, as a record without fields."""
-        assert self.first is not None and self.last is not None
-        record = Record(
-            self.first.number, self.last.number, self.last.end, None, self.problem or problem
-        )
-        self.first, self.last, self.problem = None, None, ""
-        return record
+    def take(self, problem: str = "") -> Span:
+        """The span read since the last ``take``: (first line, last line, end, problem)."""
+        first, last = self.first, self.last
+        assert first is not None and last is not None
+        span = (first.number, last.number, last.end, self.problem or problem)
+        self.first, self.problem = None, ""
+        return span
 
 
 def csv_header(lines: Iterable[Line]) -> list[str]:
     """The column names from the first non-blank record of ``lines``."""
-    for record, values in _csv(_Feed(lines)):
-        if record.problem:
-            raise FileRejected(f"the header row is unreadable: {record.problem}")
-        return _columns(values)
+    for (_, _, _, problem), values in _csv(_Feed(lines)):
+        if problem:
+            raise FileRejected(f"the header row is unreadable: {problem}")
+        if values:
+            return _columns(values)
     raise EmptyFile("the file is empty")
 
 
 def csv_records(lines: Iterable[Line], header: Sequence[str]) -> Iterator[Record]:
     """Data records as ``{column: value}``; a wrong number of fields rejects the row."""
-    for record, values in _csv(_Feed(lines)):
-        if record.problem:
-            yield record
-        elif len(values) != len(header):
-            problem = f"expected {len(header)} fields, found {len(values)}"
-            yield Record(record.line, record.last_line, record.end, None, problem)
+    width = len(header)
+    for (first, last, end, problem), values in _csv(_Feed(lines)):
+        if problem:
+            yield Record(first, last, end, None, problem)
+        elif not values:
+            yield Record(first, last, end, None, blank=True)
+        elif len(values) != width:
+            yield Record(first, last, end, None, f"expected {width} fields, found {len(values)}")
         else:
-            fields = dict(zip(header, values, strict=True))
-            yield Record(record.line, record.last_line, record.end, fields)
+            yield Record(first, last, end, dict(zip(header, values, strict=True)))
 
 
-def _csv(feed: _Feed) -> Iterator[tuple[Record, list[str]]]:
-    """Raw CSV records and their fields; blank lines skipped."""
+def _csv(feed: _Feed) -> Iterator[tuple[Span, list[str]]]:
+    """Raw CSV records and their spans; blank lines have no values (and no problem)."""
     reader = csv.reader(feed, strict=True)
     while True:
         try:
@@ -99,9 +109,7 @@ def _csv(feed: _Feed) -> Iterator[tuple[Record, list[str]]]:
         except csv.Error as exc:
             yield feed.take(f"malformed CSV: {exc}"), []
             continue
-        record = feed.take()
-        if values or record.problem:
-            yield record, values
+        yield feed.take(), values
 
 
 def _columns(names: list[str]) -> list[str]:
@@ -120,6 +128,7 @@ def jsonl_records(lines: Iterable[Line]) -> Iterator[Record]:
     """One JSON object per line."""
     for line in lines:
         if not line.problem and not line.text.strip():
+            yield Record(line.number, line.number, line.end, None, blank=True)
             continue
         problem = line.problem
         value: Any = None

@@ -129,6 +129,13 @@ class ProcessedFiles:
             if connection.execute(statement).rowcount != 1:
                 raise FileTakenOver(f"{obj.url} was taken over by a newer run")
 
+    def owned_progress(self, obj: StoredObject, owner: str) -> Progress | None:
+        """The progress recorded by ``owner``'s run, while it still owns the row."""
+        query = self._owned_select(obj, owner)
+        with unavailable_on_db_fault(), self.engine.connect() as connection:
+            row = connection.execute(query).first()
+        return FileRow.from_row(row).progress if row else None
+
     def get(self, bucket: str, name: str, generation: int) -> FileRow | None:
         obj = StoredObject(bucket, name, generation)
         with unavailable_on_db_fault(), self.engine.connect() as connection:
@@ -147,10 +154,15 @@ class ProcessedFiles:
         return select(files).where(self._identity(obj))
 
     def _owned(self, obj: StoredObject, owner: str) -> Update:
-        owned = and_(
+        return update(files).where(self._owned_by(obj, owner))
+
+    def _owned_select(self, obj: StoredObject, owner: str) -> Any:
+        return select(files).where(self._owned_by(obj, owner))
+
+    def _owned_by(self, obj: StoredObject, owner: str) -> Any:
+        return and_(
             self._identity(obj), files.c.owner == owner, files.c.status == FileStatus.RUNNING
         )
-        return update(files).where(owned)
 
     @staticmethod
     def _identity(obj: StoredObject) -> Any:

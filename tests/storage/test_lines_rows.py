@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from consumer.storage.lines import read_lines
+from consumer.storage.lines import Line, read_lines
 from consumer.storage.rows import (
     EmptyFile,
     FileRejected,
@@ -66,9 +66,10 @@ def test_reading_resumes_at_an_offset() -> None:
 def test_csv_rows_with_quoted_newlines_keep_their_first_line() -> None:
     header, records = csv(b'to,text\na@x.io,"two\nlines"\n\nb@x.io,plain\n')
     assert header == ["to", "text"]
-    assert [(r.line, r.last_line, r.fields) for r in records] == [
-        (2, 3, {"to": "a@x.io", "text": "two\nlines"}),
-        (5, 5, {"to": "b@x.io", "text": "plain"}),
+    assert [(r.line, r.last_line, r.fields, r.blank) for r in records] == [
+        (2, 3, {"to": "a@x.io", "text": "two\nlines"}, False),
+        (4, 4, None, True),  # a blank line is no row, but it is a resume point
+        (5, 5, {"to": "b@x.io", "text": "plain"}, False),
     ]
     assert records[-1].end == len(b'to,text\na@x.io,"two\nlines"\n\nb@x.io,plain\n')
 
@@ -116,7 +117,8 @@ def test_header_only_has_no_records() -> None:
 def test_json_lines() -> None:
     data = b'{"to": "a@x.io"}\n\n[1]\n{"to": "b@x.io", "n": NaN}\n{"to": "c@x\n{"to": "d@x.io"}'
     records = list(jsonl_records(read_lines(io.BytesIO(data))))
-    assert [(r.line, r.fields) for r in records if not r.problem] == [
+    assert [r.line for r in records if r.blank] == [2]
+    assert [(r.line, r.fields) for r in records if not r.problem and not r.blank] == [
         (1, {"to": "a@x.io"}), (6, {"to": "d@x.io"}),
     ]  # fmt: skip
     rejected = {r.line: r.problem for r in records if r.problem}
@@ -129,7 +131,8 @@ def test_json_lines() -> None:
 def test_blank_lines_and_skipped_long_lines_still_report_progress() -> None:
     calls: list[int] = []
     blank = read_lines(io.BytesIO(b"\n" * 5000), on_progress=lambda: calls.append(1))
-    assert list(jsonl_records(blank)) == []
+    found = list(jsonl_records(blank))
+    assert all(record.blank for record in found) and found[-1].line == 5000
     assert len(calls) == 5
     calls.clear()
     long_line = read_lines(
@@ -139,3 +142,20 @@ def test_blank_lines_and_skipped_long_lines_still_report_progress() -> None:
         "line is longer than 100 bytes"
     ]
     assert len(calls) >= 16
+
+
+def test_a_run_of_blank_lines_is_read_a_buffer_at_a_time() -> None:
+    """A gigabyte of newlines would be a billion steps; buffered, it is one blank line per
+    buffer, numbered after the last line of the run, and the numbering after it is exact."""
+    data = b"a\n" + b"\n" * 300_000 + b"\r\n" * 1000 + b"b\r\n\r\r\nc"
+    calls: list[int] = []
+    stream = io.BufferedReader(io.BytesIO(data))
+    found = list(read_lines(stream, on_progress=lambda: calls.append(1)))
+    assert len(found) < 60  # 8 KiB buffers: 300,000 lines in a few dozen steps
+    assert found[0] == Line(1, "a\n", 2) and found[1] == Line(2, "\n", 3)
+    assert all(line.text in ("\n", "\r\n") for line in found[1:-3])
+    assert [(line.number, line.text) for line in found[-3:]] == [
+        (301_002, "b\r\n"), (301_003, "\r\r\n"), (301_004, "c"),
+    ]  # fmt: skip
+    assert found[-4].number == 301_001 and found[-1].end == len(data)
+    assert calls  # the pacer still beats inside the run

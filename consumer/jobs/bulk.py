@@ -1,0 +1,175 @@
+"""Bulk enqueue: many jobs of one kind in one set-based insert (file imports, ``jobs enqueue
+--from``).
+
+A row is ``(idempotency key, payload as JSON text)``: callers have already serialized the
+payload to check its size, so it is never encoded twice. On PostgreSQL the rows are ``COPY``-ed
+into a temporary stage and moved into ``jobs`` by one ``INSERT ... SELECT ... ON CONFLICT DO
+NOTHING``, the statement a multi-row ``INSERT`` would be, without the driver parsing thousands of
+parameters: the unique key index decides duplicates, in the caller's transaction. SQLite has no
+``COPY``; one prepared ``INSERT`` run for every row is its fast path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, Integer, String, Text, bindparam, text
+from sqlalchemy.dialects import sqlite
+
+from consumer.db.engine import unavailable_on_db_fault
+from consumer.db.types import UTCDateTime
+from consumer.jobs.model import InvalidJob, NewJob, Status
+from consumer.jobs.schema import jobs
+from consumer.timeutil import utcnow
+
+INT32 = (-(1 << 31), (1 << 31) - 1)
+"""``jobs.priority`` and ``jobs.max_attempts`` are 32-bit columns: checked before SQL is."""
+
+BulkRow = tuple[str | None, str]
+"""(idempotency key or ``None``, the payload as JSON text)."""
+
+# --- PostgreSQL: COPY into a stage, then one set-based insert ------------------------------------
+
+CREATE_STAGE = (
+    "CREATE TEMPORARY TABLE IF NOT EXISTS jobs_stage "
+    "(idempotency_key text, payload text) ON COMMIT DELETE ROWS"
+)
+"""Per session; emptied by every commit, so a pooled connection reuses it clean."""
+RELAX_COMMIT = "SET LOCAL synchronous_commit TO OFF"
+"""For a caller whose later commit is synchronous: PostgreSQL writes WAL in order, so that commit
+makes this one durable too; a crash before it loses this transaction whole (jobs and the progress
+they represent together), and the work is redone from the previous commit."""
+COPY_STAGE = "COPY jobs_stage (idempotency_key, payload) FROM STDIN"
+MOVE_STAGE = text(
+    "INSERT INTO jobs (kind, payload, status, priority, run_at, attempts, max_attempts, "
+    "idempotency_key, created_at, updated_at) "
+    "SELECT :kind, payload::json, :status, :priority, :run_at, 0, :max_attempts, "
+    "idempotency_key, :now, :now FROM jobs_stage "
+    "ON CONFLICT DO NOTHING"
+).bindparams(
+    bindparam("kind", type_=String()),
+    bindparam("status", type_=String()),
+    bindparam("priority", type_=Integer()),
+    bindparam("run_at", type_=UTCDateTime()),
+    bindparam("max_attempts", type_=Integer()),
+    bindparam("now", type_=UTCDateTime()),
+)
+"""The stage's rows into ``jobs``, in stage order; an existing key (or one repeated in the stage)
+is skipped, not an error."""
+
+# --- SQLite: one prepared statement, run for every row -------------------------------------------
+
+INSERT_ONE = (
+    sqlite.insert(jobs)
+    .values(
+        kind=bindparam("kind", type_=String()),
+        payload=bindparam("payload", type_=Text()),  # already JSON text: stored as is
+        status=bindparam("status", type_=String()),
+        priority=bindparam("priority", type_=Integer()),
+        run_at=bindparam("run_at", type_=UTCDateTime()),
+        attempts=0,
+        max_attempts=bindparam("max_attempts", type_=Integer()),
+        idempotency_key=bindparam("idempotency_key", type_=Text()),
+        created_at=bindparam("now", type_=UTCDateTime()),
+        updated_at=bindparam("now", type_=UTCDateTime()),
+    )
+    .on_conflict_do_nothing()
+)
+
+
+@dataclass(frozen=True)
+class JobTemplate:
+    """What every job of one bulk insert shares."""
+
+    kind: str
+    priority: int = 0
+    max_attempts: int | None = None
+    run_at: datetime | None = None
+
+    def __post_init__(self) -> None:
+        NewJob(self.kind, None, None, self.run_at, self.priority, self.max_attempts)
+        low, high = INT32
+        if not low <= self.priority <= high:
+            raise InvalidJob(f"priority must be in {low}..{high}")
+        if self.max_attempts is not None and self.max_attempts > high:
+            raise InvalidJob(f"max_attempts must be at most {high}")
+
+
+class BulkBatch:
+    """Rows gathered for one ``insert_batch``. For PostgreSQL each row is turned into its line of
+    ``COPY`` text as it is added, in the thread that reads the file: the insert then sends one
+    string, so a writer thread holds the GIL for almost nothing while the reader goes on."""
+
+    def __init__(self, dialect: str) -> None:
+        self.copy = dialect == "postgresql"
+        self.items: list[Any] = []
+
+    def add(self, key: str | None, payload: str) -> None:
+        if self.copy:
+            self.items.append(f"{_copy_text(key)}\t{_copy_text(payload)}\n")
+        else:
+            self.items.append((key, payload))
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
+def _copy_text(value: str | None) -> str:
+    r"""A value in ``COPY``'s text format: ``\N`` is NULL; backslash, tab, newline and carriage
+    return are escaped (payload JSON holds backslashes only: JSON escapes control characters)."""
+    if value is None:
+        return "\\N"
+    if "\\" in value:
+        value = value.replace("\\", "\\\\")
+    if "\t" in value or "\n" in value or "\r" in value:
+        value = value.replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+    return value
+
+
+def insert_jobs(connection: Connection, template: JobTemplate, rows: Sequence[BulkRow]) -> int:
+    """``insert_batch`` of ``rows``."""
+    batch = BulkBatch(connection.dialect.name)
+    for key, payload in rows:
+        batch.add(key, payload)
+    return insert_batch(connection, template, batch)
+
+
+def insert_batch(
+    connection: Connection, template: JobTemplate, batch: BulkBatch, relaxed: bool = False
+) -> int:
+    """Insert the batch as pending jobs in the caller's transaction; rows whose key exists
+    (among unfinished or finished jobs, or earlier in the batch) are skipped. Returns how many
+    were inserted. ``relaxed``: the transaction's commit need not wait for the disk (see
+    ``RELAX_COMMIT``; PostgreSQL only)."""
+    if not batch.items:
+        return 0
+    now = utcnow()
+    params = {
+        "kind": template.kind, "status": Status.PENDING.value, "priority": template.priority,
+        "run_at": template.run_at or now, "max_attempts": template.max_attempts, "now": now,
+    }  # fmt: skip
+    with unavailable_on_db_fault():
+        if batch.copy:
+            return _copy_and_move(connection, "".join(batch.items), params, relaxed)
+        return _insert_each(connection, batch.items, params)
+
+
+def _copy_and_move(connection: Connection, text: str, params: dict[str, Any], relaxed: bool) -> int:
+    """COPY into the session's stage, then one ``INSERT ... SELECT``. The driver connection is
+    the one the caller's transaction runs on, so both statements are inside it."""
+    driver = connection.connection.dbapi_connection
+    assert driver is not None
+    with driver.cursor() as cursor:  # type: ignore[attr-defined]
+        cursor.execute(f"{CREATE_STAGE}; {RELAX_COMMIT}" if relaxed else CREATE_STAGE)
+        with cursor.copy(COPY_STAGE) as copy:
+            copy.write(text)
+    return connection.execute(MOVE_STAGE, params).rowcount
+
+
+def _insert_each(connection: Connection, rows: Sequence[BulkRow], params: dict[str, Any]) -> int:
+    """SQLite counts the rows an ``executemany`` changed; an ignored conflict changes none."""
+    batch = [{**params, "idempotency_key": key, "payload": payload} for key, payload in rows]
+    return connection.execute(INSERT_ONE, batch).rowcount
