@@ -25,9 +25,9 @@ from consumer.events import (
     StorageEventType,
     TickEvent,
 )
+from consumer.int64 import NotInt64, int64_text
 from consumer.message import PushMessage
 from consumer.schedule import Schedule, ScheduleError, as_schedule
-from consumer.storage.int64 import NotInt64, int64_text
 from consumer.text import is_storable
 
 ScheduleLookup = Callable[[str], Schedule | int]

@@ -18,9 +18,9 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from consumer.int64 import NotInt64, optional_int64
 from consumer.message import PushMessage
 from consumer.schedule import Schedule
-from consumer.storage.int64 import NotInt64, optional_int64
 
 
 class Route(StrEnum):

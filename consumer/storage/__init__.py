@@ -6,9 +6,8 @@ generation pinned and checksum-verified (``consumer.storage.reader``), and every
 in ``processed_files`` (``consumer.storage.store``). The built-in processor ``import-jobs`` turns
 each row of a CSV or JSON Lines file into a job.
 
-The public names are loaded on first use: the event classifier imports the pure
-``consumer.storage.int64`` for every event, and must not pull the database and GCS code (nor
-import itself back through the registry) to do so.
+The public names are loaded on first use, so importing the package for one of them does not pull
+the database and GCS code (nor import itself back through the registry).
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ from consumer.classify import classify
 from consumer.envelope import parse_push
 from consumer.errors import InvalidEvent
 from consumer.events import StorageEvent
+from consumer.int64 import INT64_MAX, NotInt64, int64_text
 from consumer.settings import Settings
-from consumer.storage.int64 import INT64_MAX, NotInt64, int64_text
 
 # The object resource of google-cloudevents' StorageObjectData-complex.json, abridged.
 RESOURCE = {"bucket": "sample-bucket", "name": "MyFile", "generation": 96883251,
