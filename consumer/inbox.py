@@ -7,13 +7,14 @@ zero rows means another delivery took the lease over, and nothing is overwritten
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import Engine, and_, delete, or_, select, update
+from sqlalchemy import Connection, Engine, and_, delete, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from consumer.db.engine import unavailable_on_db_fault
@@ -70,9 +71,26 @@ class InboxRow:
 class Inbox:
     """Named queries over the ``inbox`` and ``tick_progress`` tables."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, connection: Connection | None = None) -> None:
         self.engine = engine
+        self.connection = connection
         self._insert = postgresql.insert if engine.dialect.name == "postgresql" else sqlite.insert
+
+    def on(self, connection: Connection) -> Inbox:
+        """The same queries on one connection (a delivery's claim and finish share it). After a
+        fault the connection reconnects on its next use, so a retry needs no new checkout."""
+        return Inbox(self.engine, connection)
+
+    @contextmanager
+    def _begin(self) -> Iterator[Connection]:
+        """A transaction on the bound connection, or on one checked out for it."""
+        with unavailable_on_db_fault():
+            if self.connection is None:
+                with self.engine.begin() as connection:
+                    yield connection
+            else:
+                with self.connection.begin():
+                    yield self.connection
 
     def claim(
         self, key: str, route: str, message: PushMessage, now: datetime, lease: timedelta
@@ -103,7 +121,7 @@ class Inbox:
             },
             where=taken_over,
         ).returning(inbox.c.attempts, inbox.c.lease_until)
-        with unavailable_on_db_fault(), self.engine.begin() as connection:
+        with self._begin() as connection:
             row = connection.execute(statement).first()
         if row is None:
             return None
@@ -128,7 +146,7 @@ class Inbox:
             values["attempts"] = inbox.c.attempts - 1
         if status in FINAL:
             values["finished_at"] = now
-        with unavailable_on_db_fault(), self.engine.begin() as connection:
+        with self._begin() as connection:
             changed = connection.execute(self._owned(claim).values(**values)).rowcount
         return changed == 1
 
@@ -138,17 +156,17 @@ class Inbox:
         query = select(inbox.c.key).where(
             inbox.c.key == claim.key, inbox.c.claimed_by == claim.token, inbox.c.status == status
         )
-        with unavailable_on_db_fault(), self.engine.connect() as connection:
+        with self._begin() as connection:
             return connection.execute(query).first() is not None
 
     def heartbeat(self, claim: Claim, lease_until: datetime, now: datetime) -> bool:
         """Extend the lease of a long handler; ``False`` if it was lost."""
         statement = self._owned(claim).values(lease_until=lease_until, updated_at=now)
-        with unavailable_on_db_fault(), self.engine.begin() as connection:
+        with self._begin() as connection:
             return connection.execute(statement).rowcount == 1
 
     def get(self, key: str) -> InboxRow | None:
-        with unavailable_on_db_fault(), self.engine.connect() as connection:
+        with self._begin() as connection:
             row = connection.execute(select(inbox).where(inbox.c.key == key)).first()
         return InboxRow.from_row(row) if row else None
 
@@ -156,7 +174,7 @@ class Inbox:
         query = select(inbox).order_by(inbox.c.updated_at.desc()).limit(limit)
         if status is not None:
             query = query.where(inbox.c.status == status)
-        with unavailable_on_db_fault(), self.engine.connect() as connection:
+        with self._begin() as connection:
             return [InboxRow.from_row(row) for row in connection.execute(query)]
 
     def rearm(self, key: str, now: datetime) -> bool:
@@ -167,28 +185,31 @@ class Inbox:
             .where(inbox.c.status.in_([Status.DEAD, Status.UNROUTABLE, Status.FAILED]))
             .values(status=Status.FAILED, attempts=0, updated_at=now)
         )
-        with unavailable_on_db_fault(), self.engine.begin() as connection:
+        with self._begin() as connection:
             return connection.execute(statement).rowcount == 1
 
     def purge(self, finished_before: datetime, limit: int | None = None) -> int:
-        """Delete finished rows, and failed rows nobody retried, older than the retention; at
-        most ``limit`` in one transaction (callers loop, so no lock is held past a deadline)."""
+        """Delete finished rows, failed rows nobody retried, and running rows whose lease ran
+        out, older than the retention; at most ``limit`` in one transaction (callers loop, so no
+        lock is held past a deadline)."""
         expired = or_(
             and_(inbox.c.status.in_(list(FINAL)), inbox.c.finished_at < finished_before),
             # A failed row whose message Pub/Sub stopped redelivering (dead-lettered, expired).
             and_(inbox.c.status == Status.FAILED, inbox.c.updated_at < finished_before),
+            # A delivery that died and whose message never came back: nobody will finish it.
+            and_(inbox.c.status == Status.RUNNING, inbox.c.lease_until < finished_before),
         )
         if limit is None:
             statement = delete(inbox).where(expired)
         else:
             chunk = select(inbox.c.key).where(expired).limit(limit).scalar_subquery()
             statement = delete(inbox).where(inbox.c.key.in_(chunk))
-        with unavailable_on_db_fault(), self.engine.begin() as connection:
+        with self._begin() as connection:
             return connection.execute(statement).rowcount
 
     def last_slot(self, task: str) -> datetime | None:
         query = select(tick_progress.c.last_slot).where(tick_progress.c.task == task)
-        with unavailable_on_db_fault(), self.engine.connect() as connection:
+        with self._begin() as connection:
             return connection.execute(query).scalar()
 
     def advance_slot(self, task: str, slot: datetime) -> None:
@@ -199,7 +220,7 @@ class Inbox:
             set_={"last_slot": statement.excluded.last_slot},
             where=tick_progress.c.last_slot < statement.excluded.last_slot,
         )
-        with unavailable_on_db_fault(), self.engine.begin() as connection:
+        with self._begin() as connection:
             connection.execute(statement)
 
     @staticmethod
