@@ -142,7 +142,7 @@ def profile(conninfo: str, requests_count: int = 1500) -> None:
     for body in bodies:
         client.post("/push", data=body, content_type="application/json")
     profiler.disable()
-    pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)
+    pstats.Stats(profiler).sort_stats(os.environ.get("PROFILE_SORT", "cumulative")).print_stats(30)
 
 
 def main() -> None:

@@ -22,7 +22,7 @@ from consumer import decisions
 from consumer.classify import classify
 from consumer.context import HandlerContext, LeaseLost
 from consumer.db import retry
-from consumer.db.engine import unavailable_on_db_fault
+from consumer.db.engine import retry_on_stale, unavailable_on_db_fault
 from consumer.decisions import Source
 from consumer.errors import ConsumerError, Incomplete, Permanent, Unavailable
 from consumer.events import Event, TickEvent
@@ -129,9 +129,7 @@ class Dispatcher:
         # may fail with nothing written; after the claim, every path finishes the row.
         with self._connection() as connection:
             inbox = self.inbox.on(connection)
-            stale = self._stale_reason(inbox, event)
-            lease = timedelta(seconds=self.settings.lease_seconds)
-            claim = inbox.claim(event.key, event.route, event.message, self.clock(), lease)
+            stale, claim = retry_on_stale(connection, lambda: self._claim(inbox, event))
             if claim is None:
                 return self._not_claimed(inbox, event)
             delivery = Delivery(claim, inbox, started, self._record_by(started, time.monotonic()))
@@ -140,9 +138,19 @@ class Dispatcher:
                 return self._finish(delivery, terminal)
             return self._run(delivery, event)
 
+    def _claim(self, inbox: Inbox, event: Event) -> tuple[str, Claim | None]:
+        """Nothing has run yet, so a try that met a dead connection may simply be made again."""
+        stale = self._stale_reason(inbox, event)
+        lease = timedelta(seconds=self.settings.lease_seconds)
+        return stale, inbox.claim(event.key, event.route, event.message, self.clock(), lease)
+
     @contextmanager
     def _connection(self) -> Iterator[Connection]:
+        """Single-statement writes need no transaction block: on PostgreSQL each runs in
+        autocommit (one round trip instead of BEGIN, the statement and COMMIT)."""
         with unavailable_on_db_fault(), self.engine.connect() as connection:
+            if self.engine.dialect.name == "postgresql":
+                connection.execution_options(isolation_level="AUTOCOMMIT")
             yield connection
 
     def _terminal(self, claim: Claim, event: Event, stale: str) -> Verdict | None:

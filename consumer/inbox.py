@@ -19,6 +19,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from consumer.db.engine import unavailable_on_db_fault
 from consumer.db.schema import inbox, tick_progress
+from consumer.inbox_queries import queries_for
 from consumer.message import PushMessage
 
 
@@ -75,6 +76,7 @@ class Inbox:
         self.engine = engine
         self.connection = connection
         self._insert = postgresql.insert if engine.dialect.name == "postgresql" else sqlite.insert
+        self._queries = queries_for(engine.dialect.name)
 
     def on(self, connection: Connection) -> Inbox:
         """The same queries on one connection (a delivery's claim and finish share it). After a
@@ -99,30 +101,12 @@ class Inbox:
         another delivery holds it or it is finished."""
         token = uuid.uuid4().hex
         values = {
-            "key": key, "route": route, "status": Status.RUNNING, "attempts": 1,
-            "lease_until": now + lease, "claimed_by": token, "message_id": message.message_id,
-            "message": message.to_json(), "created_at": now, "updated_at": now,
+            "key": key, "route": route, "lease_until": now + lease, "claimed_by": token,
+            "message_id": message.message_id, "message": message.to_json(), "created_at": now,
+            "updated_at": now,
         }  # fmt: skip
-        insert = self._insert(inbox).values(**values)
-        taken_over = or_(
-            inbox.c.status == Status.FAILED,
-            and_(inbox.c.status == Status.RUNNING, inbox.c.lease_until < now),
-        )
-        statement = insert.on_conflict_do_update(
-            index_elements=[inbox.c.key],
-            set_={
-                "status": Status.RUNNING,
-                "attempts": inbox.c.attempts + 1,
-                "lease_until": insert.excluded.lease_until,
-                "claimed_by": insert.excluded.claimed_by,
-                "message_id": insert.excluded.message_id,
-                "message": insert.excluded.message,
-                "updated_at": insert.excluded.updated_at,
-            },
-            where=taken_over,
-        ).returning(inbox.c.attempts, inbox.c.lease_until)
         with self._begin() as connection:
-            row = connection.execute(statement).first()
+            row = connection.execute(self._queries.claim, values).first()
         if row is None:
             return None
         return Claim(key=key, token=token, attempts=row.attempts, lease_until=row.lease_until)
@@ -138,16 +122,13 @@ class Inbox:
     ) -> bool:
         """Record the outcome of a claim; ``False`` if the lease was lost meanwhile.
         ``refund_attempt``: the attempt made committed progress, so it does not count."""
-        values: dict[str, Any] = {
-            "status": status, "result": result, "error": error, "updated_at": now,
-            "lease_until": None,
+        values = {
+            "b_key": claim.key, "b_token": claim.token, "b_status": status, "b_result": result,
+            "b_error": error, "b_now": now, "b_refund": int(refund_attempt),
+            "b_finished_at": now if status in FINAL else None,
         }  # fmt: skip
-        if refund_attempt:
-            values["attempts"] = inbox.c.attempts - 1
-        if status in FINAL:
-            values["finished_at"] = now
         with self._begin() as connection:
-            changed = connection.execute(self._owned(claim).values(**values)).rowcount
+            changed = connection.execute(self._queries.finish, values).rowcount
         return changed == 1
 
     def finished_as(self, claim: Claim, status: Status) -> bool:
