@@ -64,10 +64,13 @@ def sqlalchemy_url(conninfo: str) -> str:
     return conninfo.replace("postgresql://", "postgresql+psycopg://", 1)
 
 
-def service_env(conninfo: str) -> dict[str, str]:
+def service_env(conninfo: str, synchronous_commit: str) -> dict[str, str]:
     inherited = {k: v for k, v in os.environ.items() if not k.startswith("CONSUMER_")}
     return {
         **inherited,
+        # Both servers' sessions alike (libpq reads PGOPTIONS): "off" takes the disk's flush
+        # latency out of both sides, leaving the cost of the code paths themselves.
+        "PGOPTIONS": f"-c synchronous_commit={synchronous_commit}",
         "CONSUMER_DATABASE_URL": sqlalchemy_url(conninfo),
         "CONSUMER_LOCAL_MODE": "true",
         "CONSUMER_PLUGINS": "bench.noop_deploy",
@@ -150,13 +153,19 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument(
+        "--synchronous-commit",
+        choices=["on", "off"],
+        default="on",
+        help="PostgreSQL's synchronous_commit for both servers ('off': no wait for the disk)",
+    )
     parser.add_argument("--profile", action="store_true", help="cProfile the push path instead")
     args = parser.parse_args()
     with database() as conninfo:
         if args.profile:
             profile(conninfo)
             return
-        env = service_env(conninfo)
+        env = service_env(conninfo, args.synchronous_commit)
         results: dict[str, list[Result]] = {name: [] for name in APPS}
         for run in range(args.repeat):
             for name, app in APPS.items():
@@ -167,8 +176,9 @@ def main() -> None:
 
 def report(results: dict[str, list[Result]], args: argparse.Namespace) -> None:
     generator = "wrk (Lua script)" if shutil.which("wrk") else "python keep-alive load generator"
-    print(f"\n/push on PostgreSQL, gunicorn -w 2 -k sync, {args.connections} connections, "
-          f"{args.seconds:g} s x {args.repeat}, {generator}; medians:")  # fmt: skip
+    print(f"\n/push on PostgreSQL (synchronous_commit={args.synchronous_commit}), gunicorn -w 2 "
+          f"-k sync, {args.connections} connections, {args.seconds:g} s x {args.repeat}, "
+          f"{generator}; medians:")  # fmt: skip
     medians = {name: median_of(runs) for name, runs in results.items()}
     for name, (rps, p50, p99, errors) in medians.items():
         print(f"  {name:<8} {rps:8.0f} req/s  p50 {p50:6.2f} ms  p99 {p99:6.2f} ms  "
