@@ -14,23 +14,23 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import Any, NamedTuple
+from typing import Any
 
 from sqlalchemy import Connection, Engine
 
 from consumer import decisions
 from consumer.classify import classify
-from consumer.context import HandlerContext, LeaseLost
+from consumer.context import HandlerContext
 from consumer.db import retry
 from consumer.db.engine import retry_on_stale, unavailable_on_db_fault
 from consumer.decisions import Source
-from consumer.errors import ConsumerError, Incomplete, Permanent, Unavailable
+from consumer.errors import ConsumerError, Unavailable
 from consumer.events import Event, TickEvent
 from consumer.inbox import Claim, Inbox, Status
 from consumer.message import Format, PushMessage
 from consumer.outcomes import Kind, Outcome, from_error, in_progress
 from consumer.registry import Registry
-from consumer.results import describe, json_safe_result
+from consumer.running import Skip, Verdict, context_for, invoke
 from consumer.settings import Settings
 from consumer.timeutil import Clock, utcnow
 
@@ -47,19 +47,7 @@ STATUS_OF = {
     Kind.UNROUTABLE: Status.UNROUTABLE,
 }
 Received = PushMessage | Event
-
-
-class Skip(Exception):
-    """Raised by a handler to record the event as ``skipped`` (acknowledged, not an error)."""
-
-
-class Verdict(NamedTuple):
-    """What a handler run came to, before it is recorded."""
-
-    kind: Kind
-    details: dict[str, Any]
-    error: str | None = None
-    refund_attempt: bool = False
+__all__ = ["Dispatcher", "Skip"]
 
 
 @dataclass
@@ -171,7 +159,8 @@ class Dispatcher:
 
     def _run(self, delivery: Delivery, event: Event) -> Outcome:
         claim = delivery.claim
-        context = self._context(claim.key, claim.attempts, None, self._renewer(delivery))
+        renew = self._renewer(delivery)
+        context = context_for(self.settings, self.engine, claim.key, claim.attempts, renew=renew)
         verdict = self._invoke(context, event)
         if verdict.kind is Kind.LEASE_LOST:
             return Outcome(Kind.LEASE_LOST, claim.key, verdict.details)
@@ -183,45 +172,16 @@ class Dispatcher:
     def _unclaimed(self, event: Event, budget: float | None) -> Outcome:
         if self.registry.resolve(event) is None:
             return Outcome(Kind.UNROUTABLE, event.key, {"error": self._unroutable(event)})
-        verdict = self._invoke(self._context(event.key, 1, budget, lambda: True), event)
+        verdict = self._invoke(context_for(self.settings, self.engine, event.key, 1, budget), event)
         body = {**verdict.details, "attempt": 1}
         if verdict.error:
             body["error"] = verdict.error
         return Outcome(verdict.kind, event.key, body)
 
     def _invoke(self, context: HandlerContext, event: Event) -> Verdict:
-        """Run the handler; what it raised decides the verdict (the outcome table's rows)."""
         handler = self.registry.resolve(event)
-        assert handler is not None
-        try:
-            result = handler(context, event)
-        except Skip as skip:
-            return Verdict(Kind.SKIPPED, {"reason": str(skip)})
-        except LeaseLost as exc:
-            return Verdict(Kind.LEASE_LOST, {"error": str(exc)})
-        except Permanent as exc:
-            return Verdict(Kind.DEAD, {}, describe(exc))
-        except Incomplete as exc:
-            return Verdict(Kind.RETRY, {}, describe(exc), refund_attempt=True)
-        except Exception as exc:  # any other failure is retryable until attempts run out
-            log.warning("handler failed for %s", context.key, exc_info=True)
-            exhausted = context.attempt >= self.settings.max_attempts
-            return Verdict(Kind.DEAD if exhausted else Kind.RETRY, {}, describe(exc))
-        # The effect has happened: whatever the result looks like, the event is done.
-        return Verdict(Kind.DONE, json_safe_result(result))
-
-    def _context(
-        self, key: str, attempt: int, budget: float | None, renew: Callable[[], bool]
-    ) -> HandlerContext:
-        seconds = self.settings.handler_budget_seconds if budget is None else budget
-        return HandlerContext(
-            settings=self.settings,
-            engine=self.engine,
-            key=key,
-            attempt=attempt,
-            deadline=time.monotonic() + seconds,
-            renew_lease=renew,
-        )
+        assert handler is not None  # unroutable events never get here
+        return invoke(handler, context, event, self.settings.max_attempts)
 
     def _renewer(self, delivery: Delivery) -> Callable[[], bool]:
         """The heartbeat of a long handler; a renewed lease also leaves recording more room."""
