@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-import time
 from typing import Any
 
 from flask import Flask, Response, jsonify, request
@@ -14,17 +12,19 @@ from consumer import logs, metrics, metrics_state, openapi
 from consumer.auth import Authenticator, authenticator_for
 from consumer.db.engine import make_engine, unavailable_on_db_fault
 from consumer.db.migrate import require_schema_at_head
-from consumer.deploy.hook import hook_view
+from consumer.decisions import Source
+from consumer.deploy.hook import HOOK_MAX_BYTES, parse_hook
+from consumer.deploy.signature import Verifier
 from consumer.dispatch import Dispatcher
 from consumer.envelope import Limits, parse_push
 from consumer.errors import BodyTooLarge, ConsumerError
+from consumer.events import DeployEvent
+from consumer.message import PushMessage
 from consumer.outcomes import Outcome, from_error
 from consumer.plugins import build_registry
 from consumer.registry import Registry
 from consumer.settings import Settings
 from consumer.timeutil import Clock, utcnow
-
-log = logging.getLogger("consumer.app")
 
 
 def create_app(
@@ -43,16 +43,13 @@ def create_app(
     dispatcher = Dispatcher(settings, engine, registry or build_registry(settings), clock)
     authenticate = authenticator_for(settings)
     limits = Limits(settings.max_attributes, settings.max_json_depth)
-    app.extensions["consumer.dispatcher"] = dispatcher
     app.before_request(logs.bind_request)  # trace ids for this request's log lines
     app.teardown_request(logs.unbind_request)
 
     app.add_url_rule(
         "/push", "push", _push_view(dispatcher, authenticate, limits), methods=["POST"]
     )
-    app.add_url_rule(
-        "/hooks/deploy", "deploy_hook", hook_view(settings, dispatcher), methods=["POST"]
-    )
+    app.add_url_rule("/hooks/deploy", "deploy_hook", _hook_view(dispatcher), methods=["POST"])
     app.add_url_rule("/healthz", "healthz", lambda: jsonify(status="ok"))
     app.add_url_rule("/readyz", "readyz", _ready_view(engine))
     state = metrics_state.collector_for(engine, dispatcher.registry, clock)
@@ -63,20 +60,33 @@ def create_app(
 
 
 def _push_view(dispatcher: Dispatcher, authenticate: Authenticator, limits: Limits) -> Any:
+    """``POST /push``: authenticate and parse; the dispatcher decides."""
+
     def push() -> Response:
-        started = time.monotonic()
-        try:
+        def receive() -> PushMessage:
             headers = dict(request.headers)
             authenticate(headers, request.args)
-            message = parse_push(headers, _body(dispatcher.settings.max_body_bytes), limits)
-            outcome = dispatcher.dispatch(message)
-        except ConsumerError as error:
-            outcome = from_error(error)
-            message = None
-        _log_decision(outcome, message, time.monotonic() - started)
-        return respond(outcome)
+            return parse_push(headers, _body(dispatcher.settings.max_body_bytes), limits)
+
+        return respond(dispatcher.decide(Source.PUSH, receive))
 
     return push
+
+
+def _hook_view(dispatcher: Dispatcher) -> Any:
+    """``POST /hooks/deploy``: verify the signature, then parse; the dispatcher decides."""
+    settings = dispatcher.settings
+    verifier = Verifier(settings.deploy_hook_secrets, settings.deploy_hook_tolerance_seconds)
+
+    def deploy_hook() -> Response:
+        def receive() -> DeployEvent:
+            body = _hook_body()
+            verifier.verify(dict(request.headers), body, dispatcher.clock().timestamp())
+            return parse_hook(body, dispatcher.clock(), dispatcher.registry.period_of)
+
+        return respond(dispatcher.decide(Source.HOOK, receive))
+
+    return deploy_hook
 
 
 def _body(limit: int) -> bytes:
@@ -88,6 +98,23 @@ def _body(limit: int) -> bytes:
     if len(body) > limit:
         raise BodyTooLarge()
     return body
+
+
+def _hook_body() -> bytes:
+    """The raw body, refused over ``HOOK_MAX_BYTES`` (an announcement is a few lines); a chunked
+    body is read only one byte past the limit, not up to the push limit."""
+    if (request.content_length or 0) > HOOK_MAX_BYTES:
+        raise BodyTooLarge(f"hook body is over {HOOK_MAX_BYTES} bytes")
+    chunks, size = [], 0
+    try:
+        while size <= HOOK_MAX_BYTES and (chunk := request.stream.read(HOOK_MAX_BYTES + 1 - size)):
+            chunks.append(chunk)
+            size += len(chunk)
+    except RequestEntityTooLarge:
+        raise BodyTooLarge() from None
+    if size > HOOK_MAX_BYTES:
+        raise BodyTooLarge(f"hook body is over {HOOK_MAX_BYTES} bytes")
+    return b"".join(chunks)
 
 
 def respond(outcome: Outcome) -> Response:
@@ -116,19 +143,3 @@ def _http_error(error: HTTPException) -> Response:
     # Keep what the error adds besides its HTML (the Allow header of a 405).
     response.headers.extend((k, v) for k, v in error.get_headers() if k.lower() != "content-type")
     return response
-
-
-def _log_decision(outcome: Outcome, message: Any, seconds: float) -> None:
-    metrics.record(outcome, seconds)
-    log.info(
-        "push decided",
-        extra={
-            "message_id": getattr(message, "message_id", None),
-            "key": outcome.key,
-            "route": outcome.route,
-            "outcome": outcome.kind.value,
-            "status": outcome.http_status,
-            "attempt": outcome.details.get("attempt"),
-            "duration_ms": round(seconds * 1000, 1),
-        },
-    )

@@ -1,34 +1,44 @@
-"""The core pipeline: classify -> claim in the inbox -> run the handler -> record the outcome.
+"""The decision pipeline: classify -> claim in the inbox -> run the handler -> record the outcome
+-> log one decision line and count it.
 
-This is where at-least-once delivery becomes an exactly-once effect; HTTP is only a caller.
+Every source of deliveries (push, deploy hook, pull, replay, a manual sweep) calls
+``Dispatcher.decide``; sources only adapt their input and output. This is where at-least-once
+delivery becomes an exactly-once effect.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import Engine
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy import Connection, Engine
 
-from consumer import schedule, text
+from consumer import decisions, schedule
 from consumer.classify import classify
-from consumer.context import HandlerContext, LeaseLost
-from consumer.db.engine import is_unavailable, sqlstate
-from consumer.errors import Incomplete, Permanent, Skip, Unavailable
+from consumer.context import HandlerContext
+from consumer.db import retry
+from consumer.db.engine import retry_on_stale, unavailable_on_db_fault
+from consumer.decisions import Source
+from consumer.errors import ConsumerError, Unavailable
 from consumer.events import Event, TickEvent
 from consumer.inbox import Claim, Inbox, Status
-from consumer.message import PushMessage
-from consumer.outcomes import Kind, Outcome
+from consumer.message import Format, PushMessage
+from consumer.outcomes import Kind, Outcome, from_error, in_progress
 from consumer.registry import Registry
+from consumer.running import Skip, Verdict, context_for, invoke
 from consumer.settings import Settings
 from consumer.timeutil import Clock, utcnow
 
 log = logging.getLogger("consumer.dispatch")
-FINISH_RETRIES = 3
+RECORD_SLACK_SECONDS = 1.0
+"""Recording stops retrying this long before the lease (or the request's deadline) runs out."""
+NOT_REDELIVERED = frozenset({Format.DEPLOY_HOOK, Format.CLI})
+"""Formats whose delivery nobody redelivers if its process dies (no unacknowledged message)."""
 STATUS_OF = {
     Kind.DONE: Status.DONE,
     Kind.RETRY: Status.FAILED,
@@ -36,11 +46,24 @@ STATUS_OF = {
     Kind.SKIPPED: Status.SKIPPED,
     Kind.UNROUTABLE: Status.UNROUTABLE,
 }
-__all__ = ["Dispatcher", "Skip", "json_safe_result"]  # Skip lives in consumer.errors
+Received = PushMessage | Event
+__all__ = ["Dispatcher", "Skip"]
+
+
+@dataclass
+class Delivery:
+    """One claimed delivery: its claim, its inbox connection, and until when it may record."""
+
+    claim: Claim
+    inbox: Inbox
+    started: float
+    """``time.monotonic()`` when the delivery was received."""
+    record_by: float
+    """``time.monotonic()`` by which recording must be done: the lease's or the request's end."""
 
 
 class Dispatcher:
-    """Runs one message through the inbox and its handler and returns the outcome."""
+    """Decides deliveries: one per call of ``decide``, from any thread."""
 
     def __init__(
         self, settings: Settings, engine: Engine, registry: Registry, clock: Clock = utcnow
@@ -51,111 +74,179 @@ class Dispatcher:
         self.inbox = Inbox(engine)
         self.clock = clock
 
-    def dispatch(self, message: PushMessage) -> Outcome:
-        """Classify and handle; ``InvalidEvent`` propagates (a 400: nothing is stored)."""
-        return self.handle(classify(message, self.registry.period_of))
+    def decide(self, source: Source, receive: Callable[[], Received]) -> Outcome:
+        """Receive (authenticate, parse: a ``ConsumerError`` becomes a 4xx/503 outcome), then
+        classify, claim, run and record; log and count the decision once."""
+        return self._decide(source, receive, claimed=True, budget=None)
 
-    def handle(self, event: Event) -> Outcome:
-        # Everything that reads before the claim may fail with nothing written; after the claim,
-        # every path finishes the row, so no failure strands it in ``running``.
-        if early := self._future_reason(event):
-            return Outcome(Kind.SKIPPED, event.key, {"reason": early, "recorded": False})
-        stale = self._stale_reason(event)
-        lease = timedelta(seconds=self.settings.lease_seconds)
-        claim = self.inbox.claim(event.key, event.route, event.message, self.clock(), lease)
-        if claim is None:
-            return self._not_claimed(event.key)
-        handler = self.registry.resolve(event)
-        if claim.attempts > self.settings.max_attempts:
-            return self._finish(claim, Kind.DEAD, error="attempts exhausted (did a worker die?)")
-        if handler is None:
-            return self._finish(claim, Kind.UNROUTABLE, error=f"no handler for {event.route}")
-        if stale:
-            return self._finish(claim, Kind.SKIPPED, details={"reason": stale})
-        return self._run(claim, event, handler)
+    def dispatch(self, message: PushMessage, source: Source = Source.PUSH) -> Outcome:
+        return self.decide(source, lambda: message)
 
-    def _run(self, claim: Claim, event: Event, handler: Callable[..., Any]) -> Outcome:
-        context = self._context(claim)
+    def handle(self, event: Event, source: Source = Source.PUSH) -> Outcome:
+        return self.decide(source, lambda: event)
+
+    def run_unclaimed(self, event: Event, source: Source, budget: float | None) -> Outcome:
+        """Run the event's handler without taking its inbox slot (a manual sweep runs beside a
+        tick's sweep; the job claims keep them apart), otherwise decided like any delivery."""
+        return self._decide(source, lambda: event, claimed=False, budget=budget)
+
+    def _decide(
+        self, source: Source, receive: Callable[[], Received], claimed: bool, budget: float | None
+    ) -> Outcome:
+        started, event, message_id = time.monotonic(), None, None
         try:
-            result = handler(context, event)
-        except Skip as skip:
-            return self._finish(claim, Kind.SKIPPED, details={"reason": str(skip)})
-        except LeaseLost as exc:
-            return Outcome(Kind.LEASE_LOST, claim.key, {"error": str(exc)})
-        except Permanent as exc:
-            return self._finish(claim, Kind.DEAD, error=_describe(exc))
-        except Incomplete as exc:
-            return self._finish(claim, Kind.RETRY, error=_describe(exc), refund_attempt=True)
-        except Exception as exc:  # any other failure is retryable until attempts run out
-            log.warning("handler failed for %s", claim.key, exc_info=True)
-            kind = Kind.DEAD if claim.attempts >= self.settings.max_attempts else Kind.RETRY
-            return self._finish(claim, kind, error=_describe(exc))
-        # The effect has happened: whatever the result looks like, the event is done.
-        outcome = self._finish(claim, Kind.DONE, details=json_safe_result(result))
-        if isinstance(event, TickEvent) and outcome.kind is Kind.DONE:
-            self._advance_slot(event)
+            received = receive()
+            message_id = _message_of(received).message_id
+            event = self._classify(received)
+            outcome = self._handle(event, started) if claimed else self._unclaimed(event, budget)
+        except ConsumerError as error:
+            outcome = from_error(error)
+        if event is not None:
+            outcome = replace(outcome, route=event.route.value)
+        decisions.record(source, outcome, message_id, time.monotonic() - started)
         return outcome
 
-    def _advance_slot(self, event: TickEvent) -> None:
-        """Best effort: the tick is done either way; a missed advance only delays coalescing."""
+    def _classify(self, received: Received) -> Event:
+        """``InvalidEvent`` (a 400: nothing is stored) when the message is ours but incomplete."""
+        if isinstance(received, PushMessage):
+            return classify(received, self.registry.period_of)
+        return received
+
+    def _handle(self, event: Event, started: float) -> Outcome:
+        # One connection serves the claim and the finish. Everything that reads before the claim
+        # may fail with nothing written; after the claim, every path finishes the row.
+        if early := self._future_reason(event):
+            return Outcome(Kind.SKIPPED, event.key, {"reason": early, "recorded": False})
+        with self._connection() as connection:
+            inbox = self.inbox.on(connection)
+            stale, claim = retry_on_stale(connection, lambda: self._claim(inbox, event))
+            if claim is None:
+                return self._not_claimed(inbox, event)
+            delivery = Delivery(claim, inbox, started, self._record_by(started, time.monotonic()))
+            terminal = self._terminal(claim, event, stale)
+            if terminal is not None:
+                return self._finish(delivery, terminal)
+            return self._run(delivery, event)
+
+    def _claim(self, inbox: Inbox, event: Event) -> tuple[str, Claim | None]:
+        """Nothing has run yet, so a try that met a dead connection may simply be made again."""
+        stale = self._stale_reason(inbox, event)
+        lease = timedelta(seconds=self.settings.lease_seconds)
+        return stale, inbox.claim(event.key, event.route, event.message, self.clock(), lease)
+
+    @contextmanager
+    def _connection(self) -> Iterator[Connection]:
+        """Single-statement writes need no transaction block: on PostgreSQL each runs in
+        autocommit (one round trip instead of BEGIN, the statement and COMMIT)."""
+        with unavailable_on_db_fault(), self.engine.connect() as connection:
+            if self.engine.dialect.name == "postgresql":
+                connection.execution_options(isolation_level="AUTOCOMMIT")
+            yield connection
+
+    def _terminal(self, claim: Claim, event: Event, stale: str) -> Verdict | None:
+        """The outcomes decided before any handler runs."""
+        if claim.attempts > self.settings.max_attempts:
+            return Verdict(Kind.DEAD, {}, "attempts exhausted (did a worker die?)")
+        if self.registry.resolve(event) is None:
+            return Verdict(Kind.UNROUTABLE, {}, self._unroutable(event))
+        if stale:
+            return Verdict(Kind.SKIPPED, {"reason": stale})
+        return None
+
+    def _unroutable(self, event: Event) -> str:
+        if isinstance(event, TickEvent):
+            names = ", ".join(sorted(self.registry.tasks)) or "none"
+            return f"no tick task {event.task!r} is registered (registered: {names})"
+        return f"no handler for {event.route}"
+
+    def _run(self, delivery: Delivery, event: Event) -> Outcome:
+        claim = delivery.claim
+        renew = self._renewer(delivery)
+        context = context_for(self.settings, self.engine, claim.key, claim.attempts, renew=renew)
+        verdict = self._invoke(context, event)
+        if verdict.kind is Kind.LEASE_LOST:
+            return Outcome(Kind.LEASE_LOST, claim.key, verdict.details)
+        outcome = self._finish(delivery, verdict)
+        if isinstance(event, TickEvent) and outcome.kind is Kind.DONE:
+            self._advance_slot(delivery, event)
+        return outcome
+
+    def _unclaimed(self, event: Event, budget: float | None) -> Outcome:
+        if self.registry.resolve(event) is None:
+            return Outcome(Kind.UNROUTABLE, event.key, {"error": self._unroutable(event)})
+        verdict = self._invoke(context_for(self.settings, self.engine, event.key, 1, budget), event)
+        body = {**verdict.details, "attempt": 1}
+        if verdict.error:
+            body["error"] = verdict.error
+        return Outcome(verdict.kind, event.key, body)
+
+    def _invoke(self, context: HandlerContext, event: Event) -> Verdict:
+        handler = self.registry.resolve(event)
+        assert handler is not None  # unroutable events never get here
+        return invoke(handler, context, event, self.settings.max_attempts)
+
+    def _renewer(self, delivery: Delivery) -> Callable[[], bool]:
+        """The heartbeat of a long handler; a renewed lease also leaves recording more room."""
+
+        def renew() -> bool:
+            now, lease = self.clock(), timedelta(seconds=self.settings.lease_seconds)
+            if not self.inbox.heartbeat(delivery.claim, now + lease, now):
+                return False
+            renewed = self._record_by(delivery.started, time.monotonic())
+            delivery.record_by = max(delivery.record_by, renewed)
+            return True
+
+        return renew
+
+    def _record_by(self, started: float, leased_at: float) -> float:
+        """Recording may retry until the lease ends, but not past the request's own deadline
+        (gunicorn's timeout is the ack deadline: a killed worker records nothing)."""
+        lease_end = leased_at + self.settings.lease_seconds
+        request_end = started + self.settings.ack_deadline_seconds
+        return min(lease_end, request_end) - RECORD_SLACK_SECONDS
+
+    def _finish(self, delivery: Delivery, verdict: Verdict) -> Outcome:
+        """Record the verdict, retrying through a database outage while the lease leaves room,
+        so an effect already made is not run again by the redelivery."""
+        claim, inbox, status = delivery.claim, delivery.inbox, STATUS_OF[verdict.kind]
+        result = verdict.details
+
+        def write() -> bool:
+            now = self.clock()
+            kept = inbox.finish(claim, status, now, result or None, verdict.error,
+                                verdict.refund_attempt)  # fmt: skip
+            # A commit whose reply was lost looks like a lost lease to the retry.
+            return kept or inbox.finished_as(claim, status)
+
+        if not retry.until_deadline(write, delivery.record_by, f"the outcome of {claim.key}"):
+            return Outcome(Kind.LEASE_LOST, claim.key, {"attempt": claim.attempts})
+        body = {**result, "attempt": claim.attempts}
+        if verdict.error:
+            body["error"] = verdict.error
+        return Outcome(verdict.kind, claim.key, body)
+
+    def _advance_slot(self, delivery: Delivery, event: TickEvent) -> None:
+        """Retried like the finish; the tick is done either way, a missed advance only delays
+        coalescing."""
+        advance = lambda: delivery.inbox.advance_slot(event.task, event.slot)  # noqa: E731
         try:
-            self.inbox.advance_slot(event.task, event.slot)
+            retry.until_deadline(advance, delivery.record_by, f"the slot of {event.key}")
         except Unavailable:
             log.warning("could not record the completed slot of %s", event.key)
 
-    def _context(self, claim: Claim) -> HandlerContext:
-        deadline = time.monotonic() + self.settings.handler_budget_seconds
-
-        def renew() -> bool:
-            now = self.clock()
-            return self.inbox.heartbeat(
-                claim, now + timedelta(seconds=self.settings.lease_seconds), now
-            )
-
-        return HandlerContext(
-            settings=self.settings,
-            engine=self.engine,
-            key=claim.key,
-            attempt=claim.attempts,
-            deadline=deadline,
-            renew_lease=renew,
-        )
-
-    def _finish(
-        self,
-        claim: Claim,
-        kind: Kind,
-        details: Mapping[str, Any] | None = None,
-        error: str | None = None,
-        refund_attempt: bool = False,
-    ) -> Outcome:
-        """Record the outcome, retrying a short database blip so a done effect is not re-run."""
-        status = STATUS_OF[kind]
-        result = dict(details or {})
-        for attempt in range(FINISH_RETRIES):
-            try:
-                kept = self.inbox.finish(
-                    claim, status, self.clock(), result or None, error, refund_attempt
-                )
-                break
-            except Unavailable:
-                if attempt == FINISH_RETRIES - 1:
-                    raise
-                time.sleep(0.2 * 2**attempt)
-        if not kept and not self.inbox.finished_as(claim, status):
-            # (``finished_as``: a write that committed but whose reply was lost still counts.)
-            return Outcome(Kind.LEASE_LOST, claim.key, {"attempt": claim.attempts})
-        body = {**result, "attempt": claim.attempts}
-        if error:
-            body["error"] = error
-        return Outcome(kind, claim.key, body)
-
-    def _not_claimed(self, key: str) -> Outcome:
-        row = self.inbox.get(key)
+    def _not_claimed(self, inbox: Inbox, event: Event) -> Outcome:
+        row = inbox.get(event.key)
         if row is None or row.status in (Status.RUNNING, Status.FAILED):
             # Running elsewhere with a live lease (or just rearmed): the running copy decides.
-            return Outcome(Kind.IN_PROGRESS, key, {"status": row.status if row else "unknown"})
-        return Outcome(Kind.DUPLICATE, key, {"status": row.status.value})
+            # Only the running delivery's own message must be nacked to stay alive.
+            acknowledge = (
+                row is not None
+                and row.status is Status.RUNNING
+                and row.message_id != event.message.message_id
+                and _redelivered(row.message)
+            )
+            return in_progress(event.key, event.route, acknowledge)
+        return Outcome(Kind.DUPLICATE, event.key, {"status": row.status.value})
 
     def _future_reason(self, event: Event) -> str:
         """A tick whose slot has not begun is forged or skewed: acknowledged but not claimed, so
@@ -165,45 +256,23 @@ class Dispatcher:
         tolerance = self.settings.tick_future_tolerance_seconds
         return schedule.future_reason(event.slot, self.clock(), tolerance)
 
-    def _stale_reason(self, event: Event) -> str:
+    def _stale_reason(self, inbox: Inbox, event: Event) -> str:
         """Ticks from a backlog are coalesced: only the current slots run."""
         if not isinstance(event, TickEvent):
             return ""
         max_age = self.settings.tick_max_age_periods
         if old := schedule.stale_reason(event.schedule, event.slot, self.clock(), max_age):
             return old
-        last = self.inbox.last_slot(event.task)
+        last = inbox.last_slot(event.task)
         if last is not None and event.slot < last:
             return f"tick slot {event.slot.isoformat()} precedes completed slot {last.isoformat()}"
         return ""
 
 
-def _describe(exc: BaseException) -> str:
-    """A storable summary; database errors name their kind only (their text carries SQL and
-    parameters, which belong in the log, not in responses)."""
-    if isinstance(exc, DBAPIError):
-        kind = "database unavailable" if is_unavailable(exc) else "database error"
-        code = sqlstate(exc)
-        return f"{kind}: {type(exc.orig).__name__}" + (f" (SQLSTATE {code})" if code else "")
-    return text.describe(exc)
+def _message_of(received: Received) -> PushMessage:
+    return received if isinstance(received, PushMessage) else received.message
 
 
-def json_safe_result(result: Any) -> dict[str, Any]:
-    """A handler's result as a JSON object any database can store (and any client can read)."""
-    if result is None:
-        return {}
-    if not isinstance(result, Mapping):
-        return {"result": _storable_json(result)}
-    return {str(key): _storable_json(value) for key, value in result.items()}
-
-
-def _storable_json(value: Any) -> Any:
-    if isinstance(value, str):
-        return text.storable(value, limit=100_000)
-    if isinstance(value, Mapping):
-        return {text.storable(str(k)): _storable_json(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_storable_json(item) for item in value]
-    if value is None or isinstance(value, bool | int | float):
-        return value
-    return text.storable(str(value))
+def _redelivered(stored: Mapping[str, Any]) -> bool:
+    """Whether the stored message's source redelivers it if the running process dies."""
+    return stored.get("format") not in NOT_REDELIVERED

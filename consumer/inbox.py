@@ -7,17 +7,19 @@ zero rows means another delivery took the lease over, and nothing is overwritten
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import Engine, and_, delete, or_, select, update
+from sqlalchemy import Connection, Engine, and_, delete, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from consumer.db.engine import unavailable_on_db_fault
 from consumer.db.schema import inbox, tick_progress
+from consumer.inbox_queries import queries_for
 from consumer.message import PushMessage
 
 
@@ -70,9 +72,27 @@ class InboxRow:
 class Inbox:
     """Named queries over the ``inbox`` and ``tick_progress`` tables."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, connection: Connection | None = None) -> None:
         self.engine = engine
+        self.connection = connection
         self._insert = postgresql.insert if engine.dialect.name == "postgresql" else sqlite.insert
+        self._queries = queries_for(engine.dialect.name)
+
+    def on(self, connection: Connection) -> Inbox:
+        """The same queries on one connection (a delivery's claim and finish share it). After a
+        fault the connection reconnects on its next use, so a retry needs no new checkout."""
+        return Inbox(self.engine, connection)
+
+    @contextmanager
+    def _begin(self) -> Iterator[Connection]:
+        """A transaction on the bound connection, or on one checked out for it."""
+        with unavailable_on_db_fault():
+            if self.connection is None:
+                with self.engine.begin() as connection:
+                    yield connection
+            else:
+                with self.connection.begin():
+                    yield self.connection
 
     def claim(
         self, key: str, route: str, message: PushMessage, now: datetime, lease: timedelta
@@ -81,30 +101,12 @@ class Inbox:
         another delivery holds it or it is finished."""
         token = uuid.uuid4().hex
         values = {
-            "key": key, "route": route, "status": Status.RUNNING, "attempts": 1,
-            "lease_until": now + lease, "claimed_by": token, "message_id": message.message_id,
-            "message": message.to_json(), "created_at": now, "updated_at": now,
+            "key": key, "route": route, "lease_until": now + lease, "claimed_by": token,
+            "message_id": message.message_id, "message": message.to_json(), "created_at": now,
+            "updated_at": now,
         }  # fmt: skip
-        insert = self._insert(inbox).values(**values)
-        taken_over = or_(
-            inbox.c.status == Status.FAILED,
-            and_(inbox.c.status == Status.RUNNING, inbox.c.lease_until < now),
-        )
-        statement = insert.on_conflict_do_update(
-            index_elements=[inbox.c.key],
-            set_={
-                "status": Status.RUNNING,
-                "attempts": inbox.c.attempts + 1,
-                "lease_until": insert.excluded.lease_until,
-                "claimed_by": insert.excluded.claimed_by,
-                "message_id": insert.excluded.message_id,
-                "message": insert.excluded.message,
-                "updated_at": insert.excluded.updated_at,
-            },
-            where=taken_over,
-        ).returning(inbox.c.attempts, inbox.c.lease_until)
-        with unavailable_on_db_fault(), self.engine.begin() as connection:
-            row = connection.execute(statement).first()
+        with self._begin() as connection:
+            row = connection.execute(self._queries.claim, values).first()
         if row is None:
             return None
         return Claim(key=key, token=token, attempts=row.attempts, lease_until=row.lease_until)
@@ -120,16 +122,13 @@ class Inbox:
     ) -> bool:
         """Record the outcome of a claim; ``False`` if the lease was lost meanwhile.
         ``refund_attempt``: the attempt made committed progress, so it does not count."""
-        values: dict[str, Any] = {
-            "status": status, "result": result, "error": error, "updated_at": now,
-            "lease_until": None,
+        values = {
+            "b_key": claim.key, "b_token": claim.token, "b_status": status, "b_result": result,
+            "b_error": error, "b_now": now, "b_refund": int(refund_attempt),
+            "b_finished_at": now if status in FINAL else None,
         }  # fmt: skip
-        if refund_attempt:
-            values["attempts"] = inbox.c.attempts - 1
-        if status in FINAL:
-            values["finished_at"] = now
-        with unavailable_on_db_fault(), self.engine.begin() as connection:
-            changed = connection.execute(self._owned(claim).values(**values)).rowcount
+        with self._begin() as connection:
+            changed = connection.execute(self._queries.finish, values).rowcount
         return changed == 1
 
     def finished_as(self, claim: Claim, status: Status) -> bool:
@@ -138,17 +137,17 @@ class Inbox:
         query = select(inbox.c.key).where(
             inbox.c.key == claim.key, inbox.c.claimed_by == claim.token, inbox.c.status == status
         )
-        with unavailable_on_db_fault(), self.engine.connect() as connection:
+        with self._begin() as connection:
             return connection.execute(query).first() is not None
 
     def heartbeat(self, claim: Claim, lease_until: datetime, now: datetime) -> bool:
         """Extend the lease of a long handler; ``False`` if it was lost."""
         statement = self._owned(claim).values(lease_until=lease_until, updated_at=now)
-        with unavailable_on_db_fault(), self.engine.begin() as connection:
+        with self._begin() as connection:
             return connection.execute(statement).rowcount == 1
 
     def get(self, key: str) -> InboxRow | None:
-        with unavailable_on_db_fault(), self.engine.connect() as connection:
+        with self._begin() as connection:
             row = connection.execute(select(inbox).where(inbox.c.key == key)).first()
         return InboxRow.from_row(row) if row else None
 
@@ -156,7 +155,7 @@ class Inbox:
         query = select(inbox).order_by(inbox.c.updated_at.desc()).limit(limit)
         if status is not None:
             query = query.where(inbox.c.status == status)
-        with unavailable_on_db_fault(), self.engine.connect() as connection:
+        with self._begin() as connection:
             return [InboxRow.from_row(row) for row in connection.execute(query)]
 
     def rearm(self, key: str, now: datetime) -> bool:
@@ -167,28 +166,31 @@ class Inbox:
             .where(inbox.c.status.in_([Status.DEAD, Status.UNROUTABLE, Status.FAILED]))
             .values(status=Status.FAILED, attempts=0, updated_at=now)
         )
-        with unavailable_on_db_fault(), self.engine.begin() as connection:
+        with self._begin() as connection:
             return connection.execute(statement).rowcount == 1
 
     def purge(self, finished_before: datetime, limit: int | None = None) -> int:
-        """Delete finished rows, and failed rows nobody retried, older than the retention; at
-        most ``limit`` in one transaction (callers loop, so no lock is held past a deadline)."""
+        """Delete finished rows, failed rows nobody retried, and running rows whose lease ran
+        out, older than the retention; at most ``limit`` in one transaction (callers loop, so no
+        lock is held past a deadline)."""
         expired = or_(
             and_(inbox.c.status.in_(list(FINAL)), inbox.c.finished_at < finished_before),
             # A failed row whose message Pub/Sub stopped redelivering (dead-lettered, expired).
             and_(inbox.c.status == Status.FAILED, inbox.c.updated_at < finished_before),
+            # A delivery that died and whose message never came back: nobody will finish it.
+            and_(inbox.c.status == Status.RUNNING, inbox.c.lease_until < finished_before),
         )
         if limit is None:
             statement = delete(inbox).where(expired)
         else:
             chunk = select(inbox.c.key).where(expired).limit(limit).scalar_subquery()
             statement = delete(inbox).where(inbox.c.key.in_(chunk))
-        with unavailable_on_db_fault(), self.engine.begin() as connection:
+        with self._begin() as connection:
             return connection.execute(statement).rowcount
 
     def last_slot(self, task: str) -> datetime | None:
         query = select(tick_progress.c.last_slot).where(tick_progress.c.task == task)
-        with unavailable_on_db_fault(), self.engine.connect() as connection:
+        with self._begin() as connection:
             return connection.execute(query).scalar()
 
     def advance_slot(self, task: str, slot: datetime) -> None:
@@ -199,7 +201,7 @@ class Inbox:
             set_={"last_slot": statement.excluded.last_slot},
             where=tick_progress.c.last_slot < statement.excluded.last_slot,
         )
-        with unavailable_on_db_fault(), self.engine.begin() as connection:
+        with self._begin() as connection:
             connection.execute(statement)
 
     @staticmethod

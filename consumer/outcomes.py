@@ -39,7 +39,8 @@ STATUS = {
 }
 ACK_STATUSES = frozenset({102, 200, 201, 202, 204})
 """The statuses Pub/Sub counts as an ack; anything else is redelivered."""
-ROUTE_OF_KEY_PREFIX = {"tick": "tick", "storage": "storage", "deploy": "deploy", "message": "other"}
+NO_ROUTE = "-"
+"""The route of a decision taken before an event was known (bad input, auth, outages)."""
 
 
 @dataclass(frozen=True)
@@ -48,12 +49,8 @@ class Outcome:
     key: str = ""
     details: dict[str, Any] = field(default_factory=dict)
     status: int = 0
-
-    @property
-    def route(self) -> str:
-        """The event's route, read off its key (``tick:...``, ``storage:...``); ``-`` if none."""
-        prefix = self.key.split(":", 1)[0]
-        return ROUTE_OF_KEY_PREFIX.get(prefix, "-")
+    route: str = NO_ROUTE
+    """The event's route (``tick``, ``storage``...), taken from the event itself."""
 
     @property
     def http_status(self) -> int:
@@ -65,6 +62,16 @@ class Outcome:
 
     def body(self) -> dict[str, Any]:
         return {"outcome": self.kind.value, "key": self.key, **self.details}
+
+
+def in_progress(key: str, route: str, running_redelivers: bool) -> Outcome:
+    """The key is running under another claim. A nack (409) keeps a message alive; only the
+    running delivery's own message needs that, and it is unacknowledged, so it comes back if its
+    pod dies. Any *other* message with the same meaning can be acknowledged (200): nacks make
+    Pub/Sub slow the whole subscription down. ``running_redelivers`` is false when the running
+    delivery's source never redelivers (a deploy hook, the CLI): then every copy is nacked."""
+    status = 200 if running_redelivers else STATUS[Kind.IN_PROGRESS]
+    return Outcome(Kind.IN_PROGRESS, key, {"status": "running"}, status=status, route=route)
 
 
 def from_error(error: ConsumerError) -> Outcome:

@@ -10,20 +10,17 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from google.cloud import pubsub_v1
 from google.cloud.pubsub_v1.subscriber.scheduler import ThreadScheduler
 
-from consumer import metrics
 from consumer.db.engine import make_engine
+from consumer.decisions import Source
 from consumer.dispatch import Dispatcher
-from consumer.errors import ConsumerError
 from consumer.logs import configure_logging
 from consumer.message import Format, PushMessage
-from consumer.outcomes import Outcome, from_error
 from consumer.plugins import build_registry
 from consumer.settings import Settings
 
@@ -60,18 +57,16 @@ class PullConsumer:
         self.client = client or pubsub_v1.SubscriberClient()
 
     def handle(self, received: Any) -> None:
-        """The subscriber's callback: decide, then ack or nack. Never raises into the library."""
-        started = time.monotonic()
+        """The subscriber's callback: the dispatcher decides, then ack or nack. Never raises
+        into the library."""
         try:
-            outcome = self.dispatcher.dispatch(to_message(received, self.subscription))
-        except ConsumerError as error:
-            outcome = from_error(error)
+            outcome = self.dispatcher.decide(
+                Source.PULL, lambda: to_message(received, self.subscription)
+            )
         except Exception:
             log.exception("unexpected failure on message %s", received.message_id)
             received.nack()
             return
-        metrics.record(outcome, time.monotonic() - started)
-        self._log(outcome, received.message_id, time.monotonic() - started)
         # Unlike a push endpoint, a 400 here is acked: redelivery can never fix the message,
         # and a nack without a retry policy comes straight back (the log keeps the evidence).
         if outcome.acked or outcome.http_status == 400:
@@ -109,17 +104,6 @@ class PullConsumer:
                 "set one (e.g. 10s..600s backoff)",
                 self.subscription,
             )
-
-    @staticmethod
-    def _log(outcome: Outcome, message_id: str, seconds: float) -> None:
-        log.info(
-            "pull decided",
-            extra={
-                "message_id": message_id, "key": outcome.key, "route": outcome.route,
-                "outcome": outcome.kind.value, "acked": outcome.acked,
-                "attempt": outcome.details.get("attempt"), "duration_ms": round(seconds * 1000, 1),
-            },
-        )  # fmt: skip
 
 
 def run_pull(settings: Settings, subscription: str, max_messages: int) -> None:

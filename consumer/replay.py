@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from consumer.db.engine import make_engine
+from consumer.decisions import Source
 from consumer.dispatch import Dispatcher
 from consumer.errors import NotReplayable
 from consumer.message import PushMessage
@@ -22,6 +23,6 @@ def replay(settings: Settings, key: str) -> Outcome:
         row = dispatcher.inbox.get(key)
         if row is None or not dispatcher.inbox.rearm(key, utcnow()):
             raise NotReplayable(f"{key!r} is missing or not dead, unroutable or failed")
-        return dispatcher.dispatch(PushMessage.from_json(row.message))
+        return dispatcher.dispatch(PushMessage.from_json(row.message), Source.REPLAY)
     finally:
         engine.dispose()

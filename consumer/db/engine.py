@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 from consumer.errors import Unavailable
@@ -15,13 +15,18 @@ from consumer.errors import Unavailable
 SQLITE_BUSY_TIMEOUT_SECONDS = 30
 POSTGRES_CONNECT_TIMEOUT_SECONDS = 5
 NOT_TRANSIENT_SQLSTATE_CLASSES = ("22", "54")  # data exception, program limit exceeded
+T = TypeVar("T")
 
 
 def make_engine(url: str, **options: Any) -> Engine:
-    """An engine tuned for many short transactions from several processes."""
+    """An engine tuned for many short transactions from several processes.
+
+    No ``pool_pre_ping``: a ``SELECT 1`` on every checkout is a round trip per transaction. A
+    connection that died while pooled fails on its first use instead, which invalidates the
+    whole pool (every other pooled connection is replaced on its next checkout); callers retry
+    what is safe to retry (``retry_on_stale``), the rest becomes a 503 and is redelivered."""
     if url.startswith("sqlite"):
         return _sqlite_engine(url, **options)
-    options.setdefault("pool_pre_ping", True)
     options.setdefault("pool_size", 5)
     options.setdefault("max_overflow", 5)
     connect_args = {"connect_timeout": POSTGRES_CONNECT_TIMEOUT_SECONDS}
@@ -65,6 +70,18 @@ def is_unavailable(exc: BaseException) -> bool:
 def sqlstate(exc: DBAPIError) -> str:
     """The driver's SQLSTATE code, or ``""`` (SQLite has none)."""
     return str(getattr(exc.orig, "sqlstate", "") or "")
+
+
+def retry_on_stale(connection: Connection, operation: Callable[[], T]) -> T:
+    """Run ``operation`` (which uses ``connection``) again, once, if its first try found the
+    connection dead (invalidated: it reconnects on next use). Only for operations that had no
+    effect if they failed: a read, or a claim made before anything ran."""
+    try:
+        return operation()
+    except Unavailable:
+        if not connection.invalidated:
+            raise
+    return operation()
 
 
 @contextmanager

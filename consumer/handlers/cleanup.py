@@ -1,4 +1,5 @@
-"""Tick task ``cleanup``: purge finished inbox rows and jobs past their retention.
+"""Tick task ``cleanup``: purge finished inbox rows and jobs past their retention, and inbox rows
+left ``running`` by a delivery that died and never came back (lease expired over the retention).
 
 Rows go in chunks of ``CHUNK_ROWS``, one transaction each, so no single DELETE outlasts the ack
 deadline (rolled back, then retried the next day forever) or holds SQLite's write lock for long.

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from datetime import datetime
 from typing import Any
@@ -181,9 +180,11 @@ def sweep_command(once: bool, budget: float | None) -> None:
 
 
 def run_sweep_once(settings: Settings, budget: float | None = None) -> dict[str, Any]:
-    """The registered ``sweep`` handler with a tick's context and budget."""
-    from consumer.context import HandlerContext
+    """The registered ``sweep`` task, decided by the same pipeline as a tick (logged, counted,
+    errors turned into outcomes) but without taking the tick's inbox slot."""
     from consumer.db.engine import make_engine
+    from consumer.decisions import Source
+    from consumer.dispatch import Dispatcher
     from consumer.events import TickEvent
     from consumer.message import Format, PushMessage
     from consumer.plugins import build_registry
@@ -194,10 +195,11 @@ def run_sweep_once(settings: Settings, budget: float | None = None) -> dict[str,
         f"cli-{uuid.uuid4().hex}", now, attributes={"task": "sweep"}, format=Format.CLI
     )
     event = TickEvent("sweep", schedule.slot_of(now), schedule, message)
-    seconds = settings.handler_budget_seconds if budget is None else budget
     engine = make_engine(settings.database_url)
-    context = HandlerContext(settings, engine, event.key, 1, time.monotonic() + seconds)
     try:
-        return dict(registry.tasks["sweep"].handler(context, event) or {})
+        outcome = Dispatcher(settings, engine, registry).run_unclaimed(event, Source.CLI, budget)
     finally:
         engine.dispose()
+    if outcome.kind.value != "done":
+        raise click.ClickException(f"sweep {outcome.kind.value}: {outcome.details.get('error')}")
+    return {k: v for k, v in outcome.details.items() if k != "attempt"}

@@ -163,3 +163,67 @@ def test_database_lost_mid_handler_never_doubles_the_effect(
     row = Inbox(pg_engine).get("deploy:web:cut")
     assert row is not None and row.status is Status.DONE
     proxy.stop()
+
+
+def test_a_4s_cut_while_recording_the_outcome_neither_repeats_nor_loses_the_effect(
+    postgres_url: str, pg_engine: Engine, start_server: Callable[..., Server]
+) -> None:
+    """The finish is retried for as long as the lease leaves room: the effect made before the
+    cut is recorded after it, and the redelivery finds it done instead of running it again."""
+    proxy = TcpProxy(5432)
+    proxy.start()
+    proxied = postgres_url.replace("127.0.0.1:5432", f"127.0.0.1:{proxy.port}")
+    settings = effect_settings(proxied, ack_deadline_seconds=20, safety_margin_seconds=2)
+    server = start_server(settings_env(settings), workers=2)
+    body = deploy_body("web", "cut-while-finishing")
+    body["message"]["attributes"]["after"] = "0.5"  # the effect is made, then the finish
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pending = pool.submit(push, server, body)
+        wait_until(lambda: len(effect_rows(pg_engine)) == 1)
+        proxy.stop()
+        time.sleep(4)
+        proxy.start()
+        answer = pending.result()
+    assert (answer.status_code, answer.json()["outcome"]) == (200, "done"), answer.text
+    row = Inbox(pg_engine).get("deploy:web:cut-while-finishing")
+    assert row is not None and row.status is Status.DONE
+    again = push(server, body)
+    assert (again.status_code, again.json()["outcome"]) == (200, "duplicate")
+    assert len(effect_rows(pg_engine)) == 1
+    proxy.stop()
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition never met"
+        time.sleep(0.02)
+
+
+def test_a_copy_acked_in_progress_still_completes_once_when_the_running_pod_dies(
+    postgres_url: str, pg_engine: Engine, start_server: Callable[..., Server]
+) -> None:
+    """Two pods. A copy under a new messageId is acknowledged while the first runs; the first
+    pod is SIGKILLed; its own (unacknowledged) message comes back and completes the event."""
+    settings = effect_settings(postgres_url, ack_deadline_seconds=10, safety_margin_seconds=1)
+    doomed, survivor = (start_server(settings_env(settings), workers=1) for _ in range(2))
+    running = deploy_body("web", "pod-dies", message_id="running-message")
+    running["message"]["attributes"]["hang"] = "30"
+    copy = deploy_body("web", "pod-dies", message_id="copy-message")
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pending = pool.submit(push, doomed, running)
+        worker = wait_for_started_pid(pg_engine)
+        acked = push(survivor, copy)
+        assert (acked.status_code, acked.json()["outcome"]) == (200, "in-progress")
+        for pid in (worker, doomed.process.pid):
+            os.kill(pid, signal.SIGKILL)
+        doomed.process.wait()
+        with pytest.raises(requests.RequestException):
+            pending.result()
+    assert push(survivor, running).status_code == 409  # the dead pod's lease is still live
+    time.sleep(settings.lease_seconds + 1)
+    redelivered = push(survivor, running)
+    assert (redelivered.status_code, redelivered.json()["outcome"]) == (200, "done")
+    assert redelivered.json()["attempt"] == 2
+    assert push(survivor, copy).json()["outcome"] == "duplicate"
+    assert len(effect_rows(pg_engine)) == 1

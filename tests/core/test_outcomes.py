@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -252,3 +253,97 @@ def test_cleanup_purges_finished_rows_past_retention(
     inbox = Inbox(engine)
     assert inbox.purge(finished_before=clock.now - timedelta(seconds=1)) == 0
     assert inbox.purge(finished_before=clock.now + timedelta(seconds=1)) == 1
+
+
+def claim_elsewhere(engine: Engine, body: dict[str, Any], clock: Clock, **message: Any) -> None:
+    """Claim the event of ``body`` as another delivery would (live lease), as ``message`` says."""
+    from dataclasses import replace
+
+    from consumer.classify import classify
+    from consumer.envelope import parse_push
+
+    event = classify(parse_push({}, json.dumps(body).encode()), lambda _: 60)
+    running = replace(event.message, **message)
+    lease = timedelta(seconds=60)
+    assert Inbox(engine).claim(event.key, "deploy", running, clock(), lease) is not None
+
+
+def test_a_copy_under_another_message_id_is_acked_only_its_own_redelivery_is_nacked(
+    client: FlaskClient, engine: Engine, clock: Clock
+) -> None:
+    """The running delivery's own message stays unacknowledged (409) and comes back if its pod
+    dies; any other copy can be acknowledged (200) instead of slowing the subscription."""
+    running = deploy_body("web", "r9", message_id="running-1")
+    claim_elsewhere(engine, running, clock)
+    copy = deploy_body("web", "r9", message_id="copy-2")
+    assert [post(client, copy)[0], post(client, running)[0]] == [200, 409]
+    assert {post(client, copy)[1]["outcome"], post(client, running)[1]["outcome"]} == {
+        "in-progress"
+    }
+    clock.now += timedelta(seconds=61)  # the running pod died; its message comes back
+    status, answer = post(client, running)
+    assert (status, answer["outcome"], answer["attempt"]) == (200, "done", 2)
+    assert post(client, copy)[1]["outcome"] == "duplicate"
+    assert len(effect_rows(engine)) == 1
+
+
+def test_a_copy_of_an_event_running_from_a_hook_is_nacked(
+    client: FlaskClient, engine: Engine, clock: Clock
+) -> None:
+    """Nobody redelivers a hook's request if its pod dies: every copy must stay alive."""
+    from consumer.message import Format
+
+    body = deploy_body("web", "r10", message_id="copy-1")
+    claim_elsewhere(engine, body, clock, message_id="hook-1", format=Format.DEPLOY_HOOK)
+    assert post(client, body)[:1] == (409,)
+    assert post(client, body)[1]["outcome"] == "in-progress"
+
+
+def test_an_unroutable_tick_names_its_task_and_the_registered_ones(
+    client: FlaskClient, engine: Engine
+) -> None:
+    status, answer = post(client, tick_body("no-such-task"))
+    assert (status, answer["outcome"]) == (200, "unroutable")
+    assert "'no-such-task'" in answer["error"] and "effect" in answer["error"]
+    assert "sweep" in answer["error"] and "cleanup" in answer["error"]
+    row = Inbox(engine).get(answer["key"])
+    assert row is not None and row.error == answer["error"]
+
+
+class Lines(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+DECISION_FIELDS = ("source", "route", "message_id", "key", "outcome", "status", "attempt")
+
+
+def test_every_decision_is_one_line_with_one_schema_whatever_the_source(
+    client: FlaskClient, engine: Engine, effect_settings: Settings
+) -> None:
+    logger, lines = logging.getLogger("consumer.decisions"), Lines()
+    logger.addHandler(lines)
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    try:
+        post(client, deploy_body("web", "logged", message_id="m-1"))
+        client.post("/push", data=b"{not json")
+        key = post(client, with_attributes(deploy_body("web", "dead"), fail="permanent"))[1]
+        replay(effect_settings, key["key"])
+    finally:
+        logger.removeHandler(lines)
+        logger.setLevel(level)
+    decided = [{name: getattr(r, name) for name in DECISION_FIELDS} for r in lines.records]
+    assert [(d["source"], d["route"], d["outcome"], d["status"]) for d in decided] == [
+        ("push", "deploy", "done", 200),
+        ("push", "-", "rejected", 400),
+        ("push", "deploy", "dead", 200),
+        ("replay", "deploy", "dead", 200),
+    ]
+    assert decided[0]["message_id"] == "m-1" and decided[0]["key"] == "deploy:web:logged"
+    assert decided[0]["attempt"] == 1 and decided[1]["key"] is None
+    assert all(isinstance(r.duration_ms, float) for r in lines.records)

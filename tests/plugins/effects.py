@@ -8,7 +8,9 @@ Behaviour is steered by message attributes (the test decides, the handler obeys)
   ``incomplete`` reports committed progress (``Incomplete``) until its 8th attempt;
 - ``odd_result``: return a result that is not plain JSON (datetimes, bytes, NULs);
 - ``hang``: on the first attempt only, record the worker pid, then sleep this long (a test
-  SIGKILLs the worker meanwhile).
+  SIGKILLs the worker meanwhile);
+- ``after``: seconds to sleep after the effect, before returning (a test cuts the database
+  meanwhile, so the cut lands on the write that records the outcome).
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ def _run(context: HandlerContext, attributes: Any) -> dict[str, Any]:
     if mode == "unstorable":
         raise RuntimeError("a NUL \x00 and a lone surrogate \udc80 in an error")
     record(context.engine, context.key, "effect")
+    time.sleep(float(attributes.get("after", 0)))
     if "odd_result" in attributes:
         return {"at": datetime.now(UTC), "raw": b"\x00", "text": "nul\x00", 7: {1, 2}}
     return {"effect": "recorded", "attempt": context.attempt}

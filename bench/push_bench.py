@@ -1,0 +1,202 @@
+"""Benchmark ``POST /push`` against its floor on PostgreSQL (not a test).
+
+Both servers run under the same gunicorn settings (``-w 2 -k sync``, loopback) on one fresh
+database:
+  consumer  the real service, a new deploy event per request (parse, classify, claim, handler,
+            finish), with a no-op deploy handler (``bench.noop_deploy``) so warming is not measured;
+  floor     a minimal Flask route doing one ``INSERT ... ON CONFLICT DO NOTHING``
+            (``bench.push_floor_app``).
+Each is driven with ``--connections`` keep-alive connections for ``--seconds``, alternately,
+``--repeat`` times; the medians of req/s, p50 and p99 are printed with the ratio consumer/floor
+(target >= 0.6, p99 < 25 ms). The load generator is ``wrk`` (Debian package) with a Lua script
+when it is installed, else a Python one with keep-alive connections; the output says which.
+
+    python bench/push_bench.py [--seconds 10] [--repeat 3] [--connections 16] [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import requests
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.push_floor_app import FLOOR_TABLE
+from bench.push_load import Result, python_load, wrk_load
+
+ADMIN = os.environ.get("TESTS_PG_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
+APPS = {"consumer": "consumer.wsgi:app()", "floor": "bench.push_floor_app:app()"}
+
+
+@contextmanager
+def database() -> Iterator[str]:
+    """A fresh, migrated database with the floor's table; yields its conninfo, dropped after."""
+    from consumer.db.migrate import upgrade
+
+    name = f"push_bench_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(ADMIN, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    conninfo = f"{ADMIN.rsplit('/', 1)[0]}/{name}"
+    try:
+        upgrade(sqlalchemy_url(conninfo))
+        with psycopg.connect(conninfo, autocommit=True) as connection:
+            connection.execute(f"CREATE TABLE {FLOOR_TABLE} (key text PRIMARY KEY)")
+        yield conninfo
+    finally:
+        with psycopg.connect(ADMIN, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def sqlalchemy_url(conninfo: str) -> str:
+    return conninfo.replace("postgresql://", "postgresql+psycopg://", 1)
+
+
+def service_env(conninfo: str, synchronous_commit: str) -> dict[str, str]:
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith("CONSUMER_")}
+    return {
+        **inherited,
+        # Both servers' sessions alike (libpq reads PGOPTIONS): "off" takes the disk's flush
+        # latency out of both sides, leaving the cost of the code paths themselves.
+        "PGOPTIONS": f"-c synchronous_commit={synchronous_commit}",
+        "CONSUMER_DATABASE_URL": sqlalchemy_url(conninfo),
+        "CONSUMER_LOCAL_MODE": "true",
+        "CONSUMER_PLUGINS": "bench.noop_deploy",
+        "CONSUMER_LOG_LEVEL": "WARNING",
+        "PUSH_FLOOR_CONNINFO": conninfo,
+        "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
+    }
+
+
+@contextmanager
+def gunicorn(app: str, env: dict[str, str]) -> Iterator[str]:
+    """``gunicorn -w 2 -k sync`` on a free loopback port; stopped by its PID afterwards."""
+    port = free_port()
+    command = [
+        sys.executable, "-m", "gunicorn", "-w", "2", "-k", "sync", "--bind", f"127.0.0.1:{port}",
+        "--no-control-socket", "--log-level", "warning", app,
+    ]  # fmt: skip
+    process = subprocess.Popen(command, env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_ready(url, process)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_ready(url: str, process: subprocess.Popen[Any], timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"gunicorn exited with {process.returncode}")
+        try:
+            if requests.get(f"{url}/healthz", timeout=5).ok:
+                return
+        except requests.RequestException:
+            time.sleep(0.1)
+    raise RuntimeError("gunicorn did not become ready")
+
+
+def measure(app: str, env: dict[str, str], args: argparse.Namespace, run: int) -> Result:
+    with gunicorn(app, env) as url:
+        load = wrk_load if shutil.which("wrk") else python_load
+        load(url, args.connections, 2.0, f"warm{run}")  # warm-up: connections, caches
+        return load(url, args.connections, args.seconds, f"run{run}")
+
+
+def profile(conninfo: str, requests_count: int = 1500) -> None:
+    """The push path in process under cProfile (Flask's test client, no HTTP)."""
+    import cProfile
+    import pstats
+
+    from bench.push_load import deploy_body
+    from consumer.app import create_app
+    from consumer.settings import Settings
+
+    settings = Settings(
+        database_url=sqlalchemy_url(conninfo), local_mode=True, plugins=("bench.noop_deploy",)
+    )
+    client = create_app(settings).test_client()
+    bodies = [deploy_body(f"profile-{n}") for n in range(requests_count)]
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for body in bodies:
+        client.post("/push", data=body, content_type="application/json")
+    profiler.disable()
+    pstats.Stats(profiler).sort_stats(os.environ.get("PROFILE_SORT", "cumulative")).print_stats(30)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument(
+        "--synchronous-commit",
+        choices=["on", "off"],
+        default="on",
+        help="PostgreSQL's synchronous_commit for both servers ('off': no wait for the disk)",
+    )
+    parser.add_argument("--profile", action="store_true", help="cProfile the push path instead")
+    args = parser.parse_args()
+    with database() as conninfo:
+        if args.profile:
+            profile(conninfo)
+            return
+        env = service_env(conninfo, args.synchronous_commit)
+        results: dict[str, list[Result]] = {name: [] for name in APPS}
+        for run in range(args.repeat):
+            for name, app in APPS.items():
+                results[name].append(measure(app, env, args, run))
+                print(f"  run {run + 1} {name:<8} {results[name][-1]}", flush=True)
+    report(results, args)
+
+
+def report(results: dict[str, list[Result]], args: argparse.Namespace) -> None:
+    generator = "wrk (Lua script)" if shutil.which("wrk") else "python keep-alive load generator"
+    print(f"\n/push on PostgreSQL (synchronous_commit={args.synchronous_commit}), gunicorn -w 2 "
+          f"-k sync, {args.connections} connections, {args.seconds:g} s x {args.repeat}, "
+          f"{generator}; medians:")  # fmt: skip
+    medians = {name: median_of(runs) for name, runs in results.items()}
+    for name, (rps, p50, p99, errors) in medians.items():
+        print(f"  {name:<8} {rps:8.0f} req/s  p50 {p50:6.2f} ms  p99 {p99:6.2f} ms  "
+              f"non-2xx {errors:.0f}")  # fmt: skip
+    ratio = medians["consumer"][0] / medians["floor"][0]
+    p99 = medians["consumer"][2]
+    print(f"  ratio consumer/floor {ratio:.2f}x (target >= 0.60); consumer p99 {p99:.1f} ms "
+          f"(target < 25)")  # fmt: skip
+
+
+def median_of(runs: list[Result]) -> tuple[float, float, float, float]:
+    return (
+        statistics.median(r.rps for r in runs),
+        statistics.median(r.p50_ms for r in runs),
+        statistics.median(r.p99_ms for r in runs),
+        statistics.median(r.errors for r in runs),
+    )
+
+
+if __name__ == "__main__":
+    main()
