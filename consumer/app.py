@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from flask import Flask, Response, jsonify, request
+from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy import Engine
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
@@ -53,7 +54,7 @@ def create_app(
     app.add_url_rule("/healthz", "healthz", lambda: jsonify(status="ok"))
     app.add_url_rule("/readyz", "readyz", _ready_view(engine))
     state = metrics_state.collector_for(engine, dispatcher.registry, clock)
-    app.add_url_rule("/metrics", "metrics", metrics.view_for(state))
+    app.add_url_rule("/metrics", "metrics", _metrics_view(state))
     app.add_url_rule("/openapi.yaml", "openapi", openapi.view)
     app.register_error_handler(HTTPException, _http_error)
     return app
@@ -121,6 +122,13 @@ def respond(outcome: Outcome) -> Response:
     response = jsonify(outcome.body())
     response.status_code = outcome.http_status
     return response
+
+
+def _metrics_view(state: metrics_state.StateCollector) -> Any:
+    def view() -> Response:
+        return Response(metrics.exposition(state), mimetype=CONTENT_TYPE_LATEST)
+
+    return view
 
 
 def _ready_view(engine: Engine) -> Any:

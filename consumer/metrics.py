@@ -22,9 +22,7 @@ from collections.abc import Callable, Iterator, MutableMapping
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from flask import Response
 from prometheus_client import (
-    CONTENT_TYPE_LATEST,
     REGISTRY,
     CollectorRegistry,
     Counter,
@@ -149,19 +147,16 @@ def cert_fetch_failed() -> None:
     CERT_FETCH_FAILURES.inc()
 
 
-def view_for(state: Any = None) -> Callable[[], Response]:
-    """The ``/metrics`` view: this process's (or every worker's) metrics, plus ``state`` (a
-    collector of the database's state, ``consumer.metrics_state.StateCollector``)."""
-
-    def view() -> Response:
-        payload = generate_latest(process_registry())
-        if state is not None:
-            scraped = CollectorRegistry(auto_describe=False)
-            scraped.register(state)
-            payload += generate_latest(scraped)
-        return Response(payload, mimetype=CONTENT_TYPE_LATEST)
-
-    return view
+def exposition(state: Any = None) -> bytes:
+    """What ``/metrics`` serves (as ``CONTENT_TYPE_LATEST``): this process's (or every
+    worker's) metrics, plus ``state`` (a collector of the database's state,
+    ``consumer.metrics_state.StateCollector``)."""
+    payload = generate_latest(process_registry())
+    if state is not None:
+        scraped = CollectorRegistry(auto_describe=False)
+        scraped.register(state)
+        payload += generate_latest(scraped)
+    return bytes(payload)
 
 
 def process_registry() -> CollectorRegistry:

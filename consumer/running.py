@@ -9,16 +9,12 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from consumer.context import HandlerContext, LeaseLost
-from consumer.errors import Incomplete, Permanent
+from consumer.errors import Incomplete, Permanent, Skip
 from consumer.outcomes import Kind
 from consumer.results import describe, json_safe_result
 from consumer.settings import Settings
 
 log = logging.getLogger("consumer.running")
-
-
-class Skip(Exception):
-    """Raised by a handler to record the event as ``skipped`` (acknowledged, not an error)."""
 
 
 class Verdict(NamedTuple):

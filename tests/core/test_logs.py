@@ -129,7 +129,7 @@ def test_a_push_writes_one_line_carrying_its_trace(
     assert client.post("/push", json=tick_body("cleanup"), headers=headers).status_code == 200
     assert client.post("/push", json=tick_body("cleanup")).status_code == 200
     lines = [json.loads(line) for line in app_lines.getvalue().splitlines()]
-    decisions = [line for line in lines if line["message"] == "push decided"]
+    decisions = [line for line in lines if line["message"] == "decided"]
     assert len(decisions) == 2, lines
     assert decisions[0][TRACE_FIELD] == f"projects/acme/traces/{TRACE}"
     assert decisions[0][SPAN_FIELD] == "00f067aa0ba902b7"

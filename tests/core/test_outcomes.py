@@ -300,9 +300,9 @@ def test_a_copy_of_an_event_running_from_a_hook_is_nacked(
 
 
 def test_an_unroutable_tick_names_its_task_and_the_registered_ones(
-    client: FlaskClient, engine: Engine
+    client: FlaskClient, engine: Engine, clock: Clock
 ) -> None:
-    status, answer = post(client, tick_body("no-such-task"))
+    status, answer = post(client, tick_body("no-such-task", publish_time=clock.now))
     assert (status, answer["outcome"]) == (200, "unroutable")
     assert "'no-such-task'" in answer["error"] and "effect" in answer["error"]
     assert "sweep" in answer["error"] and "cleanup" in answer["error"]
