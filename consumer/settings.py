@@ -18,6 +18,10 @@ PREFIX = "CONSUMER_"
 DEFAULT_DATABASE_URL = "sqlite:///consumer.db"
 # Pub/Sub's message limit is 10 MB; base64 inflates it by 4/3 and the envelope adds a little.
 DEFAULT_MAX_BODY_BYTES = 14 * 1024 * 1024
+NO_SMTP_HOST = (
+    "CONSUMER_SMTP_HOST is required outside local mode: without it the email job kind would "
+    "write messages to the pod's own filesystem (CONSUMER_MAILDIR_PATH) and mark them done"
+)
 
 
 @dataclass(frozen=True)
@@ -89,8 +93,9 @@ class Settings:
     """HTTP warmer: at most this many targets per run (a runaway sitemap is cut here)."""
     sweep_batch_size: int = 100
     """Jobs the sweep claims per statement; a sweeper killed mid-batch re-runs at most these."""
-    job_lease_seconds: int = 0
-    """Lease on a claimed job; 0: the ack deadline plus the safety margin (outlives a sweep)."""
+    job_lease_seconds: int = 10
+    """Lease on a claimed job, renewed by the live sweeper every third of it: a killed sweeper's
+    batch is retried after about this long."""
     job_max_attempts: int = 10
     """Attempts of a job enqueued without its own ``max_attempts`` before it is ``dead``."""
     job_retry_base_seconds: int = 10
@@ -99,7 +104,8 @@ class Settings:
     job_retention_seconds: int = 7 * 24 * 3600
     """``cleanup`` purges finished jobs (freeing their idempotency keys) after this."""
     smtp_host: str = ""
-    """SMTP server of the ``email`` job kind; empty: deliver to ``maildir_path`` instead."""
+    """SMTP server of the ``email`` job kind; required outside local mode (empty, in local mode:
+    deliver to ``maildir_path`` instead)."""
     smtp_port: int = 0
     """0: 465 with ``ssl``, 587 with ``starttls``, 25 with ``none``."""
     smtp_security: str = "starttls"
@@ -151,6 +157,8 @@ class Settings:
             raise SettingsError("; ".join(sorted(problems)))
         settings = cls(**values)
         settings.validate(serves_push=serves_push)
+        if not (settings.local_mode or settings.smtp_host):
+            raise SettingsError(NO_SMTP_HOST)
         return settings
 
     def validate(self, *, serves_push: bool = True) -> None:
@@ -231,7 +239,10 @@ def _job_rules(settings: Settings) -> list[tuple[bool, str]]:
             settings.job_retry_max_seconds <= 30 * 24 * 3600,
             "CONSUMER_JOB_RETRY_MAX_SECONDS must be at most 30 days",
         ),
-        (settings.job_lease_seconds >= 0, "CONSUMER_JOB_LEASE_SECONDS must not be negative"),
+        (
+            1 <= settings.job_lease_seconds <= 3600,
+            "CONSUMER_JOB_LEASE_SECONDS must be 1..3600",
+        ),
         (settings.job_max_attempts >= 1, "CONSUMER_JOB_MAX_ATTEMPTS must be at least 1"),
         (
             0 <= settings.job_retry_base_seconds <= settings.job_retry_max_seconds,

@@ -59,6 +59,7 @@ def jobs() -> None:
 )
 @click.option("--priority", default=0, show_default=True, help="Higher runs first.")
 @click.option("--max-attempts", type=click.IntRange(min=1), default=None)
+@click.option("--unknown", is_flag=True, help="Enqueue even if no registered plugin provides KIND.")
 def enqueue_command(
     kind: str,
     payload: Any,
@@ -66,14 +67,19 @@ def enqueue_command(
     run_at: datetime | None,
     priority: int,
     max_attempts: int | None,
+    unknown: bool,
 ) -> None:
-    """Add a KIND job. A duplicate key is reported (exit status 0), not inserted twice."""
+    """Add a KIND job. A duplicate key is reported (exit status 0), not inserted twice; a
+    KIND that no registered plugin (CONSUMER_PLUGINS) provides is refused without --unknown."""
     from consumer.jobs.store import enqueue
+    from consumer.plugins import build_registry
 
+    settings = _settings()
+    build_registry(settings)  # registers the plugins' kinds: these are the known ones
     try:
         result = enqueue(
             _engine(), kind, payload, key=key, run_at=run_at, priority=priority,
-            max_attempts=max_attempts,
+            max_attempts=max_attempts, allow_unknown=unknown,
         )  # fmt: skip
     except InvalidJob as exc:
         raise click.UsageError(str(exc)) from exc

@@ -52,6 +52,20 @@ class JobContext:
         self._resources.clear()
 
 
+BUILT_IN = frozenset({"email"})
+"""Kinds the package itself provides (``consumer.jobs.tick`` registers them)."""
+_registered: set[str] = set()
+
+
+def known_kinds() -> frozenset[str]:
+    """Every kind that a registry in this process has registered, and the built-in ones.
+
+    ``enqueue`` is called by code that holds an engine but not the registry (a plugin's
+    handler, a script), so the kinds registered in this process are remembered here; what a
+    registry *runs* is still only its own ``JobKinds``."""
+    return BUILT_IN | _registered
+
+
 class JobKinds:
     """Job kinds by name; a later registration of a name replaces the earlier one."""
 
@@ -71,6 +85,7 @@ class JobKinds:
         if not name:
             raise ValueError("a job kind needs a name")
         self._handlers[name] = handler
+        _registered.add(name)
 
     def get(self, name: str) -> JobHandler | None:
         return self._handlers.get(name)
