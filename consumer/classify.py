@@ -116,6 +116,7 @@ def _tick(message: PushMessage, data: Mapping[str, Any], period_of: PeriodLookup
         period_seconds=period,
         payload=data,
         message=message,
+        continuation=_optional_name(message.attributes.get("continuation"), "continuation"),
     )
 
 

@@ -93,7 +93,7 @@ class Dispatcher:
             return self._finish(claim, kind, error=_describe(exc))
         # The effect has happened: whatever the result looks like, the event is done.
         outcome = self._finish(claim, Kind.DONE, details=json_safe_result(result))
-        if isinstance(event, TickEvent) and outcome.kind is Kind.DONE:
+        if isinstance(event, TickEvent) and outcome.kind is Kind.DONE and not event.continuation:
             self._advance_slot(event)
         return outcome
 
@@ -160,8 +160,8 @@ class Dispatcher:
 
     def _stale_reason(self, event: Event) -> str:
         """Ticks from a backlog are coalesced: only the current slots run."""
-        if not isinstance(event, TickEvent):
-            return ""
+        if not isinstance(event, TickEvent) or event.continuation:
+            return ""  # a continuation carries on a run that was current
         now, period = self.clock(), timedelta(seconds=event.period_seconds)
         max_age = period * self.settings.tick_max_age_periods
         if now - event.slot > max_age:

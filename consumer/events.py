@@ -41,9 +41,14 @@ class TickEvent:
     message: PushMessage
     payload: Mapping[str, Any] = field(default_factory=dict)
     route: Route = Route.TICK
+    continuation: str = ""
+    """Set on a continuation a budget-bound run published (``consumer.continuation``): its
+    own key, never stale, and it never advances the task's completed slot."""
 
     @property
     def key(self) -> str:
+        if self.continuation:
+            return f"tick:{self.task}:continuation:{self.continuation}"
         return f"tick:{self.task}:{self.slot.isoformat()}"
 
     @property

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -117,6 +118,11 @@ class Settings:
     """Default sender of the ``email`` job kind; its domain also names the Message-IDs."""
     maildir_path: str = "maildir"
     """Where the ``email`` kind delivers when no ``smtp_host`` is set (the embedded default)."""
+    continuation_topic: str = ""
+    """Pub/Sub topic (``projects/P/topics/T``, pushed to this service) on which a sweep that ran
+    out of budget with work left publishes a continuation; empty: the next tick carries on."""
+    continuation_fanout: int = 4
+    """Most continuations one tick's sweep publishes, so several pods drain a backlog."""
     storage_rules: str = ""
     """File-processing rules: a JSON list, or the path of a JSON file (see docs/storage.md)."""
 
@@ -253,6 +259,15 @@ def _job_rules(settings: Settings) -> list[tuple[bool, str]]:
             "CONSUMER_SMTP_SECURITY must be starttls, ssl or none",
         ),
         (0 <= settings.smtp_port <= 65535, "CONSUMER_SMTP_PORT must be 0..65535"),
+        (
+            not settings.continuation_topic
+            or bool(re.fullmatch(r"projects/[^/]+/topics/[^/]+", settings.continuation_topic)),
+            "CONSUMER_CONTINUATION_TOPIC must be projects/PROJECT/topics/TOPIC",
+        ),
+        (
+            1 <= settings.continuation_fanout <= 100,
+            "CONSUMER_CONTINUATION_FANOUT must be 1..100",
+        ),
     ]
 
 
