@@ -46,11 +46,12 @@ class LeaseKeeper:
             self._token = token
             self.held_until = claimed_at + self.lease_seconds
 
-    def fresh(self) -> bool:
+    def fresh(self, now: float | None = None) -> bool:
         """Whether the last renewal is recent enough to start another job: more than a third of
         a lease is left, so at most one beat was missed (renewals fail while the database is
         unreachable; another sweeper may take the batch over once the lease ends)."""
-        return self.held_until - time.monotonic() > self.lease_seconds / 3
+        now = time.monotonic() if now is None else now
+        return self.held_until - now > self.lease_seconds / 3
 
     def __enter__(self) -> LeaseKeeper:
         self._thread.start()

@@ -237,7 +237,7 @@ class Sweeper:
         with JobContext(self.settings, self.engine, deadline) as context:
             for job in batch.jobs:
                 started = time.monotonic()
-                if started + self.pace.job_seconds > stop_at or not self.lease.fresh():
+                if started + self.pace.job_seconds > stop_at or not self.lease.fresh(started):
                     batch.unrun.append(job.id)
                     continue
                 self._run(context, job, batch)
