@@ -53,6 +53,18 @@ class LeaseKeeper:
         now = time.monotonic() if now is None else now
         return self.held_until - now > self.lease_seconds / 3
 
+    def ensure_fresh(self, now: float) -> bool:
+        """``fresh``, renewing now from the caller's thread if the heartbeat fell behind (a
+        starved thread on a busy machine): only a database that cannot be reached stops the
+        sweep from starting jobs."""
+        if self.fresh(now):
+            return True
+        with self._lock:
+            token = self._token
+        if token is not None:
+            self._renew(token)
+        return self.fresh()
+
     def __enter__(self) -> LeaseKeeper:
         self._thread.start()
         return self

@@ -237,7 +237,8 @@ class Sweeper:
         with JobContext(self.settings, self.engine, deadline) as context:
             for job in batch.jobs:
                 started = time.monotonic()
-                if started + self.pace.job_seconds > stop_at or not self.lease.fresh(started):
+                fits = started + self.pace.job_seconds <= stop_at
+                if not (fits and self.lease.ensure_fresh(started)):
                     batch.unrun.append(job.id)
                     continue
                 self._run(context, job, batch)

@@ -10,11 +10,14 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import Engine, select, update
 
+from consumer.db.engine import make_engine
 from consumer.jobs import NewJob, Status, enqueue, enqueue_many, store
 from consumer.jobs.kinds import JobKinds
+from consumer.jobs.lease import LeaseKeeper
 from consumer.jobs.schema import jobs
 from consumer.settings import Settings
 from consumer.timeutil import utcnow
+from tests.conftest import free_port
 from tests.jobs.conftest import MovableClock, sweep
 from tests.jobs.kinds_plugin import run_counts
 
@@ -264,6 +267,7 @@ def test_a_batch_that_outlasts_its_lease_is_kept_by_the_heartbeat(
     finished = threading.Event()
 
     def rival() -> None:  # keeps trying to take the batch over while it runs
+        time.sleep(0.5)  # after the sweep under test has claimed both jobs
         while not finished.is_set():
             rivals.append(sweep(settings, runs_engine, kinds, budget=1).claimed)
             time.sleep(0.2)
@@ -296,3 +300,29 @@ def test_an_unrenewed_lease_is_taken_over_within_the_lease(
     assert run_counts(runs_engine) == {job_id: 1 for job_id in ids}
     with runs_engine.begin() as connection:
         assert store.renew(connection, "dead", utcnow() + timedelta(seconds=10)) == 0
+
+
+def test_a_stale_lease_is_renewed_on_demand_and_refused_when_the_database_is_gone(
+    runs_engine: Engine, database_url: str
+) -> None:
+    """The sweep starts a job only while its lease is known to be held: a heartbeat that fell
+    behind is caught up from the sweep's thread; a database it cannot reach stops the jobs."""
+    add(runs_engine, 2)
+    now = utcnow()
+    with runs_engine.begin() as connection:
+        assert len(store.claim(connection, "t", 2, ["record"], now, now + timedelta(seconds=3)))
+    keeper = LeaseKeeper(runs_engine, 3, utcnow)
+    keeper.hold("t", claimed_at=time.monotonic() - 2.5)  # the heartbeat is 2.5 s late
+    assert not keeper.fresh()
+    assert keeper.ensure_fresh(time.monotonic()) and keeper.fresh()
+    with runs_engine.connect() as connection:
+        leases = connection.execute(select(jobs.c.lease_until)).scalars().all()
+    assert all(lease > now + timedelta(seconds=3) for lease in leases)  # pushed forward
+
+    if not database_url.startswith("postgresql"):
+        return
+    gone = make_engine(database_url.replace("127.0.0.1:5432", f"127.0.0.1:{free_port()}"))
+    unreachable = LeaseKeeper(gone, 3, utcnow)
+    unreachable.hold("t", claimed_at=time.monotonic() - 2.5)
+    assert not unreachable.ensure_fresh(time.monotonic())
+    gone.dispose()
