@@ -120,7 +120,8 @@ def test_a_backlog_drains_through_continuations_pushed_by_the_emulator(
     )  # fmt: skip
     engine = kinds_engine(postgres_url)
     with engine.begin() as connection:  # ~0.02 s each: about ten 2 s slices of work
-        enqueue_many(connection, [NewJob("record", {"sleep": 0.02}) for _ in range(800)])
+        jobs = [NewJob("record", {"sleep": 0.02}) for _ in range(800)]
+        enqueue_many(connection, jobs, allow_unknown=True)  # the server loads the plugin
     env = settings_env(
         settings, CONSUMER_CONTINUATION_TOPIC=TOPIC, PUBSUB_EMULATOR_HOST=pubsub_host,
         CONSUMER_CONTINUATION_FANOUT="3", CONSUMER_SWEEP_BATCH_SIZE="20",
