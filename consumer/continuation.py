@@ -5,7 +5,7 @@ continuations on ``CONSUMER_CONTINUATION_TOPIC`` and acknowledges its own delive
 balancer hands each continuation to whichever pod it picks, within seconds, instead of the next
 tick (minutes) or a redelivery (backoff, and one more toward the dead-letter limit).
 
-Each continuation carries an ``continuation=<uuid>`` attribute beside the route's own attributes
+Each continuation carries a ``continuation=<uuid>`` attribute beside the route's own attributes
 (``task=sweep``): its idempotency key is its own (``tick:sweep:continuation:<uuid>``), so a
 continuation delivered twice runs once, and it is never stale and never advances a tick slot.
 
