@@ -121,6 +121,7 @@ def _tick(message: PushMessage, data: Mapping[str, Any], schedule_of: ScheduleLo
         schedule=schedule,
         payload=data,
         message=message,
+        continuation=_optional_name(message.attributes.get("continuation"), "continuation"),
     )
 
 

@@ -167,7 +167,7 @@ class Dispatcher:
         if verdict.kind is Kind.LEASE_LOST:
             return Outcome(Kind.LEASE_LOST, claim.key, verdict.details)
         outcome = self._finish(delivery, verdict)
-        if isinstance(event, TickEvent) and outcome.kind is Kind.DONE:
+        if isinstance(event, TickEvent) and outcome.kind is Kind.DONE and not event.continuation:
             self._advance_slot(delivery, event)
         return outcome
 
@@ -258,8 +258,8 @@ class Dispatcher:
 
     def _stale_reason(self, inbox: Inbox, event: Event) -> str:
         """Ticks from a backlog are coalesced: only the current slots run."""
-        if not isinstance(event, TickEvent):
-            return ""
+        if not isinstance(event, TickEvent) or event.continuation:
+            return ""  # a continuation carries on a run that was current
         max_age = self.settings.tick_max_age_periods
         if old := schedule.stale_reason(event.schedule, event.slot, self.clock(), max_age):
             return old

@@ -49,10 +49,16 @@ class TickEvent:
     message: PushMessage
     payload: Mapping[str, Any] = field(default_factory=dict)
     route: Route = Route.TICK
+    continuation: str = ""
+    """Set on a continuation a budget-bound run published (``consumer.continuation``): its
+    own key, never stale, and it never advances the task's completed slot."""
 
     @property
     def key(self) -> str:
-        return f"tick:{escape(self.task, ':')}:{self.slot.isoformat()}"
+        task = escape(self.task, ":")
+        if self.continuation:
+            return f"tick:{task}:continuation:{escape(self.continuation, ':')}"
+        return f"tick:{task}:{self.slot.isoformat()}"
 
     @property
     def name(self) -> str:

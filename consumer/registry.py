@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
+from weakref import WeakSet
 
 from consumer.context import HandlerContext
 from consumer.errors import AlreadyRegistered, SettingsError
@@ -48,6 +49,7 @@ class Registry:
     """Every extension point, each a table by name."""
 
     def __init__(self) -> None:
+        _LIVE.add(self)
         self.tasks: dict[str, TickTask] = {}
         self.period_overrides: Mapping[str, Schedule | int] = {}
         """Schedules from the settings (``CONSUMER_TICK_PERIODS``); an int is seconds."""
@@ -152,6 +154,14 @@ _RESOLVERS: dict[Route, Callable[[Registry, Any], Handler | None]] = {
     Route.DEPLOY: lambda registry, _event: registry.routes.get("deploy"),
     Route.OTHER: _other,
 }
+
+
+_LIVE: WeakSet[Registry] = WeakSet()
+
+
+def live_registries() -> list[Registry]:
+    """The registries this process has built and still holds (``jobs.kinds.known_kinds``)."""
+    return list(_LIVE)
 
 
 def _schedule(name: str, period_seconds: int | None, cron: str | None, timezone: str) -> Schedule:

@@ -20,6 +20,10 @@ PREFIX = "CONSUMER_"
 DEFAULT_DATABASE_URL = "sqlite:///consumer.db"
 # Pub/Sub's message limit is 10 MB; base64 inflates it by 4/3 and the envelope adds a little.
 DEFAULT_MAX_BODY_BYTES = 14 * 1024 * 1024
+NO_SMTP_HOST = (
+    "CONSUMER_SMTP_HOST is required outside local mode: without it the email job kind would "
+    "write messages to the pod's own filesystem (CONSUMER_MAILDIR_PATH) and mark them done"
+)
 
 
 @dataclass(frozen=True)
@@ -102,8 +106,9 @@ class Settings:
     """HTTP warmer: at most this many targets per run (a runaway sitemap is cut here)."""
     sweep_batch_size: int = 100
     """Jobs the sweep claims per statement; a sweeper killed mid-batch re-runs at most these."""
-    job_lease_seconds: int = 0
-    """Lease on a claimed job; 0: the ack deadline plus the safety margin (outlives a sweep)."""
+    job_lease_seconds: int = 10
+    """Lease on a claimed job, renewed by the live sweeper every third of it: a killed sweeper's
+    batch is retried after about this long."""
     job_max_attempts: int = 10
     """Attempts of a job enqueued without its own ``max_attempts`` before it is ``dead``."""
     job_retry_base_seconds: int = 10
@@ -112,7 +117,8 @@ class Settings:
     job_retention_seconds: int = 7 * 24 * 3600
     """``cleanup`` purges finished jobs (freeing their idempotency keys) after this."""
     smtp_host: str = ""
-    """SMTP server of the ``email`` job kind; empty: deliver to ``maildir_path`` instead."""
+    """SMTP server of the ``email`` job kind; required outside local mode (empty, in local mode:
+    deliver to ``maildir_path`` instead)."""
     smtp_port: int = 0
     """0: 465 with ``ssl``, 587 with ``starttls``, 25 with ``none``."""
     smtp_security: str = "starttls"
@@ -124,6 +130,11 @@ class Settings:
     """Default sender of the ``email`` job kind; its domain also names the Message-IDs."""
     maildir_path: str = "maildir"
     """Where the ``email`` kind delivers when no ``smtp_host`` is set (the embedded default)."""
+    continuation_topic: str = ""
+    """Pub/Sub topic (``projects/P/topics/T``, pushed to this service) on which a sweep that ran
+    out of budget with work left publishes a continuation; empty: the next tick carries on."""
+    continuation_fanout: int = 4
+    """Most continuations one tick's sweep publishes, so several pods drain a backlog."""
     storage_rules: str = ""
     """File-processing rules: a JSON list, or the path of a JSON file (see docs/storage.md)."""
     dashboard_bind: str = "127.0.0.1:8081"
@@ -174,6 +185,8 @@ class Settings:
             raise SettingsError("; ".join(sorted(problems)))
         settings = cls(**values)
         settings.validate(serves_push=serves_push)
+        if not (settings.local_mode or settings.smtp_host):
+            raise SettingsError(NO_SMTP_HOST)
         return settings
 
     def validate(self, *, serves_push: bool = True) -> None:
@@ -263,7 +276,10 @@ def _job_rules(settings: Settings) -> list[tuple[bool, str]]:
             settings.job_retry_max_seconds <= 30 * 24 * 3600,
             "CONSUMER_JOB_RETRY_MAX_SECONDS must be at most 30 days",
         ),
-        (settings.job_lease_seconds >= 0, "CONSUMER_JOB_LEASE_SECONDS must not be negative"),
+        (
+            1 <= settings.job_lease_seconds <= 3600,
+            "CONSUMER_JOB_LEASE_SECONDS must be 1..3600",
+        ),
         (settings.job_max_attempts >= 1, "CONSUMER_JOB_MAX_ATTEMPTS must be at least 1"),
         (
             0 <= settings.job_retry_base_seconds <= settings.job_retry_max_seconds,
@@ -274,6 +290,15 @@ def _job_rules(settings: Settings) -> list[tuple[bool, str]]:
             "CONSUMER_SMTP_SECURITY must be starttls, ssl or none",
         ),
         (0 <= settings.smtp_port <= 65535, "CONSUMER_SMTP_PORT must be 0..65535"),
+        (
+            not settings.continuation_topic
+            or bool(re.fullmatch(r"projects/[^/]+/topics/[^/]+", settings.continuation_topic)),
+            "CONSUMER_CONTINUATION_TOPIC must be projects/PROJECT/topics/TOPIC",
+        ),
+        (
+            1 <= settings.continuation_fanout <= 100,
+            "CONSUMER_CONTINUATION_FANOUT must be 1..100",
+        ),
     ]
 
 

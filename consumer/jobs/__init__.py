@@ -3,7 +3,10 @@
 Public API: ``enqueue`` / ``enqueue_many`` to add jobs, ``NewJob`` and ``EnqueueResult``.
 """
 
-from consumer.jobs.model import EnqueueResult, InvalidJob, Job, NewJob, Status
+from consumer.jobs.model import EnqueueResult, InvalidJob, Job, NewJob, Status, UnknownKind
 from consumer.jobs.store import enqueue, enqueue_many
 
-__all__ = ["EnqueueResult", "InvalidJob", "Job", "NewJob", "Status", "enqueue", "enqueue_many"]
+__all__ = [
+    "EnqueueResult", "InvalidJob", "Job", "NewJob", "Status", "UnknownKind", "enqueue",
+    "enqueue_many",
+]  # fmt: skip

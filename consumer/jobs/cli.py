@@ -63,6 +63,7 @@ def jobs() -> None:
 @click.option("--format", "file_format", type=click.Choice(["auto", "jsonl", "csv"]),
               default="auto", show_default=True, help="Of --from; auto: .csv is CSV.")  # fmt: skip
 @click.option("--key-prefix", default=None, help="Of --from; default: a digest of the file.")
+@click.option("--unknown", is_flag=True, help="Enqueue even if no registered plugin provides KIND.")
 def enqueue_command(
     kind: str,
     payload: Any,
@@ -73,11 +74,14 @@ def enqueue_command(
     from_file: str | None,
     file_format: str,
     key_prefix: str | None,
+    unknown: bool,
 ) -> None:
     """Add a KIND job (or, with --from, one per row of a file). A duplicate key is reported
-    (exit status 0), not inserted twice."""
+    (exit status 0), not inserted twice; a KIND that no registered plugin (CONSUMER_PLUGINS)
+    provides is refused without --unknown."""
     from consumer.jobs.store import enqueue
 
+    current_cli().registry  # noqa: B018 (built now: its kinds and the plugins' are the known ones)
     if from_file is not None:
         from consumer.jobs.bulk_file import enqueue_file_command
 
@@ -86,7 +90,7 @@ def enqueue_command(
     try:
         result = enqueue(
             _engine(), kind, payload, key=key, run_at=run_at, priority=priority,
-            max_attempts=max_attempts,
+            max_attempts=max_attempts, allow_unknown=unknown,
         )  # fmt: skip
     except InvalidJob as exc:
         raise click.UsageError(str(exc)) from exc

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -29,6 +29,18 @@ FINISHED = (Status.DONE, Status.DEAD, Status.CANCELLED)
 
 class InvalidJob(ConsumerError, ValueError):
     """The job request is invalid."""
+
+
+class UnknownKind(InvalidJob):
+    """No registered plugin provides this job kind: no sweeper would ever run the job."""
+
+    def __init__(self, unknown: Collection[str], known: Collection[str]) -> None:
+        super().__init__(
+            f"no registered plugin provides job kind(s) {', '.join(map(repr, sorted(unknown)))}"
+            f" (known: {', '.join(sorted(known)) or 'none'}); register the kind in a plugin"
+            " (CONSUMER_PLUGINS), or enqueue it anyway with allow_unknown=True (CLI: --unknown)"
+        )
+        self.unknown = tuple(sorted(unknown))
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,17 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from consumer.db.engine import unavailable_on_db_fault
 from consumer.db.types import UTCDateTime
-from consumer.jobs.model import FINISHED, EnqueueResult, Failure, Job, NewJob, Status, Written
+from consumer.jobs.kinds import known_kinds
+from consumer.jobs.model import (
+    FINISHED,
+    EnqueueResult,
+    Failure,
+    Job,
+    NewJob,
+    Status,
+    UnknownKind,
+    Written,
+)
 from consumer.jobs.schema import JobId, jobs
 from consumer.timeutil import utcnow
 
@@ -66,11 +76,14 @@ def enqueue(
     run_at: datetime | None = None,
     priority: int = 0,
     max_attempts: int | None = None,
+    allow_unknown: bool = False,
 ) -> EnqueueResult:
     """Insert one pending job in its own transaction. A job with the same idempotency key
     (unfinished or finished, until purged) is reported, never inserted twice: the unique
-    index decides, so concurrent callers cannot both win."""
+    index decides, so concurrent callers cannot both win. A kind no registered plugin
+    provides is refused (``UnknownKind``) unless ``allow_unknown``."""
     job = NewJob(kind, payload, key, run_at, priority, max_attempts)
+    check_kinds([job], allow_unknown)
     with unavailable_on_db_fault(), engine.begin() as connection:
         statement = _insert(connection).values(_row(job, utcnow()))
         inserted = connection.execute(
@@ -84,10 +97,15 @@ def enqueue(
     return EnqueueResult(None if existing is None else int(existing), inserted=False)
 
 
-def enqueue_many(connection: Connection, new_jobs: Iterable[NewJob]) -> int:
+def enqueue_many(
+    connection: Connection, new_jobs: Iterable[NewJob], *, allow_unknown: bool = False
+) -> int:
     """Bulk-insert within the caller's transaction; rows whose key already exists (among
     unfinished or finished jobs, or earlier in ``new_jobs``) are skipped. Returns how many
-    were inserted."""
+    were inserted. Any kind no registered plugin provides refuses the whole call
+    (``UnknownKind``, nothing inserted) unless ``allow_unknown``."""
+    new_jobs = list(new_jobs)
+    check_kinds(new_jobs, allow_unknown)
     now = utcnow()
     rows = [_row(job, now) for job in new_jobs]
     if not rows:
@@ -95,6 +113,16 @@ def enqueue_many(connection: Connection, new_jobs: Iterable[NewJob]) -> int:
     statement = _insert(connection).on_conflict_do_nothing().returning(jobs.c.id)
     with unavailable_on_db_fault():
         return len(connection.execute(statement, rows).all())
+
+
+def check_kinds(new_jobs: Iterable[NewJob], allow_unknown: bool) -> None:
+    """Refuse jobs that no sweeper would ever run: they would wait, due, forever."""
+    if allow_unknown:
+        return
+    known = known_kinds()
+    unknown = {job.kind for job in new_jobs} - known
+    if unknown:
+        raise UnknownKind(unknown, known)
 
 
 # --- the sweep: claim, then guarded writes -------------------------------------------------------
@@ -212,6 +240,19 @@ def _released_statement(dialect: str) -> Any:
     )  # fmt: skip
 
 
+@cache
+def _renew_statement() -> Any:
+    """Push a live sweeper's lease forward: only rows it still owns (a taken-over job stays
+    with its new owner)."""
+    lease = bindparam("lease", type_=UTCDateTime())
+    return update(jobs).where(OWNED).values(lease_until=lease)
+
+
+def renew(connection: Connection, token: str, lease_until: datetime) -> int:
+    """Extend the lease of every job ``token`` still holds, in the caller's transaction."""
+    return connection.execute(_renew_statement(), {"token": token, "lease": lease_until}).rowcount
+
+
 FAILED = (
     update(jobs)
     .where(jobs.c.id == bindparam("job_id", type_=JobId), OWNED)
@@ -261,15 +302,20 @@ def _failure(failure: Failure, now: datetime) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def count_due(connection: Connection, now: datetime) -> int:
-    """Pending jobs whose time has come (whatever their kind), plus expired leases."""
-    query = select(func.count()).where(
-        or_(
-            and_(jobs.c.status == Status.PENDING.value, jobs.c.run_at <= now),
-            and_(jobs.c.status == Status.RUNNING.value, jobs.c.lease_until < now),
+def due_by_kind(connection: Connection, now: datetime) -> dict[str, int]:
+    """Pending jobs whose time has come, plus expired leases, counted by kind (whatever the
+    kind: a sweep reports the due jobs it has no kind for)."""
+    query = (
+        select(jobs.c.kind, func.count())
+        .where(
+            or_(
+                and_(jobs.c.status == Status.PENDING.value, jobs.c.run_at <= now),
+                and_(jobs.c.status == Status.RUNNING.value, jobs.c.lease_until < now),
+            )
         )
+        .group_by(jobs.c.kind)
     )
-    return int(connection.execute(query).scalar_one())
+    return {str(kind): int(count) for kind, count in connection.execute(query)}
 
 
 # --- operations: inspect, retry, cancel, purge ----------------------------------------------------

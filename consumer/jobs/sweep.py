@@ -1,5 +1,10 @@
 """The sweep: claim due jobs in batches, run each through its kind, record the batch with guarded
-writes, and stop before the time budget runs out (DESIGN.md sections 2 and 4)."""
+writes, and stop before the time budget runs out (DESIGN.md sections 2 and 4).
+
+The claimed batch is held by a short lease that a heartbeat renews (``consumer.jobs.lease``). The
+write that records a batch's effects is retried for as long as that lease is known to be held;
+nothing new is claimed or run meanwhile. Only an outage that outlasts the lease can make another
+sweeper re-run an effect, and then only the batch that was in flight."""
 
 from __future__ import annotations
 
@@ -19,6 +24,7 @@ from consumer.db.engine import unavailable_on_db_fault
 from consumer.errors import Permanent, Unavailable
 from consumer.jobs import store
 from consumer.jobs.kinds import JobContext, JobKinds
+from consumer.jobs.lease import LeaseKeeper
 from consumer.jobs.model import Failure, Job, Written
 from consumer.jobs.retry import describe, next_run_at, with_error
 from consumer.settings import Settings
@@ -28,7 +34,9 @@ log = logging.getLogger("consumer.jobs.sweep")
 FIRST_BATCH = 10
 """The first batch is small: it measures how long this sweep's jobs take."""
 MIN_RESERVE_SECONDS = 0.05
-WRITE_RETRIES = 3
+BLIP_SECONDS = 0.6
+"""How long a write that records no effect (the first claim, a release) is retried."""
+MAX_PAUSE_SECONDS = 1.0
 
 
 @dataclass
@@ -45,9 +53,12 @@ class SweepSummary:
     """Results not recorded because the lease had been taken over."""
     batches: int = 0
     still_due: int = 0
+    unknown_kinds: dict[str, int] = field(default_factory=dict)
+    """Due jobs of kinds no registered plugin provides (no sweeper here can run them)."""
     budget_left: float = 0.0
     stopped: str = "drained"
-    """``drained`` (nothing due), ``budget`` (no time left), or ``lease`` (jobs outlast it)."""
+    """``drained`` (nothing due), ``unknown_kinds`` (only jobs of unknown kinds are due),
+    ``budget`` (no time left), or ``lease`` (the lease could not be renewed)."""
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "budget_left": round(self.budget_left, 3)}
@@ -95,8 +106,6 @@ class Batch:
 
     token: str
     jobs: list[Job]
-    ends: float
-    """``time.monotonic()`` by which the batch must be recorded: the budget or the lease."""
     requested: int
     done: list[int] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
@@ -104,7 +113,7 @@ class Batch:
 
 
 def job_lease_seconds(settings: Settings) -> int:
-    return settings.job_lease_seconds or settings.lease_seconds
+    return settings.job_lease_seconds
 
 
 class Sweeper:
@@ -126,44 +135,44 @@ class Sweeper:
         One connection serves the whole sweep, and each transaction records the batch just
         run *and* claims the next: one round of writes per batch."""
         summary = SweepSummary()
-        with unavailable_on_db_fault(), self.engine.connect() as connection:
+        self.lease = LeaseKeeper(self.engine, job_lease_seconds(self.settings), self.clock)
+        with unavailable_on_db_fault(), self.engine.connect() as connection, self.lease:
             finished: Batch | None = None
             size = self._next_size(deadline, first=True)
-            reason = "" if size else self._short_of(deadline)
+            reason = "" if size else "budget"
             while True:
                 batch = self._exchange(connection, finished, size, deadline, summary)
                 if not batch.jobs:
                     summary.stopped = reason or "drained"
                     break
-                self._work(batch, summary)
+                self._work(batch, deadline, summary)
                 finished = batch
                 size, reason = self._next(batch, deadline)
-            summary.still_due = store.count_due(connection, self.clock())
+            self._count_due(connection, summary)
         summary.budget_left = deadline - time.monotonic()
         return summary
 
+    def _count_due(self, connection: Connection, summary: SweepSummary) -> None:
+        due = store.due_by_kind(connection, self.clock())
+        summary.still_due = sum(due.values())
+        summary.unknown_kinds = {k: n for k, n in sorted(due.items()) if k not in self.kinds}
+        if summary.stopped == "drained" and summary.unknown_kinds:
+            summary.stopped = "unknown_kinds"
+
     def _next(self, batch: Batch, deadline: float) -> tuple[int, str]:
         """How many to claim next (0: only record ``batch``), and why the sweep would stop."""
-        if batch.unrun and batch.ends >= deadline:
-            return 0, "budget"
-        if batch.unrun and len(batch.unrun) == len(batch.jobs):
-            return 0, "lease"  # not one job fitted in a fresh lease
-        if not batch.unrun and len(batch.jobs) < batch.requested:
+        if batch.unrun:
+            return 0, "budget" if self.lease.fresh() else "lease"
+        if len(batch.jobs) < batch.requested:
             return 0, "drained"  # nothing more was due
         size = self._next_size(deadline, first=False)
-        return size, "" if size else self._short_of(deadline)
+        return size, "" if size else "budget"
 
     def _next_size(self, deadline: float, first: bool) -> int:
-        """As many jobs as both the budget and a fresh lease can cover, at the pace seen so far."""
-        now = time.monotonic()
-        horizon = min(deadline, now + job_lease_seconds(self.settings))
-        available = horizon - now - self.pace.reserve()
+        """As many jobs as the budget can cover at the pace seen so far (the lease is renewed,
+        so it does not bound a batch)."""
+        available = deadline - time.monotonic() - self.pace.reserve()
         return self.pace.batch_size(available, self.settings.sweep_batch_size, first)
-
-    def _short_of(self, deadline: float) -> str:
-        """Why not even one more job fits: the budget, or a job outlasts the lease."""
-        left = deadline - time.monotonic() - self.pace.reserve()
-        return "budget" if left <= self.pace.job_seconds else "lease"
 
     def _exchange(
         self,
@@ -173,24 +182,37 @@ class Sweeper:
         deadline: float,
         summary: SweepSummary,
     ) -> Batch:
-        """In one transaction: record ``finished``, claim up to ``size`` jobs. A short database
-        blip is retried, so effects that happened are not re-run for want of a record."""
-        started = time.monotonic()
-        for attempt in range(WRITE_RETRIES):
+        """In one transaction: record ``finished``, claim up to ``size`` jobs. An outage is
+        retried with backoff while the lease on ``finished`` holds: its effects happened, and
+        losing their record would make another sweeper run them again."""
+        started, pause = time.monotonic(), 0.05
+        give_up = self._give_up_at(finished, started, deadline)
+        while True:
             try:
                 with unavailable_on_db_fault(), connection.begin():
                     written = self._record(connection, finished)
-                    batch = self._claim(connection, size, deadline)
+                    batch = self._claim(connection, size)
                 break
-            except Unavailable:
-                if attempt == WRITE_RETRIES - 1:
+            except Unavailable as exc:
+                if time.monotonic() + pause >= give_up:
                     raise
-                time.sleep(0.2 * 2**attempt)
+                log.warning("recording the batch failed, retrying: %s", exc)
+                time.sleep(pause)
+                pause = min(2 * pause, MAX_PAUSE_SECONDS)
         self.pace.observe_write(time.monotonic() - started)
         if finished is not None:
             summary.add(finished, written)
             metrics.sweep_batch_recorded(finished)
+        if batch.jobs:
+            self.lease.hold(batch.token, started)
         return batch
+
+    def _give_up_at(self, finished: Batch | None, started: float, deadline: float) -> float:
+        """Effects to record: retry while the lease holds (and the budget lasts). None: a
+        short blip is retried, a longer outage is the tick's 503."""
+        if finished is None or not (finished.done or finished.failures):
+            return started + BLIP_SECONDS
+        return min(self.lease.held_until, deadline) - self.pace.reserve()
 
     def _record(self, connection: Connection, batch: Batch | None) -> Written:
         if batch is None:
@@ -199,26 +221,27 @@ class Sweeper:
             connection, batch.token, self.clock(), batch.done, batch.failures, batch.unrun
         )
 
-    def _claim(self, connection: Connection, size: int, deadline: float) -> Batch:
+    def _claim(self, connection: Connection, size: int) -> Batch:
         token = f"{self.worker}/{uuid.uuid4().hex[:16]}"
         if size == 0:
-            return Batch(token, [], ends=deadline, requested=0)
-        lease = job_lease_seconds(self.settings)
-        started, now = time.monotonic(), self.clock()
-        until = now + timedelta(seconds=lease)
+            return Batch(token, [], requested=0)
+        now = self.clock()
+        until = now + timedelta(seconds=job_lease_seconds(self.settings))
         claimed = store.claim(connection, token, size, self.kinds.names(), now, until)
-        return Batch(token, claimed, ends=min(deadline, started + lease), requested=size)
+        return Batch(token, claimed, requested=size)
 
     @metrics.timed_sweep_batch
-    def _work(self, batch: Batch, summary: SweepSummary) -> None:
-        """Run the batch's jobs in order; those the time left cannot cover stay unrun."""
+    def _work(self, batch: Batch, deadline: float, summary: SweepSummary) -> None:
+        """Run the batch's jobs in order; those the time left cannot cover, or that would
+        start while the lease is not being renewed, stay unrun."""
         summary.batches += 1
         summary.claimed += len(batch.jobs)
-        stop_at = batch.ends - self.pace.reserve()
-        with JobContext(self.settings, self.engine, batch.ends) as context:
+        stop_at = deadline - self.pace.reserve()
+        with JobContext(self.settings, self.engine, deadline) as context:
             for job in batch.jobs:
                 started = time.monotonic()
-                if started + self.pace.job_seconds > stop_at:
+                fits = started + self.pace.job_seconds <= stop_at
+                if not (fits and self.lease.ensure_fresh(started)):
                     batch.unrun.append(job.id)
                     continue
                 self._run(context, job, batch)

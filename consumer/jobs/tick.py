@@ -1,24 +1,53 @@
-"""Tick task ``sweep`` (every 5 minutes by default) and the built-in job kinds."""
+"""Tick task ``sweep`` (every 5 minutes by default) and the built-in job kinds.
+
+A sweep that stops on its budget with jobs still due hands the backlog on as continuations
+(``consumer.continuation``), when ``CONSUMER_CONTINUATION_TOPIC`` is set: a tick's sweep fans out
+up to ``CONSUMER_CONTINUATION_FANOUT`` of them (as many as the backlog needs at this sweep's
+pace), and each continuation's sweep publishes one more while work is left, so at most that many
+chains drain a tick's backlog in parallel on whichever pods receive them."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+from consumer import continuation
 from consumer.context import HandlerContext
 from consumer.events import TickEvent
 from consumer.jobs import email
-from consumer.jobs.sweep import Sweeper
+from consumer.jobs.sweep import Sweeper, SweepSummary
 from consumer.registry import Registry
+from consumer.settings import Settings
 
 SWEEP_PERIOD_SECONDS = 300
+PUBLISH_RESERVE_SECONDS = 1.0
+"""Kept back from the sweep's budget to publish its continuations."""
 
 
 def register(registry: Registry) -> None:
     registry.job_kinds.add("email", email.send)
 
     def sweep(context: HandlerContext, event: TickEvent) -> dict[str, Any]:
-        """The same sweep for a tick and for ``consumer sweep --once``."""
-        sweeper = Sweeper(context.settings, context.engine, registry.job_kinds)
-        return {"task": event.task, **sweeper.run(context.deadline).as_dict()}
+        """The same sweep for a tick, a continuation and ``consumer sweep --once``."""
+        settings = context.settings
+        reserve = PUBLISH_RESERVE_SECONDS if settings.continuation_topic else 0.0
+        sweeper = Sweeper(settings, context.engine, registry.job_kinds)
+        summary = sweeper.run(context.deadline - reserve)
+        count = continuations_wanted(settings, event, summary)
+        published = continuation.publish(
+            settings.continuation_topic, {"task": event.task}, count, context.remaining()
+        )
+        return {"task": event.task, **summary.as_dict(), "continuations": len(published)}
 
     registry.tick("sweep", period_seconds=SWEEP_PERIOD_SECONDS)(sweep)
+
+
+def continuations_wanted(settings: Settings, event: TickEvent, summary: SweepSummary) -> int:
+    """How many slices of this sweep's size the due backlog needs, capped: a tick's sweep fans
+    out, a continuation's sweep only carries its own chain on."""
+    backlog = summary.still_due - sum(summary.unknown_kinds.values())
+    if not settings.continuation_topic or summary.stopped != "budget" or backlog <= 0:
+        return 0
+    per_slice = max(1, summary.done + summary.retried + summary.dead)
+    limit = 1 if event.continuation else settings.continuation_fanout
+    return min(limit, math.ceil(backlog / per_slice))

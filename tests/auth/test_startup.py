@@ -53,7 +53,9 @@ def test_settings_without_usable_push_authentication_are_refused(
 
 
 def test_each_way_of_authenticating_is_accepted() -> None:
+    smtp = {"CONSUMER_SMTP_HOST": "smtp.example.com"}  # required outside local mode
     oidc = {
+        **smtp,
         "CONSUMER_PUSH_AUDIENCE": "https://consumer.example.com/push",
         "CONSUMER_PUSH_SERVICE_ACCOUNTS": "a@p.iam.gserviceaccount.com,b@p.iam.gserviceaccount.com",
     }
@@ -62,7 +64,7 @@ def test_each_way_of_authenticating_is_accepted() -> None:
         "b@p.iam.gserviceaccount.com",
     )
     token = "s3cret-" * 3
-    assert Settings.from_env({"CONSUMER_PUSH_TOKEN": token}).push_token == token
+    assert Settings.from_env({**smtp, "CONSUMER_PUSH_TOKEN": token}).push_token == token
     assert Settings.from_env({"CONSUMER_LOCAL_MODE": "true"}).local_mode
 
 

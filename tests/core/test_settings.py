@@ -19,6 +19,7 @@ def test_values_are_converted() -> None:
     settings = Settings.from_env(
         {
             "CONSUMER_PUSH_TOKEN": "a-long-enough-shared-token",
+            "CONSUMER_SMTP_HOST": "smtp.example.com",
             "CONSUMER_ACK_DEADLINE_SECONDS": "120",
             "CONSUMER_PLUGINS": "a.b, c.d",
             "CONSUMER_TICK_PERIODS": "sweep=60, cleanup=3600",

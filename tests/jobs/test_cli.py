@@ -22,6 +22,7 @@ def invoke(sqlite_url: str, tmp_path: Path) -> Any:
     env = {
         **stray,
         "CONSUMER_DATABASE_URL": sqlite_url,
+        "CONSUMER_LOCAL_MODE": "true",  # no SMTP host: mail goes to the maildir
         "CONSUMER_PLUGINS": "tests.jobs.kinds_plugin",
         "CONSUMER_MAILDIR_PATH": str(tmp_path / "maildir"),
         "CONSUMER_JOB_MAX_ATTEMPTS": "2",
@@ -44,6 +45,18 @@ def test_enqueue_reports_a_duplicate_key(invoke: Any) -> None:
     second = json.loads(invoke("jobs", "enqueue", "email", "--key", "k").output)
     assert first == {"outcome": "enqueued", "id": 1}
     assert second == {"outcome": "duplicate", "id": 1, "key": "k"}
+
+
+def test_enqueue_refuses_a_kind_no_plugin_provides_without_unknown(invoke: Any) -> None:
+    refused = invoke("jobs", "enqueue", "nobody-provides-this", ok=False)
+    assert refused.exit_code == 2 and "'nobody-provides-this'" in refused.output
+    assert "--unknown" in refused.output
+    assert json.loads(invoke("jobs", "enqueue", "record").output)["outcome"] == "enqueued"
+    forced = invoke("jobs", "enqueue", "nobody-provides-this", "--unknown").output
+    assert json.loads(forced)["outcome"] == "enqueued"
+    summary = json.loads(invoke("sweep", "--once").output)
+    assert summary["done"] == 1 and summary["stopped"] == "unknown_kinds"
+    assert summary["unknown_kinds"] == {"nobody-provides-this": 1}
 
 
 @pytest.mark.parametrize(

@@ -8,8 +8,10 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import Engine, func, select, update
 
-from consumer.jobs import InvalidJob, NewJob, enqueue, enqueue_many
+from consumer.errors import SettingsError
+from consumer.jobs import InvalidJob, NewJob, UnknownKind, enqueue, enqueue_many
 from consumer.jobs.schema import jobs
+from consumer.settings import Settings
 from consumer.timeutil import utcnow
 
 
@@ -72,7 +74,7 @@ def test_enqueue_many_joins_the_callers_transaction(engine: Engine) -> None:
 
 
 def test_enqueue_many_handles_thousands(engine: Engine) -> None:
-    batch = [NewJob("noop", {"i": i}, key=f"bulk-{i}") for i in range(2500)]
+    batch = [NewJob("email", {"i": i}, key=f"bulk-{i}") for i in range(2500)]
     with engine.begin() as connection:
         assert enqueue_many(connection, batch) == 2500
     with engine.begin() as connection:
@@ -116,3 +118,26 @@ def test_invalid_requests_are_refused(kwargs: dict[str, object]) -> None:
 def test_naive_run_at_is_refused(engine: Engine) -> None:
     with pytest.raises(InvalidJob):
         enqueue(engine, "email", {}, run_at=utcnow().replace(tzinfo=None))
+
+
+def test_a_kind_no_plugin_provides_is_refused_unless_allowed(engine: Engine) -> None:
+    with pytest.raises(UnknownKind, match=r"'no-such-kind'.*allow_unknown=True"):
+        enqueue(engine, "no-such-kind", {})
+    with pytest.raises(UnknownKind, match="'no-such-kind'"), engine.begin() as connection:
+        enqueue_many(connection, [NewJob("email", {}), NewJob("no-such-kind", {})])
+    with engine.connect() as connection:  # the whole call was refused
+        assert connection.execute(select(func.count()).select_from(jobs)).scalar() == 0
+    assert enqueue(engine, "no-such-kind", {}, allow_unknown=True).inserted
+    with engine.begin() as connection:
+        assert enqueue_many(connection, [NewJob("no-such-kind", {})], allow_unknown=True) == 1
+    assert enqueue(engine, "email", {}).inserted  # built in
+
+
+def test_outside_local_mode_the_email_kind_needs_an_smtp_host() -> None:
+    env = {"CONSUMER_PUSH_TOKEN": "a-long-enough-shared-token"}
+    with pytest.raises(SettingsError, match="CONSUMER_SMTP_HOST is required outside local mode"):
+        Settings.from_env(env)
+    with pytest.raises(SettingsError, match="CONSUMER_SMTP_HOST is required"):
+        Settings.from_env(env, serves_push=False)  # the CLI's sweeps and pull mode send mail too
+    assert Settings.from_env({**env, "CONSUMER_SMTP_HOST": "smtp.example.com"}).smtp_host
+    assert not Settings.from_env({"CONSUMER_LOCAL_MODE": "true"}).smtp_host  # maildir locally

@@ -193,7 +193,7 @@ def test_three_sqlite_processes_neither_duplicate_nor_fail_on_locks(sqlite_url: 
     engine = make_engine(sqlite_url)
     kinds_plugin.runs_metadata.create_all(engine)
     with engine.begin() as connection:
-        enqueue_many(connection, [NewJob("record", {}) for _ in range(600)])
+        enqueue_many(connection, [NewJob("record", {}) for _ in range(600)], allow_unknown=True)
     env = {
         "CONSUMER_DATABASE_URL": sqlite_url,
         "CONSUMER_LOCAL_MODE": "true",

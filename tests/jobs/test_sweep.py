@@ -7,13 +7,17 @@ import time
 from dataclasses import replace
 from datetime import timedelta
 
+import pytest
 from sqlalchemy import Engine, select, update
 
+from consumer.db.engine import make_engine
 from consumer.jobs import NewJob, Status, enqueue, enqueue_many, store
 from consumer.jobs.kinds import JobKinds
+from consumer.jobs.lease import LeaseKeeper
 from consumer.jobs.schema import jobs
 from consumer.settings import Settings
 from consumer.timeutil import utcnow
+from tests.conftest import free_port
 from tests.jobs.conftest import MovableClock, sweep
 from tests.jobs.kinds_plugin import run_counts
 
@@ -49,10 +53,12 @@ def test_future_and_unknown_kind_jobs_are_left_pending(
     runs_engine: Engine, job_settings: Settings, kinds: JobKinds
 ) -> None:
     later = enqueue(runs_engine, "record", {}, run_at=utcnow() + timedelta(hours=1)).job_id
-    unknown = enqueue(runs_engine, "not-registered-here", {}).job_id
+    unknown = enqueue(runs_engine, "not-registered-here", {}, allow_unknown=True).job_id
     summary = sweep(job_settings, runs_engine, kinds)
     assert summary.claimed == 0
     assert summary.still_due == 1  # the unknown kind is due; another sweeper may know it
+    assert summary.unknown_kinds == {"not-registered-here": 1}
+    assert summary.stopped == "unknown_kinds"  # not "drained": a due job is waiting
     assert statuses(runs_engine) == {later: "pending", unknown: "pending"}
 
 
@@ -251,22 +257,72 @@ def test_concurrent_sweeps_in_threads_run_each_job_once(
     assert sum(s.claimed > 0 for s in summaries) >= 2, "the sweeps did not overlap"
 
 
-def test_batches_fit_a_lease_shorter_than_the_budget(
+@pytest.mark.slow
+def test_a_batch_that_outlasts_its_lease_is_kept_by_the_heartbeat(
     runs_engine: Engine, job_settings: Settings, kinds: JobKinds
 ) -> None:
-    add(runs_engine, 40, sleep=0.1)
-    settings = replace(job_settings, job_lease_seconds=1, sweep_batch_size=40)
-    summary = sweep(settings, runs_engine, kinds, budget=2.5)
-    assert summary.lost == 0 and summary.batches >= 3  # each batch ended within its lease
-    assert 14 <= summary.done <= 25 and summary.stopped == "budget"
-    assert run_counts(runs_engine) == {job_id: 1 for job_id in run_counts(runs_engine)}
+    ids = add(runs_engine, 2, sleep=2.3)  # each job alone outlasts the 2 s lease
+    settings = replace(job_settings, job_lease_seconds=2)
+    rivals: list[int] = []
+    finished = threading.Event()
+
+    def rival() -> None:  # keeps trying to take the batch over while it runs
+        time.sleep(0.5)  # after the sweep under test has claimed both jobs
+        while not finished.is_set():
+            rivals.append(sweep(settings, runs_engine, kinds, budget=1).claimed)
+            time.sleep(0.2)
+
+    thread = threading.Thread(target=rival)
+    thread.start()
+    try:
+        summary = sweep(settings, runs_engine, kinds, budget=20)
+    finally:
+        finished.set()
+        thread.join()
+    assert (summary.done, summary.lost, summary.stopped) == (2, 0, "drained")
+    assert len(rivals) >= 5 and sum(rivals) == 0, rivals
+    assert run_counts(runs_engine) == {job_id: 1 for job_id in ids}
 
 
-def test_a_job_that_outlasts_the_lease_stops_the_sweep(
+def test_an_unrenewed_lease_is_taken_over_within_the_lease(
     runs_engine: Engine, job_settings: Settings, kinds: JobKinds
 ) -> None:
-    add(runs_engine, 3, sleep=1.2)
-    settings = replace(job_settings, job_lease_seconds=1)
-    summary = sweep(settings, runs_engine, kinds, budget=20)
-    assert (summary.done, summary.stopped, summary.still_due) == (1, "lease", 2)
-    assert summary.budget_left > 15  # it did not spin until the budget ran out
+    """A sweeper that died holds its batch for one short lease, not for the ack deadline."""
+    ids = add(runs_engine, 5)
+    now = utcnow()
+    with runs_engine.begin() as connection:
+        claimed = store.claim(connection, "dead", 5, ["record"], now, now + timedelta(seconds=2))
+    assert len(claimed) == 5
+    assert sweep(job_settings, runs_engine, kinds).claimed == 0
+    time.sleep(2.1)
+    summary = sweep(job_settings, runs_engine, kinds)
+    assert (summary.claimed, summary.done) == (5, 5)
+    assert run_counts(runs_engine) == {job_id: 1 for job_id in ids}
+    with runs_engine.begin() as connection:
+        assert store.renew(connection, "dead", utcnow() + timedelta(seconds=10)) == 0
+
+
+def test_a_stale_lease_is_renewed_on_demand_and_refused_when_the_database_is_gone(
+    runs_engine: Engine, database_url: str
+) -> None:
+    """The sweep starts a job only while its lease is known to be held: a heartbeat that fell
+    behind is caught up from the sweep's thread; a database it cannot reach stops the jobs."""
+    add(runs_engine, 2)
+    now = utcnow()
+    with runs_engine.begin() as connection:
+        assert len(store.claim(connection, "t", 2, ["record"], now, now + timedelta(seconds=3)))
+    keeper = LeaseKeeper(runs_engine, 3, utcnow)
+    keeper.hold("t", claimed_at=time.monotonic() - 2.5)  # the heartbeat is 2.5 s late
+    assert not keeper.fresh()
+    assert keeper.ensure_fresh(time.monotonic()) and keeper.fresh()
+    with runs_engine.connect() as connection:
+        leases = connection.execute(select(jobs.c.lease_until)).scalars().all()
+    assert all(lease > now + timedelta(seconds=3) for lease in leases)  # pushed forward
+
+    if not database_url.startswith("postgresql"):
+        return
+    gone = make_engine(database_url.replace("127.0.0.1:5432", f"127.0.0.1:{free_port()}"))
+    unreachable = LeaseKeeper(gone, 3, utcnow)
+    unreachable.hold("t", claimed_at=time.monotonic() - 2.5)
+    assert not unreachable.ensure_fresh(time.monotonic())
+    gone.dispose()

@@ -32,9 +32,9 @@ resource "google_storage_bucket_iam_member" "workload_reader" {
   member = "serviceAccount:${google_service_account.workload.email}"
 }
 
-# A sweep that cannot finish within its budget publishes a continuation tick.
-resource "google_pubsub_topic_iam_member" "workload_ticks_publisher" {
-  topic  = google_pubsub_topic.events["ticks"].id
+# A sweep that cannot finish within its budget publishes continuations (consumer/continuation.py).
+resource "google_pubsub_topic_iam_member" "workload_continuations_publisher" {
+  topic  = google_pubsub_topic.events["continuations"].id
   role   = "roles/pubsub.publisher"
   member = "serviceAccount:${google_service_account.workload.email}"
 }

@@ -4,6 +4,7 @@ output "consumer_config" {
     CONSUMER_PUSH_AUDIENCE         = local.push_audience
     CONSUMER_PUSH_SERVICE_ACCOUNTS = google_service_account.push.email
     CONSUMER_ACK_DEADLINE_SECONDS  = tostring(var.ack_deadline_seconds)
+    CONSUMER_CONTINUATION_TOPIC    = google_pubsub_topic.events["continuations"].id
   }
 }
 
@@ -13,7 +14,7 @@ output "workload_service_account" {
 }
 
 output "topics" {
-  description = "Trigger topics by kind (ticks, storage, deploys)."
+  description = "Topics by kind (ticks, storage, deploys, continuations)."
   value       = { for kind, topic in google_pubsub_topic.events : kind => topic.name }
 }
 

@@ -1,10 +1,14 @@
-# Topics for the three triggers, a dead-letter topic, and one push subscription per trigger.
+# Topics for the three triggers and for continuations, a dead-letter topic, and one push
+# subscription per topic. A sweep that stops on its budget with work left publishes continuations
+# (CONSUMER_CONTINUATION_TOPIC = the "continuations" topic's id): pushed back to the service, so
+# whichever pod receives one carries on within seconds.
 
 locals {
   topics = {
-    ticks   = "${var.name}-ticks"
-    storage = "${var.name}-storage"
-    deploys = "${var.name}-deploys"
+    ticks         = "${var.name}-ticks"
+    storage       = "${var.name}-storage"
+    deploys       = "${var.name}-deploys"
+    continuations = "${var.name}-continuations"
   }
 }
 

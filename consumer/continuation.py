@@ -1,0 +1,59 @@
+"""Continuation: work left when a budget ends is handed on as new Pub/Sub messages.
+
+A budget-bound handler (the sweep; the file import later) that stops with work left publishes
+continuations on ``CONSUMER_CONTINUATION_TOPIC`` and acknowledges its own delivery. The load
+balancer hands each continuation to whichever pod it picks, within seconds, instead of the next
+tick (minutes) or a redelivery (backoff, and one more toward the dead-letter limit).
+
+Each continuation carries a ``continuation=<uuid>`` attribute beside the route's own attributes
+(``task=sweep``): its idempotency key is its own (``tick:sweep:continuation:<uuid>``), so a
+continuation delivered twice runs once, and it is never stale and never advances a tick slot.
+
+The publisher is google-cloud-pubsub's ``PublisherClient``, one per process, made on first use
+(after gunicorn forks); it talks to the emulator when ``PUBSUB_EMULATOR_HOST`` is set.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+log = logging.getLogger("consumer.continuation")
+ATTRIBUTE = "continuation"
+_lock = threading.Lock()
+_clients: dict[int, Any] = {}
+
+
+def publisher() -> Any:
+    """This process's ``PublisherClient`` (a forked worker makes its own: gRPC channels do not
+    survive a fork)."""
+    import os
+
+    from google.cloud import pubsub_v1
+
+    with _lock:
+        client = _clients.get(os.getpid())
+        if client is None:
+            client = _clients[os.getpid()] = pubsub_v1.PublisherClient()
+        return client
+
+
+def publish(topic: str, attributes: Mapping[str, str], count: int, timeout: float) -> list[str]:
+    """Publish ``count`` continuations (attribute-only messages) and return their ids, waiting
+    at most ``timeout`` seconds. A failure is logged, not raised: the work is not lost, it
+    waits for the next tick as it would without continuations."""
+    if not topic or count <= 0:
+        return []
+    ids = [uuid.uuid4().hex for _ in range(count)]
+    try:
+        client = publisher()
+        futures = [client.publish(topic, b"", **attributes, **{ATTRIBUTE: i}) for i in ids]
+        for future in futures:
+            future.result(timeout=max(timeout, 0.1))
+    except Exception as exc:  # publishing is best effort; the backlog stays due
+        log.warning("continuation not published on %s: %s", topic, exc)
+        return []
+    return ids

@@ -1,0 +1,99 @@
+"""The heartbeat of a live sweeper: short job leases, renewed while the sweeper lives.
+
+A claimed batch is held by a short lease (``CONSUMER_JOB_LEASE_SECONDS``, 10 s by default), so
+the batch of a sweeper that was killed is taken over within about one lease. A live sweeper keeps
+its batch by renewing the lease from a small thread, on its own connection, every third of a
+lease; the renewal is a guarded ``UPDATE`` (``claimed_by`` and ``status = 'running'``), so a
+batch that was taken over is never taken back.
+
+``held_until`` is the ``time.monotonic()`` value up to which the lease is known to be held: the
+sweep starts no job and retries no write past it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from datetime import timedelta
+from types import TracebackType
+
+from sqlalchemy import Engine
+
+from consumer.db.engine import unavailable_on_db_fault
+from consumer.jobs import store
+from consumer.timeutil import Clock
+
+log = logging.getLogger("consumer.jobs.lease")
+
+
+class LeaseKeeper:
+    """Renews the lease of the batch the sweep holds, every ``lease_seconds / 3``."""
+
+    def __init__(self, engine: Engine, lease_seconds: float, clock: Clock) -> None:
+        self.engine = engine
+        self.lease_seconds = lease_seconds
+        self.clock = clock
+        self.held_until = 0.0
+        self._token: str | None = None
+        self._lock = threading.Lock()
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="job-lease", daemon=True)
+
+    def hold(self, token: str, claimed_at: float) -> None:
+        """A batch was claimed at ``claimed_at`` (monotonic) under ``token``: keep it."""
+        with self._lock:
+            self._token = token
+            self.held_until = claimed_at + self.lease_seconds
+
+    def fresh(self, now: float | None = None) -> bool:
+        """Whether the last renewal is recent enough to start another job: more than a third of
+        a lease is left, so at most one beat was missed (renewals fail while the database is
+        unreachable; another sweeper may take the batch over once the lease ends)."""
+        now = time.monotonic() if now is None else now
+        return self.held_until - now > self.lease_seconds / 3
+
+    def ensure_fresh(self, now: float) -> bool:
+        """``fresh``, renewing now from the caller's thread if the heartbeat fell behind (a
+        starved thread on a busy machine): only a database that cannot be reached stops the
+        sweep from starting jobs."""
+        if self.fresh(now):
+            return True
+        with self._lock:
+            token = self._token
+        if token is not None:
+            self._renew(token)
+        return self.fresh()
+
+    def __enter__(self) -> LeaseKeeper:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._stopped.set()
+        self._thread.join()
+
+    def _beat(self) -> None:
+        while not self._stopped.wait(self.lease_seconds / 3):
+            with self._lock:
+                token = self._token
+            if token is not None:
+                self._renew(token)
+
+    def _renew(self, token: str) -> None:
+        started = time.monotonic()
+        until = self.clock() + timedelta(seconds=self.lease_seconds)
+        try:
+            with unavailable_on_db_fault(), self.engine.begin() as connection:
+                renewed = store.renew(connection, token, until)
+        except Exception as exc:  # a failed beat must not end the heartbeat
+            log.warning("job lease not renewed: %s", exc)
+            return
+        with self._lock:
+            if renewed and self._token == token:
+                self.held_until = started + self.lease_seconds
