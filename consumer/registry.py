@@ -49,13 +49,13 @@ class Registry:
     """Every extension point, each a table by name."""
 
     def __init__(self) -> None:
-        _LIVE.add(self)
         self.tasks: dict[str, TickTask] = {}
         self.period_overrides: Mapping[str, Schedule | int] = {}
         """Schedules from the settings (``CONSUMER_TICK_PERIODS``); an int is seconds."""
         self.routes: Named[Handler] = Named("handler for route")
         self.cloudevents: Named[Handler] = Named("handler for CloudEvent type")
         self.job_kinds = Functions("job kind")
+        _LIVE_JOB_KINDS.add(self.job_kinds)
         """Job kinds the sweep runs: ``@registry.job_kind("name")``."""
         self.processors = Functions("file processor")
         """File processors a storage rule may name: ``@registry.processor("name")``."""
@@ -156,12 +156,13 @@ _RESOLVERS: dict[Route, Callable[[Registry, Any], Handler | None]] = {
 }
 
 
-_LIVE: WeakSet[Registry] = WeakSet()
+_LIVE_JOB_KINDS: WeakSet[Functions] = WeakSet()
 
 
-def live_registries() -> list[Registry]:
-    """The registries this process has built and still holds (``jobs.kinds.known_kinds``)."""
-    return list(_LIVE)
+def live_job_kinds() -> list[Functions]:
+    """The job-kind tables of the registries this process built, while any is still held
+    (``jobs.kinds.known_kinds``: code that enqueues holds an engine, not a registry)."""
+    return list(_LIVE_JOB_KINDS)
 
 
 def _schedule(name: str, period_seconds: int | None, cron: str | None, timezone: str) -> Schedule:

@@ -185,9 +185,15 @@ class Settings:
             raise SettingsError("; ".join(sorted(problems)))
         settings = cls(**values)
         settings.validate(serves_push=serves_push)
-        if not (settings.local_mode or settings.smtp_host):
-            raise SettingsError(NO_SMTP_HOST)
+        if serves_push:
+            settings.require_mail_transport()
         return settings
+
+    def require_mail_transport(self) -> None:
+        """A process that runs handlers (and so the ``email`` job kind) outside local mode needs
+        an SMTP host; the CLI's tools, which send no mail, do not."""
+        if not (self.local_mode or self.smtp_host):
+            raise SettingsError(NO_SMTP_HOST)
 
     def validate(self, *, serves_push: bool = True) -> None:
         """Refuse settings that would break the delivery promise or leave the endpoint open."""

@@ -13,7 +13,7 @@ from sqlalchemy import Engine
 
 from consumer.extensions import Functions
 from consumer.jobs.model import Job
-from consumer.registry import live_registries
+from consumer.registry import live_job_kinds
 from consumer.settings import Settings
 
 JobHandler = Callable[["JobContext", Job], Any]
@@ -61,9 +61,9 @@ BUILT_IN = frozenset({"email"})
 
 
 def known_kinds() -> frozenset[str]:
-    """The built-in kinds and every kind a live registry in this process has registered.
+    """The built-in kinds and every kind a registry built in this process has registered.
 
     ``enqueue`` is called by code that holds an engine but not the registry (a plugin's
     handler, a script), so it asks every registry this process built; what a registry *runs*
     is still only its own ``job_kinds``."""
-    return BUILT_IN.union(*(registry.job_kinds.names() for registry in live_registries()))
+    return BUILT_IN.union(*(table.names() for table in live_job_kinds()))

@@ -127,6 +127,7 @@ def test_pull_without_google_credentials_is_one_line(tmp_path: Path) -> None:
         "GOOGLE_APPLICATION_CREDENTIALS": str(tmp_path / "absent.json"),
         "PUBSUB_EMULATOR_HOST": None,
         "CONSUMER_DATABASE_URL": f"sqlite:///{tmp_path / 'x.db'}",
+        "CONSUMER_SMTP_HOST": "smtp.example.com",  # pull mode runs the email kind
     }
     result = CliRunner(env={**CLEAN, **env}).invoke(main, ["pull", "projects/p/subscriptions/s"])
     fails_cleanly(result, "no Google credentials")

@@ -37,8 +37,8 @@ def collector(engine: Engine, cache_seconds: float = 0.0) -> StateCollector:
 
 def test_jobs_by_kind_and_status_and_the_oldest_due_age(engine: Engine) -> None:
     now = utcnow()
-    enqueue(engine, "record", {}, run_at=now - timedelta(seconds=600))
-    enqueue(engine, "record", {}, run_at=now - timedelta(seconds=5))
+    enqueue(engine, "record", {}, run_at=now - timedelta(seconds=600), allow_unknown=True)
+    enqueue(engine, "record", {}, run_at=now - timedelta(seconds=5), allow_unknown=True)
     enqueue(engine, "email", {}, run_at=now + timedelta(hours=1))  # pending, not due
     text = scrape(collector(engine))
     assert total(text, "consumer_state_up") == 1
@@ -49,7 +49,9 @@ def test_jobs_by_kind_and_status_and_the_oldest_due_age(engine: Engine) -> None:
 
 
 def test_a_running_job_whose_lease_expired_is_due_since_then(engine: Engine) -> None:
-    job = enqueue(engine, "record", {}, run_at=utcnow() + timedelta(hours=1)).job_id
+    job = enqueue(
+        engine, "record", {}, run_at=utcnow() + timedelta(hours=1), allow_unknown=True
+    ).job_id
     with engine.begin() as connection:  # claimed by a sweeper that died 300 s ago
         connection.execute(
             update(jobs)
@@ -62,13 +64,13 @@ def test_a_running_job_whose_lease_expired_is_due_since_then(engine: Engine) -> 
 
 
 def test_nothing_due_is_age_zero(engine: Engine) -> None:
-    enqueue(engine, "record", {}, run_at=utcnow() + timedelta(hours=1))
+    enqueue(engine, "record", {}, run_at=utcnow() + timedelta(hours=1), allow_unknown=True)
     assert total(scrape(collector(engine)), "consumer_oldest_due_job_age_seconds") == 0
 
 
 def test_each_count_reads_at_most_the_cap(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
     for _ in range(5):
-        enqueue(engine, "record", {})
+        enqueue(engine, "record", {}, allow_unknown=True)
     monkeypatch.setattr(metrics_state, "ROW_CAP", 3)
     assert total(scrape(collector(engine)), "consumer_jobs", status="pending") == 3
 
@@ -76,7 +78,7 @@ def test_each_count_reads_at_most_the_cap(engine: Engine, monkeypatch: pytest.Mo
 def test_scrapes_within_the_cache_time_read_the_database_once(engine: Engine) -> None:
     cached = collector(engine, cache_seconds=60)
     first = scrape(cached)
-    enqueue(engine, "record", {})
+    enqueue(engine, "record", {}, allow_unknown=True)
     second = scrape(cached)
     assert cached.reads == 1
     assert first == second
@@ -96,10 +98,10 @@ def test_ticks_inbox_and_sweep_results_through_the_app(settings: Settings, engin
     app = create_app(replace(settings, plugins=("tests.jobs.kinds_plugin",)), engine=engine)
     client = app.test_client()
     before = client.get("/metrics").get_data(as_text=True)
-    enqueue(engine, "record", {})
-    enqueue(engine, "record", {})
-    enqueue(engine, "record", {"fail": "permanent"})
-    enqueue(engine, "record", {"fail": "always"}, max_attempts=3)
+    enqueue(engine, "record", {}, allow_unknown=True)
+    enqueue(engine, "record", {}, allow_unknown=True)
+    enqueue(engine, "record", {"fail": "permanent"}, allow_unknown=True)
+    enqueue(engine, "record", {"fail": "always"}, max_attempts=3, allow_unknown=True)
     assert client.post("/push", json=tick_body("sweep")).status_code == 200
     assert client.post("/push", json=wrapped_body(b"no route")).status_code == 200
     after = scrape(collector(engine))

@@ -35,7 +35,7 @@ def slow_rule(harness: Harness, delay: float) -> dict[str, object]:
 
 def test_a_file_longer_than_its_budget_is_finished_by_redeliveries(harness: Harness) -> None:
     with_plugin(harness)
-    # A one-second budget; each batch takes 0.2 s: a delivery commits two batches, then 503.
+    # A one-second budget; each batch takes 0.2 s: a delivery commits a few batches, then 503.
     slow = harness.with_rules(
         [slow_rule(harness, 0.2)], ack_deadline_seconds=10, safety_margin_seconds=9,
         max_attempts=20,
@@ -47,7 +47,7 @@ def test_a_file_longer_than_its_budget_is_finished_by_redeliveries(harness: Harn
         assert len(outcomes) < 10, [outcome.details for outcome in outcomes]
 
     retries = outcomes[:-1]
-    assert len(retries) >= 2
+    assert retries  # at least one budget window ran out (batches grow, so how many varies)
     assert all(outcome.http_status == 503 for outcome in retries)
     assert all("time budget exhausted" in outcome.details["error"] for outcome in retries)
     keys = slow.job_keys()
