@@ -193,8 +193,8 @@ def run_sweep_once(settings: Settings, budget: float | None = None) -> dict[str,
     from consumer.message import Format, PushMessage
     from consumer.plugins import build_registry
 
-    settings.require_mail_transport()  # the sweep runs the email kind
     registry = build_registry(settings)
+    settings.require_mail_transport()  # the sweep runs the email kind
     now, schedule = utcnow(), registry.schedule_of("sweep")
     message = PushMessage(
         f"cli-{uuid.uuid4().hex}", now, attributes={"task": "sweep"}, format=Format.CLI
