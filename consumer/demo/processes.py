@@ -1,5 +1,6 @@
 """Child processes of the demo: started in their own process group on 127.0.0.1, stopped (or
-killed, to play a crash) by that group's id only, and never left behind on Ctrl-C."""
+killed, to play a crash) by that group's id only, and never left behind on Ctrl-C. The local
+stack (triggers/local) starts its emulators with the same helpers."""
 
 from __future__ import annotations
 
@@ -39,6 +40,10 @@ class Child:
     name: str
     process: subprocess.Popen[bytes]
     log: Path
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -91,6 +96,11 @@ def pubsub_emulator() -> Path | None:
     """Google's ``cloud-pubsub-emulator`` script from the gcloud SDK, when it and java exist."""
     if shutil.which("java") is None:
         return None
+    return emulator_script()
+
+
+def emulator_script() -> Path | None:
+    """The SDK's ``cloud-pubsub-emulator`` script (it ``exec``s java, so its PID is the JVM)."""
     roots = [os.environ.get("CLOUDSDK_ROOT_DIR", ""), *SDK_ROOTS]
     if gcloud := shutil.which("gcloud"):
         roots.append(str(Path(gcloud).resolve().parent.parent))
