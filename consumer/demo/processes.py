@@ -11,7 +11,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,15 +81,31 @@ def spawn(name: str, command: Sequence[str], log: Path, env: dict[str, str]) -> 
 
 
 def wait_until(child: Child, ready: Callable[[], bool], timeout: float) -> None:
-    """Return once ``ready()``; raise with the child's log tail if it exits or times out."""
+    """Return once ``ready()``; if the child exits or times out, stop its group (nothing is left
+    running that nobody will stop) and raise with its log's tail."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not child.alive():
+            child.stop()
             raise RuntimeError(f"{child.name} exited early:\n{child.tail()}")
         if ready():
             return
         time.sleep(0.1)
+    child.stop()
     raise RuntimeError(f"{child.name} was not ready within {timeout:.0f}s:\n{child.tail()}")
+
+
+def start_pubsub(
+    port: int, log: Path, project: str, env: Mapping[str, str], timeout: float = 90
+) -> Child:
+    """Google's Pub/Sub emulator on 127.0.0.1:``port`` for ``project``, once it listens."""
+    script = pubsub_emulator()
+    if script is None:
+        raise RuntimeError("Google's Pub/Sub emulator (or java, which it needs) is not installed")
+    command = [str(script), "--host=127.0.0.1", f"--port={port}", f"--projects={project}"]
+    child = spawn("pubsub-emulator", command, log, dict(env))
+    wait_until(child, lambda: listening(port), timeout)
+    return child
 
 
 def pubsub_emulator() -> Path | None:

@@ -42,7 +42,7 @@ def test_a_service_never_ready_is_stopped_with_its_whole_group(tmp_path: Path) -
     service = services.spawn("sleeper", SLEEPER, tmp_path / "s.log", {"PROBE": "up"})
     assert service.pid == service.process.pid
     with pytest.raises(RuntimeError, match="sleeper was not ready within 1s"):
-        services._wait(service, lambda: False, timeout=1)
+        processes.wait_until(service, lambda: False, timeout=1)
     assert not service.alive()
     with pytest.raises(ProcessLookupError):
         os.killpg(service.pid, 0)  # no process of its group is left

