@@ -12,17 +12,10 @@ and prints the ratio overview/floor (the price of SQLAlchemy and the row objects
 from __future__ import annotations
 
 import argparse
-import os
-import statistics
-import time
-import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 
 import psycopg
-
-ADMIN = os.environ.get("TESTS_PG_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
+from pgdb import database, median_seconds
 
 FILL = """
 INSERT INTO inbox (key, route, status, attempts, message_id, message, created_at, updated_at)
@@ -52,28 +45,6 @@ FLOOR = (
 )
 
 
-@contextmanager
-def database() -> Iterator[str]:
-    """A fresh database, dropped afterwards; yields its psycopg conninfo."""
-    name = f"dashboard_bench_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(ADMIN, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield f"{ADMIN.rsplit('/', 1)[0]}/{name}"
-    finally:
-        with psycopg.connect(ADMIN, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def median_ms(run: Callable[[], object], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        run()
-        times.append((time.perf_counter() - started) * 1000)
-    return statistics.median(times)
-
-
 def measure(rows: int, repeat: int) -> tuple[float, float]:
     from consumer.dashboard.queries import overview
     from consumer.db.engine import make_engine
@@ -81,7 +52,7 @@ def measure(rows: int, repeat: int) -> tuple[float, float]:
     from consumer.plugins import build_registry
     from consumer.settings import Settings
 
-    with database() as conninfo:
+    with database("dashboard_bench") as conninfo:
         url = conninfo.replace("postgresql://", "postgresql+psycopg://")
         upgrade(url)
         with psycopg.connect(conninfo, autocommit=True) as connection:
@@ -95,8 +66,10 @@ def measure(rows: int, repeat: int) -> tuple[float, float]:
                 for query in FLOOR:
                     connection.execute(query).fetchall()
 
-            floor_ms = median_ms(floor, repeat)
-            ours_ms = median_ms(lambda: overview(engine, registry, datetime.now(UTC)), repeat)
+            floor_ms = 1000 * median_seconds(floor, repeat)
+            ours_ms = 1000 * median_seconds(
+                lambda: overview(engine, registry, datetime.now(UTC)), repeat
+            )
             engine.dispose()
     return ours_ms, floor_ms
 

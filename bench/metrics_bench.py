@@ -14,15 +14,11 @@ Medians of ``--repeat`` runs, and the ratio state/floor.
 from __future__ import annotations
 
 import argparse
-import os
-import statistics
-import time
-import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import psycopg
+from pgdb import database, median_seconds
 from prometheus_client import CollectorRegistry, generate_latest
 from sqlalchemy.dialects.postgresql import psycopg as dialect
 
@@ -30,7 +26,6 @@ from consumer import metrics_state
 from consumer.db.engine import make_engine
 from consumer.db.migrate import upgrade
 
-ADMIN = os.environ.get("TESTS_PG_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 FILL = """
 INSERT INTO jobs (kind, payload, status, priority, run_at, attempts, created_at, updated_at)
 SELECT 'kind' || (i % 5), '{}', CASE WHEN i % 20 < 8 THEN 'pending' WHEN i % 20 < 18 THEN 'done'
@@ -49,18 +44,6 @@ SELECT 'b', 'f' || i, 1, 'p', CASE WHEN i % 7 = 0 THEN 'partial' ELSE 'done' END
 FROM generate_series(1, %(jobs)s / 30) AS i;
 ANALYZE;
 """
-
-
-@contextmanager
-def database() -> Iterator[str]:
-    name = f"metrics_bench_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(ADMIN, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield f"{ADMIN.rsplit('/', 1)[0]}/{name}"
-    finally:
-        with psycopg.connect(ADMIN, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def floor_statements(now: datetime) -> list[tuple[str, dict[str, object]]]:
@@ -99,21 +82,12 @@ class Recorder:
         return None
 
 
-def timed(run: Callable[[], object], repeat: int) -> float:
-    samples = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        run()
-        samples.append(time.perf_counter() - started)
-    return statistics.median(samples)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=300_000)
     parser.add_argument("--repeat", type=int, default=7)
     args = parser.parse_args()
-    with database() as conninfo:
+    with database("metrics_bench") as conninfo:
         url = conninfo.replace("postgresql://", "postgresql+psycopg://")
         upgrade(url)
         with psycopg.connect(conninfo, autocommit=True) as connection:
@@ -121,7 +95,7 @@ def main() -> None:
         engine = make_engine(url)
         collector = metrics_state.StateCollector(engine, lambda: {"sweep": 300}, cache_seconds=0)
         list(collector.collect())  # warm the pool and the caches
-        state = timed(lambda: list(collector.collect()), args.repeat)
+        state = median_seconds(lambda: list(collector.collect()), args.repeat)
         statements = floor_statements(datetime.now(UTC))
         with psycopg.connect(conninfo) as connection:
 
@@ -131,11 +105,11 @@ def main() -> None:
                         connection.execute(sql, params).fetchall()  # type: ignore[arg-type]
 
             floor()
-            direct = timed(floor, args.repeat)
+            direct = median_seconds(floor, args.repeat)
         cached = metrics_state.StateCollector(engine, lambda: {"sweep": 300})
         registry = CollectorRegistry(auto_describe=False)
         registry.register(cached)
-        scrape = timed(lambda: generate_latest(registry), args.repeat * 20)
+        scrape = median_seconds(lambda: generate_latest(registry), args.repeat * 20)
         engine.dispose()
     print(f"jobs={args.jobs} repeat={args.repeat} row_cap={metrics_state.ROW_CAP}")
     print(f"state (uncached) {state * 1000:8.1f} ms")

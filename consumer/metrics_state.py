@@ -21,7 +21,7 @@ from datetime import datetime
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-from sqlalchemy import Connection, Engine, func, select, text
+from sqlalchemy import Column, Connection, Engine, func, select, text
 
 from consumer.db.schema import inbox, tick_progress
 from consumer.jobs.schema import jobs
@@ -42,16 +42,7 @@ INBOX_STATUSES = ("running", "failed", "dead", "unroutable")
 
 def jobs_by_kind_status(connection: Connection) -> list[tuple[str, str, int]]:
     """Named query: jobs in ``JOB_STATUSES`` by kind and status, at most ``ROW_CAP`` read."""
-    sample = (
-        select(jobs.c.kind, jobs.c.status)
-        .where(jobs.c.status.in_(JOB_STATUSES))
-        .limit(ROW_CAP)
-        .subquery()
-    )
-    query = select(sample.c.kind, sample.c.status, func.count()).group_by(
-        sample.c.kind, sample.c.status
-    )
-    return [(str(k), str(s), int(n)) for k, s, n in connection.execute(query)]
+    return _capped_counts(connection, jobs.c.kind, jobs.c.status, JOB_STATUSES)
 
 
 def oldest_due_run_at(connection: Connection, now: datetime) -> datetime | None:
@@ -70,16 +61,18 @@ def oldest_due_run_at(connection: Connection, now: datetime) -> datetime | None:
 
 def inbox_by_route_status(connection: Connection) -> list[tuple[str, str, int]]:
     """Named query: inbox rows in ``INBOX_STATUSES`` by route and status, capped."""
-    sample = (
-        select(inbox.c.route, inbox.c.status)
-        .where(inbox.c.status.in_(INBOX_STATUSES))
-        .limit(ROW_CAP)
-        .subquery()
-    )
-    query = select(sample.c.route, sample.c.status, func.count()).group_by(
-        sample.c.route, sample.c.status
-    )
-    return [(str(r), str(s), int(n)) for r, s, n in connection.execute(query)]
+    return _capped_counts(connection, inbox.c.route, inbox.c.status, INBOX_STATUSES)
+
+
+def _capped_counts(
+    connection: Connection, group: Column[str], status: Column[str], statuses: Iterable[str]
+) -> list[tuple[str, str, int]]:
+    """Rows with one of ``statuses`` counted by ``group`` and status, at most ``ROW_CAP`` read
+    (the cap sits in a subquery so that the count is a lower bound, never a full scan)."""
+    sample = select(group, status).where(status.in_(statuses)).limit(ROW_CAP).subquery()
+    first, second = sample.c[group.name], sample.c[status.name]
+    query = select(first, second, func.count()).group_by(first, second)
+    return [(str(g), str(s), int(n)) for g, s, n in connection.execute(query)]
 
 
 def files_by_status(connection: Connection) -> list[tuple[str, int]]:

@@ -1,5 +1,6 @@
 """Child processes of the demo: started in their own process group on 127.0.0.1, stopped (or
-killed, to play a crash) by that group's id only, and never left behind on Ctrl-C."""
+killed, to play a crash) by that group's id only, and never left behind on Ctrl-C. The local
+stack (triggers/local) starts its emulators with the same helpers."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +40,10 @@ class Child:
     name: str
     process: subprocess.Popen[bytes]
     log: Path
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -76,21 +81,42 @@ def spawn(name: str, command: Sequence[str], log: Path, env: dict[str, str]) -> 
 
 
 def wait_until(child: Child, ready: Callable[[], bool], timeout: float) -> None:
-    """Return once ``ready()``; raise with the child's log tail if it exits or times out."""
+    """Return once ``ready()``; if the child exits or times out, stop its group (nothing is left
+    running that nobody will stop) and raise with its log's tail."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not child.alive():
+            child.stop()
             raise RuntimeError(f"{child.name} exited early:\n{child.tail()}")
         if ready():
             return
         time.sleep(0.1)
+    child.stop()
     raise RuntimeError(f"{child.name} was not ready within {timeout:.0f}s:\n{child.tail()}")
+
+
+def start_pubsub(
+    port: int, log: Path, project: str, env: Mapping[str, str], timeout: float = 90
+) -> Child:
+    """Google's Pub/Sub emulator on 127.0.0.1:``port`` for ``project``, once it listens."""
+    script = pubsub_emulator()
+    if script is None:
+        raise RuntimeError("Google's Pub/Sub emulator (or java, which it needs) is not installed")
+    command = [str(script), "--host=127.0.0.1", f"--port={port}", f"--projects={project}"]
+    child = spawn("pubsub-emulator", command, log, dict(env))
+    wait_until(child, lambda: listening(port), timeout)
+    return child
 
 
 def pubsub_emulator() -> Path | None:
     """Google's ``cloud-pubsub-emulator`` script from the gcloud SDK, when it and java exist."""
     if shutil.which("java") is None:
         return None
+    return emulator_script()
+
+
+def emulator_script() -> Path | None:
+    """The SDK's ``cloud-pubsub-emulator`` script (it ``exec``s java, so its PID is the JVM)."""
     roots = [os.environ.get("CLOUDSDK_ROOT_DIR", ""), *SDK_ROOTS]
     if gcloud := shutil.which("gcloud"):
         roots.append(str(Path(gcloud).resolve().parent.parent))

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 import requests
 
-from consumer.demo.processes import Child, free_port, listening, pubsub_emulator, spawn, wait_until
+from consumer.demo.processes import Child, free_port, start_pubsub
 from consumer.envelopes_out import tick_body
 
 PROJECT = "demo"
@@ -66,13 +66,8 @@ class EmulatorTicks:
     name = "Google's Pub/Sub emulator (real push deliveries and redeliveries)"
 
     def __init__(self, push_url: str, ack_deadline: int, workdir: Path) -> None:
-        script = pubsub_emulator()
-        if script is None:
-            raise RuntimeError("the Pub/Sub emulator is not installed")
         self.port = free_port()
-        command = [str(script), "--host=127.0.0.1", f"--port={self.port}", f"--projects={PROJECT}"]
-        self.child: Child = spawn("pubsub-emulator", command, workdir / "pubsub.log", _env())
-        wait_until(self.child, lambda: listening(self.port), timeout=90)
+        self.child: Child = start_pubsub(self.port, workdir / "pubsub.log", PROJECT, _env())
         self.topic = f"projects/{PROJECT}/topics/ticks"
         self._create(push_url, ack_deadline)
 

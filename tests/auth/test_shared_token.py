@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -53,15 +54,21 @@ def test_the_token_in_a_header_does_not_count(client: FlaskClient) -> None:
 
 @pytest.mark.slow
 def test_the_token_never_reaches_the_access_log(sqlite_url: str, tmp_path: Path) -> None:
-    """Run the container's command (``--config python:consumer.gunicorn_conf``)."""
+    """Run the container's command (``--config python:consumer.gunicorn_conf``). A push writes
+    its decision line instead of an access line; a GET of /push (405) still writes one."""
     env = {"CONSUMER_DATABASE_URL": sqlite_url, "CONSUMER_PUSH_TOKEN": TOKEN}
     options = ("--config", "python:consumer.gunicorn_conf")
     with gunicorn(env, tmp_path / "out.log", *options) as server:
         push = f"{server.url}/push?token="
         accepted = requests.post(push + TOKEN, json=wrapped_body(), timeout=10)
         refused = requests.post(f"{push}guess-{TOKEN}", json={}, timeout=10)
-    assert (accepted.status_code, refused.status_code) == (200, 401)
+        wrong_method = requests.get(push + TOKEN, timeout=10)
+    statuses = (accepted.status_code, refused.status_code, wrong_method.status_code)
+    assert statuses == (200, 401, 405)
     output = server.text()
-    assert '"POST /push HTTP/1.1" 200' in output
-    assert '"POST /push HTTP/1.1" 401' in output
+    lines = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+    decided = sorted(line["status"] for line in lines if line["message"] == "push decided")
+    assert decided == [200, 401]
+    access = [line["httpRequest"] for line in lines if line["logger"] == "gunicorn.access"]
+    assert [(entry["requestMethod"], entry["status"]) for entry in access] == [("GET", 405)]
     assert TOKEN not in output
