@@ -1,20 +1,57 @@
-"""WSGI entry point for gunicorn: ``gunicorn 'consumer.wsgi:app()'``. Reads the environment here,
-at start-up, and nowhere else."""
+"""Entry points for gunicorn. Read the environment here, at start-up, and nowhere else.
+
+- ``consumer.wsgi:asgi()``: what the container and ``consumer serve`` run (gunicorn's asyncio
+  worker, ``consumer.worker``), the Flask app behind the buffering bridge.
+- ``consumer.wsgi:app()``: the plain Flask (WSGI) app, for a WSGI server of your own.
+
+An invalid setting ends the worker with gunicorn's "failed to boot" status after one line naming
+it: gunicorn then stops instead of restarting workers that can never boot.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
+import sys
 
 from flask import Flask
 
 from consumer.app import create_app
+from consumer.bridge import BufferedWsgi, Limits
+from consumer.errors import SettingsError
 from consumer.logs import configure_logging
 from consumer.settings import Settings
 
+WORKER_BOOT_ERROR = 3  # gunicorn's Arbiter.WORKER_BOOT_ERROR: halt, do not respawn
+
 
 def app() -> Flask:
-    settings = Settings.from_env(os.environ)
+    settings = _settings()
     configure_logging(settings.log_level)
     logging.getLogger("consumer").info("worker started", extra={"local_mode": settings.local_mode})
     return create_app(settings)
+
+
+def asgi() -> BufferedWsgi:
+    return asgi_app(_settings())
+
+
+def asgi_app(settings: Settings, flask_app: Flask | None = None) -> BufferedWsgi:
+    """The service as gunicorn's ASGI worker serves it."""
+    configure_logging(settings.log_level)
+    logging.getLogger("consumer").info("worker started", extra={"local_mode": settings.local_mode})
+    limits = Limits(
+        max_body_bytes=settings.max_body_bytes,
+        body_timeout_seconds=settings.body_timeout_seconds,
+        header_timeout_seconds=settings.header_timeout_seconds,
+        threads=settings.threads,
+    )
+    return BufferedWsgi(flask_app or create_app(settings), limits)
+
+
+def _settings() -> Settings:
+    try:
+        return Settings.from_env(os.environ)
+    except SettingsError as error:
+        print(f"invalid settings: {error}", file=sys.stderr)
+        sys.exit(WORKER_BOOT_ERROR)

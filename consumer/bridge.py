@@ -1,0 +1,182 @@
+"""ASGI in front, WSGI behind: a request reaches a worker thread only once it is whole.
+
+gunicorn's asyncio worker reads every connection on its event loop, so a client that dribbles
+its headers or body costs a few kilobytes of buffer, never a thread. This bridge buffers the
+whole body under a deadline (``body_timeout``) and a size limit (413 before a byte of an
+oversized ``Content-Length`` is read), then runs the Flask app on a small thread pool. Bodies over
+``LARGE_BODY_BYTES`` take a per-worker slot for their read *and* their handling, so the memory a
+worker spends on request bodies stays bounded however many clients send large ones at once.
+
+The bridge also keeps the start time of every request in flight: the worker's watchdog
+(``consumer.worker``) ends a worker whose request outlived the ack deadline, as gunicorn's sync
+worker timeout used to.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from itertools import count
+from typing import Any
+
+from consumer.environ import Scope, wsgi_environ
+
+log = logging.getLogger("consumer.bridge")
+LARGE_BODY_BYTES = 1024 * 1024  # Pub/Sub's pushes are far below; a 14 MiB body is the outlier
+WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+Receive = Callable[[], Any]
+Send = Callable[[dict[str, Any]], Any]
+
+
+class Refused(Exception):
+    """The request cannot reach the app; ``status`` and the reason go back as JSON."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+class Disconnected(Exception):
+    """The client went away before its body was complete: nothing to answer."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_body_bytes: int
+    body_timeout_seconds: float
+    header_timeout_seconds: float
+    threads: int
+
+
+class BufferedWsgi:
+    """An ASGI application serving a WSGI one from a thread pool, whole requests only."""
+
+    def __init__(self, app: WsgiApp, limits: Limits) -> None:
+        self._app = app
+        self.limits = limits
+        self._executor = ThreadPoolExecutor(limits.threads, thread_name_prefix="request")
+        self._large: asyncio.Semaphore | None = None
+        self._ids = count()
+        self.in_flight: dict[int, float] = {}
+        """``time.monotonic()`` at which each running request started, by request number."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+        elif scope["type"] == "http":
+            await self._http(scope, receive, send)
+        # Anything else (a WebSocket) is not served: returning closes it.
+
+    def oldest_seconds(self) -> float:
+        """How long the oldest request in flight has run (0 when idle)."""
+        starts = list(self.in_flight.values())
+        return time.monotonic() - min(starts) if starts else 0.0
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            declared = _content_length(scope)
+            if declared is not None and declared > self.limits.max_body_bytes:
+                raise Refused(413, "The request body is over the limit.")
+            if declared is not None and declared <= LARGE_BODY_BYTES:
+                await self._serve(scope, receive, send)
+                return
+            async with self._large_slot():
+                await self._serve(scope, receive, send)
+        except Refused as refused:
+            log.info("request refused", extra={"status": refused.status, "error": refused.reason})
+            await send_json(send, refused.status, {"outcome": "rejected", "error": refused.reason})
+        except Disconnected:
+            return
+
+    def _large_slot(self) -> asyncio.Semaphore:
+        if self._large is None:  # created on the worker's event loop, not at import
+            self._large = asyncio.Semaphore(1)
+        return self._large
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body = await self._read(receive)
+        request = next(self._ids)
+        self.in_flight[request] = time.monotonic()
+        try:
+            loop = asyncio.get_running_loop()
+            status, headers, chunks = await loop.run_in_executor(
+                self._executor, _call, self._app, wsgi_environ(scope, body)
+            )
+        finally:
+            del self.in_flight[request]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": chunks})
+
+    async def _read(self, receive: Receive) -> bytes:
+        seconds = self.limits.body_timeout_seconds
+        try:
+            return await asyncio.wait_for(_body(receive, self.limits.max_body_bytes), seconds)
+        except TimeoutError:
+            raise Refused(408, f"The request body did not arrive within {seconds:g} s.") from None
+
+
+async def _body(receive: Receive, limit: int) -> bytes:
+    buffer = bytearray()
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise Disconnected()
+        buffer += message.get("body", b"")
+        if len(buffer) > limit:
+            raise Refused(413, "The request body is over the limit.")
+        if not message.get("more_body"):
+            return bytes(buffer)
+
+
+def _call(app: WsgiApp, environ: dict[str, Any]) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    """Run the WSGI app to completion in a worker thread; the whole answer comes back."""
+    started: list[Any] = []
+
+    def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+        started[:] = [status, headers]
+        return lambda data: None  # the legacy write() callable; Flask never uses it
+
+    result = app(environ, start_response)
+    try:
+        body = b"".join(result)
+    finally:
+        close = getattr(result, "close", None)
+        if close is not None:
+            close()
+    status, headers = started
+    encoded = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers]
+    return int(status.split(" ", 1)[0]), encoded, body
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                raise Refused(400, "Content-Length is not a number.") from None
+    return None
+
+
+async def send_json(send: Send, status: int, document: dict[str, Any]) -> None:
+    body = json.dumps(document).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    """Nothing to start or stop: the Flask app was built before the worker served."""
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
