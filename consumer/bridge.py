@@ -15,10 +15,11 @@ worker timeout used to.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import count
@@ -83,24 +84,33 @@ class BufferedWsgi:
             declared = _content_length(scope)
             if declared is not None and declared > self.limits.max_body_bytes:
                 raise Refused(413, "The request body is over the limit.")
-            if declared is not None and declared <= LARGE_BODY_BYTES:
-                await self._serve(scope, receive, send)
+            deadline = time.monotonic() + self.limits.body_timeout_seconds
+            if _is_small(scope, declared):
+                await self._serve(scope, await self._read(receive, deadline), send)
                 return
-            async with self._large_slot():
-                await self._serve(scope, receive, send)
+            async with self._large_slot(deadline):
+                await self._serve(scope, await self._read(receive, deadline), send)
         except Refused as refused:
             log.info("request refused", extra={"status": refused.status, "error": refused.reason})
             await send_json(send, refused.status, {"outcome": "rejected", "error": refused.reason})
         except Disconnected:
             return
 
-    def _large_slot(self) -> asyncio.Semaphore:
+    @contextlib.asynccontextmanager
+    async def _large_slot(self, deadline: float) -> AsyncIterator[None]:
+        """One large body per worker at a time, read and handled; waiting counts on the deadline."""
         if self._large is None:  # created on the worker's event loop, not at import
             self._large = asyncio.Semaphore(1)
-        return self._large
+        try:
+            await asyncio.wait_for(self._large.acquire(), max(0.0, deadline - time.monotonic()))
+        except TimeoutError:
+            raise Refused(503, "Busy with other large requests; retry later.") from None
+        try:
+            yield
+        finally:
+            self._large.release()
 
-    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
-        body = await self._read(receive)
+    async def _serve(self, scope: Scope, body: bytes, send: Send) -> None:
         request = next(self._ids)
         self.in_flight[request] = time.monotonic()
         try:
@@ -113,12 +123,20 @@ class BufferedWsgi:
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": chunks})
 
-    async def _read(self, receive: Receive) -> bytes:
-        seconds = self.limits.body_timeout_seconds
+    async def _read(self, receive: Receive, deadline: float) -> bytes:
+        remaining = max(0.0, deadline - time.monotonic())
         try:
-            return await asyncio.wait_for(_body(receive, self.limits.max_body_bytes), seconds)
+            return await asyncio.wait_for(_body(receive, self.limits.max_body_bytes), remaining)
         except TimeoutError:
+            seconds = self.limits.body_timeout_seconds
             raise Refused(408, f"The request body did not arrive within {seconds:g} s.") from None
+
+
+def _is_small(scope: Scope, declared: int | None) -> bool:
+    """A body known to be small: a small Content-Length, or none and not chunked (no body)."""
+    if declared is not None:
+        return declared <= LARGE_BODY_BYTES
+    return not any(name == b"transfer-encoding" for name, _ in scope["headers"])
 
 
 async def _body(receive: Receive, limit: int) -> bytes:

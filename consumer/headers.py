@@ -17,3 +17,20 @@ def header_problem(name: str, value: str) -> str | None:
     if set(value) & LINE_BREAKS or "\0" in value:
         return f"header {name!r} has a line break or NUL in its value"
     return None
+
+
+def checked_headers(headers: object) -> list[tuple[str, str]]:
+    """Extra headers of a job payload (a JSON object of strings); ``ValueError`` names the fault."""
+    if headers is None or headers == {}:
+        return []
+    if not isinstance(headers, dict):
+        raise ValueError("'headers' must be an object of header names to values")
+    checked = []
+    for name, value in headers.items():
+        if not isinstance(name, str) or not isinstance(value, str | int | float):
+            raise ValueError("'headers' must map header names to strings")
+        problem = header_problem(name, str(value))
+        if problem:
+            raise ValueError(problem)
+        checked.append((name, str(value)))
+    return checked
