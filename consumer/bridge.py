@@ -4,8 +4,8 @@ gunicorn's asyncio worker reads every connection on its event loop, so a client 
 its headers or body costs a few kilobytes of buffer, never a thread. This bridge buffers the
 whole body under a deadline (``body_timeout``) and a size limit (413 before a byte of an
 oversized ``Content-Length`` is read), then runs the Flask app on a small thread pool. Bodies over
-``LARGE_BODY_BYTES`` take a per-worker slot for their read *and* their handling, so the memory a
-worker spends on request bodies stays bounded however many clients send large ones at once.
+``LARGE_BODY_BYTES`` take the server-wide slot (``consumer.large_slot``) for their read *and* their
+handling, so the memory spent on request bodies stays bounded however many clients send large ones.
 
 The bridge also keeps the start time of every request in flight: the worker's watchdog
 (``consumer.worker``) ends a worker whose request outlived the ack deadline, as gunicorn's sync
@@ -26,6 +26,7 @@ from itertools import count
 from typing import Any
 
 from consumer.environ import Scope, wsgi_environ
+from consumer.large_slot import SlotTimeout, large_body_slot
 
 log = logging.getLogger("consumer.bridge")
 LARGE_BODY_BYTES = 1024 * 1024  # Pub/Sub's pushes are far below; a 14 MiB body is the outlier
@@ -62,7 +63,6 @@ class BufferedWsgi:
         self._app = app
         self.limits = limits
         self._executor = ThreadPoolExecutor(limits.threads, thread_name_prefix="request")
-        self._large: asyncio.Semaphore | None = None
         self._ids = count()
         self.in_flight: dict[int, float] = {}
         """``time.monotonic()`` at which each running request started, by request number."""
@@ -98,17 +98,12 @@ class BufferedWsgi:
 
     @contextlib.asynccontextmanager
     async def _large_slot(self, deadline: float) -> AsyncIterator[None]:
-        """One large body per worker at a time, read and handled; waiting counts on the deadline."""
-        if self._large is None:  # created on the worker's event loop, not at import
-            self._large = asyncio.Semaphore(1)
+        """One large body in the whole server at a time; waiting counts on the body deadline."""
         try:
-            await asyncio.wait_for(self._large.acquire(), max(0.0, deadline - time.monotonic()))
-        except TimeoutError:
-            raise Refused(503, "Busy with other large requests; retry later.") from None
-        try:
-            yield
-        finally:
-            self._large.release()
+            async with large_body_slot(deadline):
+                yield
+        except SlotTimeout:
+            raise Refused(503, "Busy with another large request; retry later.") from None
 
     async def _serve(self, scope: Scope, body: bytes, send: Send) -> None:
         request = next(self._ids)
@@ -140,16 +135,20 @@ def _is_small(scope: Scope, declared: int | None) -> bool:
 
 
 async def _body(receive: Receive, limit: int) -> bytes:
-    buffer = bytearray()
+    """The whole body, joined once (no growing buffer: a 14 MiB body is copied one time)."""
+    chunks: list[bytes] = []
+    size = 0
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
             raise Disconnected()
-        buffer += message.get("body", b"")
-        if len(buffer) > limit:
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
             raise Refused(413, "The request body is over the limit.")
+        chunks.append(chunk)
         if not message.get("more_body"):
-            return bytes(buffer)
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def _call(app: WsgiApp, environ: dict[str, Any]) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
@@ -167,6 +166,9 @@ def _call(app: WsgiApp, environ: dict[str, Any]) -> tuple[int, list[tuple[bytes,
         close = getattr(result, "close", None)
         if close is not None:
             close()
+        # Werkzeug keeps the request in its environ (a reference cycle): clearing it frees the
+        # body and everything parsed from it now, not at the next cyclic garbage collection.
+        environ.clear()
     status, headers = started
     encoded = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers]
     return int(status.split(" ", 1)[0]), encoded, body

@@ -25,6 +25,7 @@ from consumer.events import (
     StorageEventType,
     TickEvent,
 )
+from consumer.json_limits import DEFAULT_MAX_NODES, too_many_values
 from consumer.message import PushMessage
 from consumer.text import is_storable
 from consumer.timeutil import floor_to_period
@@ -135,6 +136,8 @@ def _json_object(data: bytes) -> dict[str, Any]:
     """The data as a JSON object, or ``{}`` when it is not one (ticks may carry no data)."""
     if not data or data.lstrip()[:1] != b"{":
         return {}
+    if too_many_values(data, DEFAULT_MAX_NODES):  # bounds a worker's memory (json_limits)
+        raise InvalidEvent(f"message data has more than {DEFAULT_MAX_NODES} JSON values")
     try:
         value = json.loads(data)
     except (UnicodeDecodeError, ValueError, RecursionError):

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from consumer.errors import InvalidEnvelope
+from consumer.json_limits import DEFAULT_MAX_NODES, too_many_values
 from consumer.message import CloudEventMeta, Format, PushMessage
 from consumer.text import is_storable
 from consumer.timeutil import parse_rfc3339
@@ -54,6 +55,7 @@ class Limits:
 
     max_attributes: int = 256
     max_json_depth: int = 64
+    max_json_nodes: int = DEFAULT_MAX_NODES
 
 
 def parse_push(headers: Mapping[str, str], body: bytes, limits: Limits = Limits()) -> PushMessage:
@@ -74,9 +76,11 @@ def _parse_any(headers: Mapping[str, str], body: bytes, limits: Limits) -> PushM
 
 
 def load_json_object(body: bytes, limits: Limits) -> dict[str, Any]:
-    """Decode a JSON object body, bounding its nesting depth."""
+    """Decode a JSON object body, bounding its values (before parsing) and its nesting depth."""
     if not body.strip():
         raise InvalidEnvelope("empty body: expected a JSON push envelope")
+    if too_many_values(body, limits.max_json_nodes):
+        raise InvalidEnvelope(f"body has more than {limits.max_json_nodes} JSON values")
     try:
         document = json.loads(body)
     except (UnicodeDecodeError, ValueError) as exc:

@@ -22,6 +22,7 @@ from gunicorn.asgi.protocol import ASGIProtocol
 from gunicorn.workers import gasgi
 
 from consumer.bridge import BufferedWsgi
+from consumer.large_slot import fix_mmap_threshold
 
 log = logging.getLogger("consumer.worker")
 DEFAULT_HEADER_TIMEOUT_SECONDS = 10.0
@@ -61,6 +62,7 @@ class ConsumerWorker(gasgi.ASGIWorker):
     """``worker_class`` of ``consumer.gunicorn_conf``."""
 
     def init_process(self) -> None:
+        fix_mmap_threshold()
         # gunicorn's ASGI worker builds each connection's protocol by this module-level name.
         gasgi.ASGIProtocol = DeadlineProtocol
         super().init_process()
