@@ -25,8 +25,11 @@ from dataclasses import dataclass
 from itertools import count
 from typing import Any
 
+from consumer import metrics
 from consumer.environ import Scope, wsgi_environ
 from consumer.large_slot import SlotTimeout, large_body_slot
+from consumer.outcomes import from_error
+from consumer.precheck import Precheck
 
 log = logging.getLogger("consumer.bridge")
 LARGE_BODY_BYTES = 1024 * 1024  # Pub/Sub's pushes are far below; a 14 MiB body is the outlier
@@ -38,10 +41,11 @@ Send = Callable[[dict[str, Any]], Any]
 class Refused(Exception):
     """The request cannot reach the app; ``status`` and the reason go back as JSON."""
 
-    def __init__(self, status: int, reason: str) -> None:
+    def __init__(self, status: int, reason: str, document: dict[str, Any] | None = None) -> None:
         super().__init__(reason)
         self.status = status
         self.reason = reason
+        self.document = document or {"outcome": "rejected", "error": reason}
 
 
 class Disconnected(Exception):
@@ -59,9 +63,10 @@ class Limits:
 class BufferedWsgi:
     """An ASGI application serving a WSGI one from a thread pool, whole requests only."""
 
-    def __init__(self, app: WsgiApp, limits: Limits) -> None:
+    def __init__(self, app: WsgiApp, limits: Limits, precheck: Precheck | None = None) -> None:
         self._app = app
         self.limits = limits
+        self._precheck = precheck
         self._executor = ThreadPoolExecutor(limits.threads, thread_name_prefix="request")
         self._ids = count()
         self.in_flight: dict[int, float] = {}
@@ -84,6 +89,7 @@ class BufferedWsgi:
             declared = _content_length(scope)
             if declared is not None and declared > self.limits.max_body_bytes:
                 raise Refused(413, "The request body is over the limit.")
+            await self._check_headers(scope)
             deadline = time.monotonic() + self.limits.body_timeout_seconds
             if _is_small(scope, declared):
                 await self._serve(scope, await self._read(receive, deadline), send)
@@ -92,9 +98,20 @@ class BufferedWsgi:
                 await self._serve(scope, await self._read(receive, deadline), send)
         except Refused as refused:
             log.info("request refused", extra={"status": refused.status, "error": refused.reason})
-            await send_json(send, refused.status, {"outcome": "rejected", "error": refused.reason})
+            await send_json(send, refused.status, refused.document)
         except Disconnected:
             return
+
+    async def _check_headers(self, scope: Scope) -> None:
+        """Refuse what the headers alone condemn (``consumer.precheck``) before any body is read."""
+        if self._precheck is None:
+            return
+        loop = asyncio.get_running_loop()
+        error = await loop.run_in_executor(self._executor, self._precheck, scope)
+        if error is not None:
+            outcome = from_error(error)
+            metrics.record(outcome, 0.0)
+            raise Refused(outcome.http_status, error.message, outcome.body())
 
     @contextlib.asynccontextmanager
     async def _large_slot(self, deadline: float) -> AsyncIterator[None]:

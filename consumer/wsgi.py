@@ -20,6 +20,7 @@ from consumer.app import create_app
 from consumer.bridge import BufferedWsgi, Limits
 from consumer.errors import SettingsError
 from consumer.logs import configure_logging
+from consumer.precheck import precheck_for
 from consumer.settings import Settings
 
 WORKER_BOOT_ERROR = 3  # gunicorn's Arbiter.WORKER_BOOT_ERROR: halt, do not respawn
@@ -46,7 +47,7 @@ def asgi_app(settings: Settings, flask_app: Flask | None = None) -> BufferedWsgi
         header_timeout_seconds=settings.header_timeout_seconds,
         threads=settings.threads,
     )
-    return BufferedWsgi(flask_app or create_app(settings), limits)
+    return BufferedWsgi(flask_app or create_app(settings), limits, precheck_for(settings))
 
 
 def _settings() -> Settings:
