@@ -126,5 +126,6 @@ def _log_decision(outcome: Outcome, message: Any, seconds: float) -> None:
             "status": outcome.http_status,
             "attempt": outcome.details.get("attempt"),
             "duration_ms": round(seconds * 1000, 1),
+            "error": outcome.details.get("error"),  # why, for every refusal (no secrets in it)
         },
     )

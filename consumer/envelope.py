@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -46,6 +47,8 @@ TRANSPORT_HEADERS = frozenset(
 
 
 MAX_ID_LENGTH = 256
+INT32_MAX = 2**31 - 1
+DECIMAL = re.compile(r"[0-9]{1,20}")
 MAX_SUBSCRIPTION_LENGTH = 512
 
 
@@ -244,11 +247,25 @@ def _optional_str(container: Mapping[str, Any], key: str) -> str:
 
 
 def _delivery_attempt(value: Any) -> int | None:
+    """A JSON number or a decimal string (proto3's JSON mapping allows both for integers), read
+    exactly: no float, no sign, no digits of other scripts, at most int32's range."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidEnvelope("'deliveryAttempt' must be a non-negative integer")
+    if isinstance(value, str) and DECIMAL.fullmatch(value):
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidEnvelope(
+            f"'deliveryAttempt' must be a whole number or a decimal string, got {_kind(value)}"
+        )
+    if not 0 <= value <= INT32_MAX:
+        raise InvalidEnvelope(f"'deliveryAttempt' must be 0..{INT32_MAX}")
     return value
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, str):
+        return "a string that is not a decimal number"
+    return "a boolean" if isinstance(value, bool) else type(value).__name__
 
 
 def _required_header(headers: Mapping[str, str], name: str) -> str:

@@ -117,5 +117,6 @@ def _log_decision(outcome: Outcome, event: DeployEvent | None, seconds: float) -
             "status": outcome.http_status,
             "attempt": outcome.details.get("attempt"),
             "duration_ms": round(seconds * 1000, 1),
+            "error": outcome.details.get("error"),
         },
     )
