@@ -3,7 +3,8 @@ asyncio worker with the buffering bridge), same settings: 2 workers, local mode,
 
 Each push is a new message (a unique messageId on an unrouted subscription), so every request
 claims and records an inbox row. The floor is ``GET /healthz`` (no database) on the same server,
-same concurrency, in the same run. Medians over ``--repeat`` rounds.
+same concurrency, in the same run. Both servers run at once and their rounds alternate, so the
+load of a shared machine falls on both alike. Medians over ``--repeat`` rounds.
 
     python -m bench.push_throughput [--requests 400] [--repeat 5] [--database DSN]
 
@@ -13,6 +14,7 @@ Bounded: a fixed number of requests per round and a fixed number of rounds.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import threading
@@ -68,14 +70,21 @@ def healthz(base: str) -> Callable[[requests.Session], None]:
     return one
 
 
-def measure(kind: str, args: argparse.Namespace) -> tuple[float, float]:
-    with database(args.database) as url, server(kind, url) as (base, _port):
-        rate(CONNECTIONS * 4, push(base))  # warm-up: connections, pools, imports
-        pushes, floors = [], []
+def measure(args: argparse.Namespace) -> dict[str, tuple[float, float]]:
+    """Both servers up at once, their rounds interleaved, so a change in the machine's load
+    (it is shared) falls on both alike. Medians of (push, floor) per kind."""
+    rounds: dict[str, tuple[list[float], list[float]]] = {kind: ([], []) for kind in KINDS}
+    with contextlib.ExitStack() as stack:
+        bases = {}
+        for kind in KINDS:
+            url = stack.enter_context(database(args.database))
+            bases[kind], _port = stack.enter_context(server(kind, url))
+            rate(CONNECTIONS * 4, push(bases[kind]))  # warm-up: connections, pools, imports
         for _ in range(args.repeat):
-            pushes.append(rate(args.requests, push(base)))
-            floors.append(rate(args.requests, healthz(base)))
-    return statistics.median(pushes), statistics.median(floors)
+            for kind in KINDS:
+                rounds[kind][0].append(rate(args.requests, push(bases[kind])))
+                rounds[kind][1].append(rate(args.requests, healthz(bases[kind])))
+    return {k: (statistics.median(p), statistics.median(f)) for k, (p, f) in rounds.items()}
 
 
 def main() -> None:
@@ -84,8 +93,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--database", default=None, help="PostgreSQL admin DSN (default SQLite)")
     args = parser.parse_args()
-    for kind in KINDS:
-        pushes, floor = measure(kind, args)
+    for kind, (pushes, floor) in measure(args).items():
         print(
             f"{kind:8} push {pushes:7.1f}/s  floor GET /healthz {floor:7.1f}/s  "
             f"ratio {pushes / floor:.3f}  ({CONNECTIONS} connections, medians of {args.repeat})"

@@ -53,7 +53,7 @@ class Disconnected(Exception):
 
 
 @dataclass(frozen=True)
-class Limits:
+class BridgeLimits:
     max_body_bytes: int
     body_timeout_seconds: float
     header_timeout_seconds: float
@@ -63,7 +63,9 @@ class Limits:
 class BufferedWsgi:
     """An ASGI application serving a WSGI one from a thread pool, whole requests only."""
 
-    def __init__(self, app: WsgiApp, limits: Limits, precheck: Precheck | None = None) -> None:
+    def __init__(
+        self, app: WsgiApp, limits: BridgeLimits, precheck: Precheck | None = None
+    ) -> None:
         self._app = app
         self.limits = limits
         self._precheck = precheck

@@ -19,7 +19,10 @@ WORKER_CLASS = "consumer.worker.ConsumerWorker"
 # Connections one worker holds open (slow or idle ones included): each costs a socket and a small
 # buffer on the event loop. Past it the worker stops accepting, so the others get the new ones.
 WORKER_CONNECTIONS = 1000
-KEEPALIVE_SECONDS = 5
+# Idle kept-alive connections stay open longer than Google's load balancer keeps its own (600 s),
+# so the balancer never sends a request down a connection the worker has just closed (a 502).
+# An idle connection costs a socket on the event loop, not a thread.
+KEEPALIVE_SECONDS = 620
 
 
 def options(settings: Settings) -> dict[str, Any]:

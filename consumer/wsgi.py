@@ -17,7 +17,7 @@ import sys
 from flask import Flask
 
 from consumer.app import create_app
-from consumer.bridge import BufferedWsgi, Limits
+from consumer.bridge import BridgeLimits, BufferedWsgi
 from consumer.errors import SettingsError
 from consumer.logs import configure_logging
 from consumer.precheck import precheck_for
@@ -41,7 +41,7 @@ def asgi_app(settings: Settings, flask_app: Flask | None = None) -> BufferedWsgi
     """The service as gunicorn's ASGI worker serves it."""
     configure_logging(settings.log_level)
     logging.getLogger("consumer").info("worker started", extra={"local_mode": settings.local_mode})
-    limits = Limits(
+    limits = BridgeLimits(
         max_body_bytes=settings.max_body_bytes,
         body_timeout_seconds=settings.body_timeout_seconds,
         header_timeout_seconds=settings.header_timeout_seconds,

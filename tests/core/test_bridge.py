@@ -12,7 +12,6 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 import requests
@@ -33,8 +32,10 @@ class Served:
     process: subprocess.Popen[bytes]
 
 
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[Served]:
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """One server for the module (the watchdog test, which replaces its worker, runs last)."""
+    tmp_path = tmp_path_factory.mktemp("bridge")
     port = free_port()
     env = clean_env(
         tmp_path, CONSUMER_PUSH_TOKEN=TOKEN, CONSUMER_HEADER_TIMEOUT_SECONDS="2",

@@ -2,8 +2,8 @@
 starve the workers: against the default ``consumer serve`` and against the container's command,
 ``/healthz`` and ``/push`` keep answering. bench/slow_clients.py runs the full two minutes.
 
-The attack window here is 35 s: long enough for every attacker to be cut off by the header or
-body deadline (10 s) and to come back several times."""
+The attack window here is 30 s: long enough for every attacker to be cut off by the header or
+body deadline (10 s) and to come back twice."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from tests.deploy_artifacts.test_container_command import pod_env, run_migration
 from tests.support.slow_clients import SlowClients, measure, probe_healthz, probe_push
 
 pytestmark = pytest.mark.slow
-WINDOW_SECONDS = 35
+WINDOW_SECONDS = 30
 FLOOR = 0.99
 
 
