@@ -43,7 +43,8 @@ def asgi_app(settings: Settings, flask_app: Flask | None = None) -> BufferedWsgi
     logging.getLogger("consumer").info("worker started", extra={"local_mode": settings.local_mode})
     limits = BridgeLimits(
         max_body_bytes=settings.max_body_bytes,
-        body_timeout_seconds=settings.body_timeout_seconds,
+        # Capped so a slow body cannot outlast what Pub/Sub waits for the whole request.
+        body_timeout_seconds=min(settings.body_timeout_seconds, settings.handler_budget_seconds),
         header_timeout_seconds=settings.header_timeout_seconds,
         threads=settings.threads,
     )
