@@ -16,8 +16,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from typing import Any
+import weakref
+from typing import Any, ClassVar
 
+from flask import Flask
 from gunicorn.asgi.protocol import ASGIProtocol
 from gunicorn.workers import gasgi
 
@@ -33,9 +35,11 @@ class DeadlineProtocol(ASGIProtocol):
     (later requests on a kept-alive connection are bounded by gunicorn's keepalive timer)."""
 
     _header_timer: asyncio.TimerHandle | None = None
+    live: ClassVar[weakref.WeakSet[DeadlineProtocol]] = weakref.WeakSet()
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
+        DeadlineProtocol.live.add(self)
         seconds = self.worker.header_timeout()
         self._header_timer = self.worker.loop.call_later(seconds, self._headers_late)
 
@@ -46,6 +50,12 @@ class DeadlineProtocol(ASGIProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_header_timer()
         super().connection_lost(exc)
+
+    def close_if_idle(self) -> None:
+        """At shutdown: a connection waiting for its next request is closed now (one with a
+        request in flight is closed by gunicorn once it is answered)."""
+        if self._awaiting_request and not self._closed:
+            self._keepalive_timeout()
 
     def _headers_late(self) -> None:
         self._header_timer = None
@@ -66,6 +76,23 @@ class ConsumerWorker(gasgi.ASGIWorker):
         # gunicorn's ASGI worker builds each connection's protocol by this module-level name.
         gasgi.ASGIProtocol = DeadlineProtocol
         super().init_process()
+
+    def load_wsgi(self) -> None:
+        """``consumer.wsgi:asgi()`` is served as is; a plain WSGI app (``consumer.wsgi:app()``,
+        still named by older commands) is put behind the same bridge, with the same limits."""
+        super().load_wsgi()
+        loaded: Any = getattr(self, "asgi", None)
+        if isinstance(loaded, Flask):
+            from consumer.wsgi import asgi_app, settings_or_exit
+
+            self.asgi = asgi_app(settings_or_exit(), flask_app=loaded)
+
+    def handle_exit_signal(self) -> None:
+        """SIGTERM: stop as gunicorn does, without waiting out idle kept-alive connections (they
+        stay open 620 s, longer than the load balancer's own, and would hold the stop)."""
+        super().handle_exit_signal()
+        for protocol in list(DeadlineProtocol.live):
+            protocol.close_if_idle()
 
     def header_timeout(self) -> float:
         app = getattr(self, "asgi", None)

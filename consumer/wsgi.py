@@ -27,14 +27,14 @@ WORKER_BOOT_ERROR = 3  # gunicorn's Arbiter.WORKER_BOOT_ERROR: halt, do not resp
 
 
 def app() -> Flask:
-    settings = _settings()
+    settings = settings_or_exit()
     configure_logging(settings.log_level)
     logging.getLogger("consumer").info("worker started", extra={"local_mode": settings.local_mode})
     return create_app(settings)
 
 
 def asgi() -> BufferedWsgi:
-    return asgi_app(_settings())
+    return asgi_app(settings_or_exit())
 
 
 def asgi_app(settings: Settings, flask_app: Flask | None = None) -> BufferedWsgi:
@@ -51,7 +51,7 @@ def asgi_app(settings: Settings, flask_app: Flask | None = None) -> BufferedWsgi
     return BufferedWsgi(flask_app or create_app(settings), limits, precheck_for(settings))
 
 
-def _settings() -> Settings:
+def settings_or_exit() -> Settings:
     try:
         return Settings.from_env(os.environ)
     except SettingsError as error:

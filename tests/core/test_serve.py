@@ -60,8 +60,11 @@ def test_stopping_serve_stops_its_workers(tmp_path: Path, stop: signal.Signals) 
         wait_until(lambda: requests.get(f"http://127.0.0.1:{port}/healthz", timeout=2).ok)
         workers = children(process.pid)
         assert len(workers) >= 2, "serve should be gunicorn's arbiter, its workers its children"
+        idle = requests.Session()  # a kept-alive idle connection must not hold the stop
+        assert idle.get(f"http://127.0.0.1:{port}/healthz", timeout=5).ok
         process.send_signal(stop)
-        assert process.wait(timeout=90) is not None
+        assert process.wait(timeout=20) is not None
+        idle.close()
         with pytest.raises(requests.ConnectionError):
             requests.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
         deadline = time.monotonic() + 10
