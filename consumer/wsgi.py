@@ -13,6 +13,8 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Callable
+from typing import TypeVar
 
 from flask import Flask
 
@@ -23,6 +25,7 @@ from consumer.logs import configure_logging
 from consumer.precheck import precheck_for
 from consumer.settings import Settings
 
+T = TypeVar("T")
 WORKER_BOOT_ERROR = 3  # gunicorn's Arbiter.WORKER_BOOT_ERROR: halt, do not respawn
 
 
@@ -30,11 +33,12 @@ def app() -> Flask:
     settings = settings_or_exit()
     configure_logging(settings.log_level)
     logging.getLogger("consumer").info("worker started", extra={"local_mode": settings.local_mode})
-    return create_app(settings)
+    return _or_exit(lambda: create_app(settings))
 
 
 def asgi() -> BufferedWsgi:
-    return asgi_app(settings_or_exit())
+    settings = settings_or_exit()
+    return _or_exit(lambda: asgi_app(settings))
 
 
 def asgi_app(settings: Settings, flask_app: Flask | None = None) -> BufferedWsgi:
@@ -52,8 +56,14 @@ def asgi_app(settings: Settings, flask_app: Flask | None = None) -> BufferedWsgi
 
 
 def settings_or_exit() -> Settings:
+    return _or_exit(lambda: Settings.from_env(os.environ))
+
+
+def _or_exit(build: Callable[[], T]) -> T:
+    """``build()``, or one line and gunicorn's boot-error exit on a settings error (a bad
+    plugin included), instead of a traceback per worker."""
     try:
-        return Settings.from_env(os.environ)
+        return build()
     except SettingsError as error:
         print(f"invalid settings: {error}", file=sys.stderr)
         sys.exit(WORKER_BOOT_ERROR)

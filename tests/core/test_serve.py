@@ -96,12 +96,13 @@ def test_a_bad_plugin_is_one_line_before_any_worker(tmp_path: Path) -> None:
         ("CONSUMER_TICK_PERIODS", "sweep=99999999999999999999"),
         ("CONSUMER_OIDC_CERTS_URL", "http://127.0.0.1:1@evil.example/certs"),
         ("CONSUMER_WORKERS", "100000"),
+        ("CONSUMER_PLUGINS", "no_such_plugin_module"),  # found when the app is built
     ],
 )
 def test_a_bad_setting_is_one_line_and_a_nonzero_exit(
     tmp_path: Path, variable: str, value: str
 ) -> None:
-    env = clean_env(tmp_path, **{variable: value})
+    env = clean_env(tmp_path, CONSUMER_LOCAL_MODE="true", **{variable: value})
     for command in (
         [*CONSUMER, "serve", "--local"],
         [sys.executable, "-m", "gunicorn", "--config", "python:consumer.gunicorn_conf",
