@@ -1,5 +1,6 @@
 # syntax=docker/dockerfile:1
-# The consumer service: gunicorn serving consumer.wsgi:app(), its timeouts derived from CONSUMER_*.
+# The consumer service: gunicorn's asyncio worker serving consumer.wsgi:asgi() (the Flask app behind a
+# buffering bridge, docs/security.md), its timeouts derived from CONSUMER_*.
 # Build: docker build -t consumer . (or: gcloud builds submit --tag REGION-docker.pkg.dev/...).
 # Both stages use the same pinned Python so the virtualenv built in the first runs in the second.
 ARG PYTHON_VERSION=3.11.14
@@ -48,4 +49,4 @@ EXPOSE 8080
 # finish for graceful_timeout (= the ack deadline). The migration Job overrides the command with
 # `consumer db upgrade`; migrations never run in a serving pod's start-up.
 ENTRYPOINT ["gunicorn", "--config", "python:consumer.gunicorn_conf"]
-CMD ["consumer.wsgi:app()"]
+CMD ["consumer.wsgi:asgi()"]

@@ -43,7 +43,7 @@ def create_app(
     engine = engine or make_engine(settings.database_url)
     dispatcher = Dispatcher(settings, engine, registry or build_registry(settings), clock)
     authenticate = authenticator_for(settings)
-    limits = Limits(settings.max_attributes, settings.max_json_depth)
+    limits = Limits(settings.max_attributes, settings.max_json_depth, settings.max_json_nodes)
     app.before_request(logs.bind_request)  # trace ids for this request's log lines
     app.teardown_request(logs.unbind_request)
 

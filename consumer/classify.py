@@ -26,6 +26,7 @@ from consumer.events import (
     TickEvent,
 )
 from consumer.int64 import NotInt64, int64_text
+from consumer.json_limits import DEFAULT_MAX_NODES, too_many_values
 from consumer.message import PushMessage
 from consumer.schedule import Schedule, ScheduleError, as_schedule
 from consumer.text import is_storable
@@ -141,6 +142,8 @@ def _json_object(data: bytes, **options: Any) -> dict[str, Any]:
     """The data as a JSON object, or ``{}`` when it is not one (ticks may carry no data)."""
     if not data or data.lstrip()[:1] != b"{":
         return {}
+    if too_many_values(data, DEFAULT_MAX_NODES):  # bounds a worker's memory (json_limits)
+        raise InvalidEvent(f"message data has more than {DEFAULT_MAX_NODES} JSON values")
     try:
         value = json.loads(data, **options)
     except (UnicodeDecodeError, ValueError, RecursionError):

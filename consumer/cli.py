@@ -78,9 +78,10 @@ def serve(
 
     overrides: dict[str, Any] = {"bind": bind, "workers": workers, "log_format": log_format}
     if local:
-        seconds = 10 if tick_seconds is None else tick_seconds
+        from_env = os.environ.get("CONSUMER_LOCAL_TICK_SECONDS", "10")
+        seconds = from_env if tick_seconds is None else str(tick_seconds)
         overrides.update(local_mode="true", local_tick_seconds=seconds)
-        if seconds > 0 and "CONSUMER_TICK_PERIODS" not in os.environ:
+        if seconds.strip() != "0" and "CONSUMER_TICK_PERIODS" not in os.environ:
             # Each local tick gets its own sweep slot, so enqueued jobs go out within seconds.
             overrides["tick_periods"] = f"sweep={seconds}"
     run(load_settings(serves_push=True, **overrides), as_env(overrides))

@@ -10,12 +10,14 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from consumer.errors import InvalidEnvelope
+from consumer.json_limits import DEFAULT_MAX_NODES, too_many_values
 from consumer.message import CloudEventMeta, Format, PushMessage
 from consumer.text import is_storable
 from consumer.timeutil import parse_rfc3339
@@ -45,6 +47,8 @@ TRANSPORT_HEADERS = frozenset(
 
 
 MAX_ID_LENGTH = 256
+INT32_MAX = 2**31 - 1
+DECIMAL = re.compile(r"[0-9]{1,20}")
 MAX_SUBSCRIPTION_LENGTH = 512
 
 
@@ -54,6 +58,7 @@ class Limits:
 
     max_attributes: int = 256
     max_json_depth: int = 64
+    max_json_nodes: int = DEFAULT_MAX_NODES
 
 
 def parse_push(headers: Mapping[str, str], body: bytes, limits: Limits = Limits()) -> PushMessage:
@@ -74,9 +79,11 @@ def _parse_any(headers: Mapping[str, str], body: bytes, limits: Limits) -> PushM
 
 
 def load_json_object(body: bytes, limits: Limits) -> dict[str, Any]:
-    """Decode a JSON object body, bounding its nesting depth."""
+    """Decode a JSON object body, bounding its values (before parsing) and its nesting depth."""
     if not body.strip():
         raise InvalidEnvelope("empty body: expected a JSON push envelope")
+    if too_many_values(body, limits.max_json_nodes):
+        raise InvalidEnvelope(f"body has more than {limits.max_json_nodes} JSON values")
     try:
         document = json.loads(body)
     except (UnicodeDecodeError, ValueError) as exc:
@@ -240,11 +247,25 @@ def _optional_str(container: Mapping[str, Any], key: str) -> str:
 
 
 def _delivery_attempt(value: Any) -> int | None:
+    """A JSON number or a decimal string (proto3's JSON mapping allows both for integers), read
+    exactly: no float, no sign, no digits of other scripts, at most int32's range."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidEnvelope("'deliveryAttempt' must be a non-negative integer")
+    if isinstance(value, str) and DECIMAL.fullmatch(value):
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidEnvelope(
+            f"'deliveryAttempt' must be a whole number or a decimal string, got {_kind(value)}"
+        )
+    if not 0 <= value <= INT32_MAX:
+        raise InvalidEnvelope(f"'deliveryAttempt' must be 0..{INT32_MAX}")
     return value
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, str):
+        return "a string that is not a decimal number"
+    return "a boolean" if isinstance(value, bool) else type(value).__name__
 
 
 def _required_header(headers: Mapping[str, str], name: str) -> str:

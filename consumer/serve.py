@@ -1,58 +1,76 @@
-"""``consumer serve``: gunicorn with timeouts derived from the settings, plus, in local mode only,
-one tick source for the whole server (never one per worker: that was the original bug)."""
+"""``consumer serve``: gunicorn run in this process through its application API, so stopping
+``serve`` (SIGTERM, SIGINT, Ctrl-C) stops the server and its workers with it; plus, in local mode
+only, one tick source for the whole server (never one per worker: that was the original bug).
+
+Plugins are imported once here before gunicorn starts: a bad ``CONSUMER_PLUGINS`` is one line
+and a non-zero exit, not a worker boot failure per worker.
+"""
 
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import threading
 from collections.abc import Mapping
+from typing import Any
+
+from gunicorn.app.base import BaseApplication
 
 from consumer import metrics
 from consumer.db.migrate import upgrade
+from consumer.errors import SettingsError
+from consumer.gunicorn_options import options
 from consumer.logs import configure_logging
+from consumer.plugins import build_registry
 from consumer.settings import Settings
 from consumer.ticker import LocalTicker
 
 
-def gunicorn_command(settings: Settings) -> list[str]:
-    return [
-        sys.executable, "-m", "gunicorn",
-        "--config", "python:consumer.gunicorn_conf",
-        "--bind", settings.bind,
-        "--workers", str(settings.workers),
-        "--timeout", str(settings.gunicorn_timeout_seconds),
-        "--graceful-timeout", str(settings.gunicorn_timeout_seconds),
-        "--access-logfile", "-",
-        "--no-control-socket",
-        "consumer.wsgi:app()",
-    ]  # fmt: skip
+class Server(BaseApplication):
+    """gunicorn's arbiter in this process; each worker builds the app from ``settings``."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.ticker: LocalTicker | None = None
+        super().__init__()
+
+    def load_config(self) -> None:
+        for key, value in options(self.settings).items():
+            self.cfg.set(key, value)
+        self.cfg.set("when_ready", self._when_ready)
+        self.cfg.set("on_exit", self._on_exit)
+
+    def load(self) -> Any:
+        from consumer.wsgi import asgi_app
+
+        return asgi_app(self.settings)
+
+    def _when_ready(self, _server: Any) -> None:
+        self.ticker = start_ticker(self.settings)
+
+    def _on_exit(self, _server: Any) -> None:
+        if self.ticker:
+            self.ticker.stop()
 
 
 def run(settings: Settings, overrides: Mapping[str, str]) -> None:
-    """Serve until gunicorn exits; ``overrides`` (the command line's ``CONSUMER_*`` values) reach
-    the workers, which build their settings from the environment."""
+    """Serve until stopped. ``overrides`` (the command line's ``CONSUMER_*`` values) also go into
+    this process's environment, for plugins that read their own variables."""
     configure_logging(settings.log_level, settings.log_format, settings.project_id)
+    os.environ.update(overrides)
+    try:
+        build_registry(settings)
+    except SettingsError as error:
+        print(f"invalid settings: {error}", file=sys.stderr)
+        sys.exit(2)
     if settings.local_mode:
         # Local convenience only; in a cluster the migration Job runs once per release.
         upgrade(settings.database_url)
-    env = {**os.environ, **overrides}
-    with metrics.multiprocess_dir(env):  # the workers' metrics, summed by /metrics
-        server = subprocess.Popen(gunicorn_command(settings), env=env)
-        ticker = _start_ticker(settings)
-        try:
-            server.wait()
-        except KeyboardInterrupt:
-            server.terminate()
-            server.wait()
-        finally:
-            if ticker:
-                ticker.stop()
-    sys.exit(server.returncode)
+    with metrics.multiprocess_dir(os.environ):  # the workers' metrics, summed by /metrics
+        Server(settings).run()
 
 
-def _start_ticker(settings: Settings) -> LocalTicker | None:
+def start_ticker(settings: Settings) -> LocalTicker | None:
     if not (settings.local_mode and settings.local_tick_seconds > 0):
         return None
     ticker = LocalTicker(f"http://{settings.bind}/push", settings.local_tick_seconds)

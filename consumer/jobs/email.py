@@ -17,6 +17,7 @@ from email.utils import formatdate, parseaddr
 from typing import Any
 
 from consumer.errors import Permanent, Retryable
+from consumer.headers import checked_headers
 from consumer.jobs.kinds import JobContext
 from consumer.jobs.model import Job
 from consumer.settings import Settings
@@ -85,8 +86,8 @@ def _build(job: Job, payload: Mapping[str, Any], settings: Settings) -> EmailMes
     message["Date"] = formatdate(job.created_at.timestamp(), usegmt=True)
     message["Message-ID"] = message_id(job, sender)
     message["X-Consumer-Job"] = str(job.id)
-    for name, value in dict(payload.get("headers") or {}).items():
-        message[str(name)] = str(value)
+    for name, value in checked_headers(payload.get("headers")):
+        message[name] = value
     message.set_content(str(payload.get("text", "")))
     if payload.get("html"):
         message.add_alternative(str(payload["html"]), subtype="html")

@@ -37,7 +37,7 @@ LOCAL_WARNING = "LOCAL MODE: push requests are NOT authenticated"
         ),
         (
             {"CONSUMER_PUSH_TOKEN": "t" * 32, "CONSUMER_OIDC_CERTS_URL": "http://certs.example"},
-            "CONSUMER_OIDC_CERTS_URL must be an https:// URL",
+            "CONSUMER_OIDC_CERTS_URL: must be https://",
         ),
         (
             {"CONSUMER_PUSH_TOKEN": "t" * 32, "CONSUMER_OIDC_CLOCK_SKEW_SECONDS": "3600"},

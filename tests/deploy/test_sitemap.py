@@ -86,3 +86,47 @@ def test_the_limit_cuts_the_list() -> None:
 def test_bad_documents_are_refused(document: bytes, fragment: str) -> None:
     with pytest.raises(SitemapError, match=fragment):
         parse_sitemap(document)
+
+
+BOMB = (
+    '<?xml version="1.0" encoding="{encoding}"?>\n'
+    '<!DOCTYPE urlset [<!ENTITY a "{chunk}">'
+    '<!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">'
+    '<!ENTITY c "&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;">'
+    '<!ENTITY d "&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;">]>\n'
+    "<urlset><url><loc>https://shop.test/&d;</loc></url></urlset>"
+)
+
+
+@pytest.mark.parametrize(
+    ("encoding", "codec"),
+    [
+        ("UTF-8", "utf-8"),
+        ("UTF-16", "utf-16"),
+        ("UTF-16LE", "utf-16-le"),
+        ("UTF-16BE", "utf-16-be"),
+    ],
+)
+def test_a_dtd_is_refused_in_any_encoding(encoding: str, codec: str) -> None:
+    """A 2.7 KB document whose <loc> would expand to about 1 MB; in UTF-16 no ASCII byte
+    sequence ``<!DOCTYPE`` appears in it."""
+    text = BOMB.format(encoding=encoding, chunk="x" * 1000)
+    document = text.encode(codec)
+    if codec == "utf-16-le":
+        document = b"\xff\xfe" + document
+    elif codec == "utf-16-be":
+        document = b"\xfe\xff" + document
+    if codec != "utf-8":
+        assert b"<!DOCTYPE" not in document and b"<!ENTITY" not in document
+    assert len(document) < 3000
+    with pytest.raises(SitemapError, match="DTD"):
+        parse_sitemap(document)
+
+
+def test_an_external_entity_is_refused() -> None:
+    document = (
+        b'<?xml version="1.0"?><!DOCTYPE u SYSTEM "file:///etc/passwd">'
+        b"<urlset><url><loc>https://shop.test/</loc></url></urlset>"
+    )
+    with pytest.raises(SitemapError, match="DTD"):
+        parse_sitemap(document)

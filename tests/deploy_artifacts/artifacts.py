@@ -144,7 +144,8 @@ def dockerfile() -> list[tuple[str, str]]:
 # --- gunicorn -----------------------------------------------------------------------------------
 
 GUNICORN_SETTINGS = (
-    "bind", "workers", "timeout", "graceful_timeout", "worker_tmp_dir", "control_socket_disable"
+    "bind", "workers", "timeout", "graceful_timeout", "worker_tmp_dir", "control_socket_disable",
+    "worker_class",
 )  # fmt: skip
 _GUNICORN_PROBE = f"""
 import json, sys

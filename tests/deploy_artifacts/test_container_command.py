@@ -39,6 +39,8 @@ def pod_env(docs: list[Doc], tmp_path: Path, database_url: str) -> dict[str, str
     env["CONSUMER_DATABASE_URL"] = database_url
     env["CONSUMER_LOG_LEVEL"] = "WARNING"
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    if "PYTHONPATH" in os.environ:  # a checkout run without installing it: serve its code
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     return env
 
 

@@ -68,7 +68,7 @@ def test_entrypoint_is_gunicorn_configured_from_the_settings() -> None:
         "gunicorn",
         "--config",
         "python:consumer.gunicorn_conf",
-        "consumer.wsgi:app()",
+        "consumer.wsgi:asgi()",  # gunicorn's asyncio worker (consumer.worker) serves it
     ]
     assert not any(word in " ".join(command) for word in ("upgrade", "alembic", "migrate"))
 

@@ -10,7 +10,8 @@ from types import ModuleType, SimpleNamespace
 
 import pytest
 
-from consumer.serve import gunicorn_command
+from consumer.gunicorn_options import WORKER_CLASS
+from consumer.serve import Server
 from consumer.settings import Settings
 
 
@@ -42,14 +43,16 @@ def test_values_follow_the_settings(conf: ModuleType) -> None:
     assert conf.control_socket_disable is True
 
 
-def test_invalid_settings_stop_gunicorn_at_start(clean_env: pytest.MonkeyPatch) -> None:
-    from consumer.errors import SettingsError
-
+def test_invalid_settings_stop_gunicorn_at_start(
+    clean_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     clean_env.setenv("CONSUMER_ACK_DEADLINE_SECONDS", "5")
     import consumer.gunicorn_conf
 
-    with pytest.raises(SettingsError, match="ACK_DEADLINE"):
+    with pytest.raises(SystemExit) as stopped:
         importlib.reload(consumer.gunicorn_conf)
+    assert stopped.value.code == 2
+    assert "CONSUMER_ACK_DEADLINE_SECONDS" in capsys.readouterr().err
 
 
 def test_on_starting_empties_the_metrics_directory(conf: ModuleType, tmp_path: Path) -> None:
@@ -75,7 +78,13 @@ def test_child_exit_drops_the_dead_workers_live_gauges(conf: ModuleType, tmp_pat
     assert [p.name for p in directory.iterdir()] == ["gauge_livesum_4343.db"]
 
 
-def test_consumer_serve_uses_the_same_config_module() -> None:
-    command = gunicorn_command(Settings(local_mode=True))
-    position = command.index("--config")
-    assert command[position + 1] == "python:consumer.gunicorn_conf"
+def test_values_follow_the_settings_with_the_watchdog_worker(conf: ModuleType) -> None:
+    assert conf.worker_class == WORKER_CLASS == "consumer.worker.ConsumerWorker"
+
+
+def test_consumer_serve_resolves_what_the_config_module_does(conf: ModuleType) -> None:
+    """``serve`` (in-process, gunicorn's application API) and the image's config module agree."""
+    served = Server(Settings(local_mode=True, ack_deadline_seconds=45, bind="127.0.0.1:9999")).cfg
+    for name in ("bind", "timeout", "graceful_timeout", "worker_class", "keepalive"):
+        expected = getattr(conf, name)
+        assert served.settings[name].get() in (expected, [expected]), name

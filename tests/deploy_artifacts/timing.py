@@ -36,6 +36,7 @@ class Chain:
     lease: int
     gunicorn_timeout: int
     gunicorn_graceful: int
+    worker_class: str
     prestop: int
     grace: int
     liveness_tolerance: int
@@ -67,6 +68,7 @@ def gather(docs: list[Doc], module: Module, values: dict[str, object]) -> Chain:
         lease=settings.lease_seconds,
         gunicorn_timeout=int(gunicorn["timeout"]),
         gunicorn_graceful=int(gunicorn["graceful_timeout"]),
+        worker_class=str(gunicorn["worker_class"]),
         prestop=prestop_seconds(container),
         grace=int(pod_spec(web)["terminationGracePeriodSeconds"]),
         liveness_tolerance=int(liveness["periodSeconds"]) * int(liveness["failureThreshold"]),
@@ -104,6 +106,12 @@ def problems(chain: Chain) -> list[str]:
         (0 < c.handler_budget < ack, "handler budget not inside the ack deadline"),
         (c.gunicorn_timeout == ack, "gunicorn --timeout != ack deadline"),
         (c.gunicorn_graceful == ack, "gunicorn --graceful-timeout != ack deadline"),
+        (
+            # Its watchdog is what ends a request at gunicorn's timeout (threads keep the
+            # asyncio worker's heartbeat going, so gunicorn alone would not).
+            c.worker_class == "consumer.worker.ConsumerWorker",
+            "the image's gunicorn worker has no request watchdog",
+        ),
         (c.lease > c.gunicorn_timeout, "inbox lease does not outlive gunicorn's timeout"),
         (c.grace > c.prestop + c.gunicorn_graceful, "grace period <= preStop + graceful timeout"),
         (c.liveness_tolerance > c.gunicorn_timeout, "liveness kills a worker busy within budget"),

@@ -1,0 +1,63 @@
+"""What can be refused from the request line and headers alone, before the body is read.
+
+The bridge (``consumer.bridge``) runs this on a worker thread before it reads a body, so an
+unauthenticated caller cannot make the service read (or wait for) a large or slow body:
+
+- ``POST /push``: the full push authentication (OIDC token or ``?token=``), exactly as the view
+  runs it again later; a refusal is the same JSON 401/403.
+- ``POST /hooks/deploy``: the cheap checks (secrets configured, both signature headers present,
+  a well-formed timestamp, a declared size within the hook's limit); the signature itself covers
+  the body, so it is checked by the view once the body is in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from urllib.parse import parse_qsl
+
+from consumer.auth import Authenticator, allow_all, authenticator_for
+from consumer.deploy.hook import HOOK_MAX_BYTES
+from consumer.deploy.signature import SIGNATURE_HEADER, TIMESTAMP, TIMESTAMP_HEADER
+from consumer.environ import Scope
+from consumer.errors import BodyTooLarge, ConsumerError, Unauthorized, Unavailable
+from consumer.settings import Settings
+
+Precheck = Callable[[Scope], ConsumerError | None]
+
+
+def precheck_for(settings: Settings) -> Precheck:
+    authenticate: Authenticator = allow_all
+    if not settings.local_mode or settings.push_token or settings.push_audience:
+        authenticate = authenticator_for(settings)
+    hook_enabled = bool(settings.deploy_hook_secrets)
+
+    def check(scope: Scope) -> ConsumerError | None:
+        if scope.get("method") != "POST":
+            return None
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        try:
+            if scope["path"] == "/push":
+                query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
+                authenticate(headers, query)
+            elif scope["path"] == "/hooks/deploy":
+                _hook_headers(headers, hook_enabled)
+        except Unavailable:
+            return None  # the view answers it (503) the same way, with its own log line
+        except ConsumerError as error:
+            return error
+        return None
+
+    return check
+
+
+def _hook_headers(headers: Mapping[str, str], enabled: bool) -> None:
+    if not enabled:
+        raise Unauthorized("deploy hook is disabled: no secrets are configured")
+    lowered = {key.lower(): value.strip() for key, value in headers.items()}
+    if not lowered.get(SIGNATURE_HEADER.lower()):
+        raise Unauthorized(f"missing {SIGNATURE_HEADER} header")
+    if not TIMESTAMP.fullmatch(lowered.get(TIMESTAMP_HEADER.lower(), "")):
+        raise Unauthorized("malformed timestamp: expected Unix seconds")
+    declared = lowered.get("content-length", "0")
+    if declared.isascii() and declared.isdigit() and int(declared) > HOOK_MAX_BYTES:
+        raise BodyTooLarge(f"hook body is over {HOOK_MAX_BYTES} bytes")

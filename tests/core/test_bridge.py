@@ -1,0 +1,135 @@
+"""The served request path, over real sockets against ``consumer serve``: what is refused from
+the headers alone (before a body is read), the header and body deadlines, the size limit, the
+server's own 431, and the watchdog that ends a worker whose request outlived the ack deadline."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+import requests
+
+from consumer.envelopes_out import wrapped_body
+from tests.conftest import free_port
+from tests.core.test_cli import wait_until
+from tests.core.test_serve import children, clean_env
+
+pytestmark = pytest.mark.slow
+TOKEN = "push-token-0123456789abcdef"
+
+
+@dataclass
+class Served:
+    base: str
+    port: int
+    process: subprocess.Popen[bytes]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """One server for the module (the watchdog test, which replaces its worker, runs last)."""
+    tmp_path = tmp_path_factory.mktemp("bridge")
+    port = free_port()
+    env = clean_env(
+        tmp_path, CONSUMER_PUSH_TOKEN=TOKEN, CONSUMER_HEADER_TIMEOUT_SECONDS="2",
+        CONSUMER_BODY_TIMEOUT_SECONDS="2", CONSUMER_ACK_DEADLINE_SECONDS="10",
+        CONSUMER_SAFETY_MARGIN_SECONDS="2", CONSUMER_PLUGINS="tests.plugins.effects",
+        CONSUMER_DEPLOY_HOOK_SECRETS="hook-secret-0123456789",
+    )  # fmt: skip
+    subprocess.run([sys.executable, "-m", "consumer", "db", "upgrade"], env=env,
+                   check=True, capture_output=True, timeout=120)  # fmt: skip
+    process = subprocess.Popen(
+        [sys.executable, "-m", "consumer", "serve", "--bind", f"127.0.0.1:{port}",
+         "--workers", "1"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: requests.get(f"{base}/healthz", timeout=2).ok)
+        yield Served(base, port, process)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=60)
+
+
+def exchange(port: int, head: bytes, wait: float = 5.0) -> tuple[bytes, float]:
+    """Send ``head`` (no body after it) and return what comes back, and how long it took."""
+    started = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port), timeout=wait) as sock:
+        sock.sendall(head)
+        received = b""
+        try:
+            while chunk := sock.recv(65536):
+                received += chunk
+        except TimeoutError:
+            pass
+    return received, time.monotonic() - started
+
+
+def status_of(response: bytes) -> int:
+    return int(response.split(b" ", 2)[1])
+
+
+def json_of(response: bytes) -> dict[str, object]:
+    result: dict[str, object] = json.loads(response.split(b"\r\n\r\n", 1)[1])
+    return result
+
+
+def test_an_unauthenticated_push_is_refused_before_its_body(served: Served) -> None:
+    head = b"POST /push HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\n\r\n"
+    response, seconds = exchange(served.port, head)
+    assert status_of(response) == 401 and seconds < 1.5, (response, seconds)
+    assert json_of(response)["error"] == "missing or invalid token"
+
+
+def test_an_unsigned_hook_is_refused_before_its_body(served: Served) -> None:
+    head = b"POST /hooks/deploy HTTP/1.1\r\nHost: x\r\nContent-Length: 500\r\n\r\n"
+    response, seconds = exchange(served.port, head)
+    assert status_of(response) == 401 and seconds < 1.5, (response, seconds)
+    assert "X-Consumer-Signature" in str(json_of(response)["error"])
+
+
+def test_a_body_that_does_not_arrive_in_time_is_a_408(served: Served) -> None:
+    head = f"POST /push?token={TOKEN} HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{{"
+    response, seconds = exchange(served.port, head.encode())
+    assert status_of(response) == 408 and 1.5 < seconds < 4.5, (response, seconds)
+    assert json_of(response)["outcome"] == "rejected"
+
+
+def test_headers_that_do_not_arrive_in_time_close_the_connection(served: Served) -> None:
+    response, seconds = exchange(served.port, b"POST /push HTTP/1.1\r\nHost: x\r\n")
+    assert response == b"" and 1.5 < seconds < 4.5, seconds
+
+
+def test_a_declared_body_over_the_limit_is_a_413_unread(served: Served) -> None:
+    head = f"POST /push?token={TOKEN} HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999\r\n\r\n"
+    response, seconds = exchange(served.port, head.encode())
+    assert status_of(response) == 413 and seconds < 1.5
+    assert json_of(response)["outcome"] == "rejected"
+
+
+def test_the_servers_own_431_is_plain_text(served: Served) -> None:
+    """Documented in docs/security.md: gunicorn answers before our code runs."""
+    head = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 9000 + b"\r\n\r\n"
+    response, _ = exchange(served.port, head)
+    assert status_of(response) in (400, 431)
+    assert b"text/plain" in response.split(b"\r\n\r\n", 1)[0].lower()
+
+
+def test_a_request_past_the_ack_deadline_ends_its_worker(served: Served) -> None:
+    """The sync worker's timeout, kept: the hung handler's worker is replaced (and the push
+    answered by the new one only on redelivery), so no second copy runs beside it."""
+    (worker,) = children(served.process.pid)
+    body = wrapped_body(attributes={"task": "effect", "hang": "30"})
+    with pytest.raises(requests.ConnectionError):
+        requests.post(f"{served.base}/push?token={TOKEN}", json=body, timeout=30)
+    wait_until(lambda: children(served.process.pid) - {worker} != set(), timeout=30)
+    assert worker not in children(served.process.pid)
+    assert requests.get(f"{served.base}/healthz", timeout=5).ok
