@@ -269,7 +269,9 @@ class Settings:
         return f"Settings({', '.join(shown)})"
 
 
-SECRET_FIELDS = frozenset({"push_token", "deploy_hook_secrets", "smtp_password", "warm_headers"})
+SECRET_FIELDS = frozenset(
+    {"push_token", "deploy_hook_secrets", "smtp_password", "warm_headers", "dashboard_token"}
+)
 
 
 def redacted_url(url: str) -> str:

@@ -63,5 +63,5 @@ def test_a_refusals_log_line_names_its_reason(
     with caplog.at_level(logging.INFO, logger="consumer.app"):
         response = client.post("/push", data=body(deliveryAttempt="five"))
     assert response.status_code == 400
-    (line,) = [r for r in caplog.records if r.getMessage() == "push decided"]
+    (line,) = [r for r in caplog.records if r.getMessage() == "decided"]
     assert "deliveryAttempt" in line.__dict__["error"] and line.__dict__["outcome"] == "rejected"

@@ -103,9 +103,12 @@ SECRETS = {
     "CONSUMER_SMTP_PASSWORD": "smtp-pass-a1b2c3d4",
     "CONSUMER_DEPLOY_HOOK_SECRETS": "hook-secret-0123456789",
     "CONSUMER_WARM_HEADERS": '{"Authorization": "Bearer warm-header-9z8y7x6w"}',
+    "CONSUMER_DASHBOARD_TOKEN": "dashboard-token-31415926",
+    "CONSUMER_SMTP_HOST": "smtp.example.com",
 }
 SECRET_VALUES = ("db-pass-7f3a9", "push-token-5be1c0ffee", "smtp-pass-a1b2c3d4",
-                 "hook-secret-0123456789", "warm-header-9z8y7x6w")  # fmt: skip
+                 "hook-secret-0123456789", "warm-header-9z8y7x6w",
+                 "dashboard-token-31415926")  # fmt: skip
 
 
 def test_repr_and_str_show_no_secret() -> None:
