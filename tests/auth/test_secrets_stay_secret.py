@@ -29,6 +29,7 @@ ENV = {
     "CONSUMER_SMTP_PASSWORD": SMTP_PASSWORD,
     "CONSUMER_DEPLOY_HOOK_SECRETS": HOOK_SECRET,
     "CONSUMER_WARM_HEADERS": json.dumps({"Authorization": f"Bearer {WARM_HEADER}"}),
+    "CONSUMER_SMTP_HOST": "smtp.example.com",  # required outside local mode
 }
 
 

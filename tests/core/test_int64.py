@@ -60,7 +60,7 @@ def client(settings: Settings, engine: Engine) -> FlaskClient:
 def test_a_refusals_log_line_names_its_reason(
     client: FlaskClient, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.INFO, logger="consumer.app"):
+    with caplog.at_level(logging.INFO, logger="consumer.decisions"):
         response = client.post("/push", data=body(deliveryAttempt="five"))
     assert response.status_code == 400
     (line,) = [r for r in caplog.records if r.getMessage() == "decided"]
