@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from itertools import count
 from typing import Any
 
-from consumer import metrics
+from consumer import decisions
+from consumer.decisions import Source
 from consumer.environ import Scope, wsgi_environ
 from consumer.large_slot import SlotTimeout, large_body_slot
 from consumer.outcomes import from_error
@@ -41,11 +42,19 @@ Send = Callable[[dict[str, Any]], Any]
 class Refused(Exception):
     """The request cannot reach the app; ``status`` and the reason go back as JSON."""
 
-    def __init__(self, status: int, reason: str, document: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        reason: str,
+        document: dict[str, Any] | None = None,
+        decided: bool = False,
+    ) -> None:
         super().__init__(reason)
         self.status = status
         self.reason = reason
         self.document = document or {"outcome": "rejected", "error": reason}
+        self.decided = decided
+        """Already logged and counted as a decision (a push or hook refused by its headers)."""
 
 
 class Disconnected(Exception):
@@ -99,7 +108,9 @@ class BufferedWsgi:
             async with self._large_slot(deadline):
                 await self._serve(scope, await self._read(receive, deadline), send)
         except Refused as refused:
-            log.info("request refused", extra={"status": refused.status, "error": refused.reason})
+            if not refused.decided:
+                extra = {"status": refused.status, "error": refused.reason}
+                log.info("request refused", extra=extra)
             await send_json(send, refused.status, refused.document)
         except Disconnected:
             return
@@ -112,8 +123,9 @@ class BufferedWsgi:
         error = await loop.run_in_executor(self._executor, self._precheck, scope)
         if error is not None:
             outcome = from_error(error)
-            metrics.record(outcome, 0.0)
-            raise Refused(outcome.http_status, error.message, outcome.body())
+            source = Source.HOOK if scope.get("path") == "/hooks/deploy" else Source.PUSH
+            decisions.record(source, outcome, None, 0.0)  # the one decision line, as in the app
+            raise Refused(outcome.http_status, error.message, outcome.body(), decided=True)
 
     @contextlib.asynccontextmanager
     async def _large_slot(self, deadline: float) -> AsyncIterator[None]:

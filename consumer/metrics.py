@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import functools
 import os
-import tempfile
-from collections.abc import Callable, Iterator, MutableMapping
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from prometheus_client import (
@@ -166,17 +164,3 @@ def process_registry() -> CollectorRegistry:
     registry = CollectorRegistry()
     multiprocess.MultiProcessCollector(registry)
     return registry
-
-
-@contextmanager
-def multiprocess_dir(env: MutableMapping[str, str]) -> Iterator[str]:
-    """Make ``env`` (a server's environment) name an empty metrics directory: the one it names
-    already, or a fresh temporary one that is removed when the server is done."""
-    existing = env.get(MULTIPROC_ENV)
-    if existing:
-        os.makedirs(existing, exist_ok=True)
-        yield existing
-        return
-    with tempfile.TemporaryDirectory(prefix="consumer-metrics-") as directory:
-        env[MULTIPROC_ENV] = directory
-        yield directory

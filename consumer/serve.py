@@ -9,7 +9,9 @@ and a non-zero exit, not a worker boot failure per worker.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -53,9 +55,14 @@ class Server(BaseApplication):
             self.ticker.stop()
 
 
+OWNED_METRICS_ENV = "PROMETHEUS_MULTIPROC_DIR_OWNED_BY_SERVE"
+"""Set by ``serve`` for its restarted self: the metrics directory to remove on exit."""
+
+
 def run(settings: Settings, overrides: Mapping[str, str]) -> None:
     """Serve until stopped. ``overrides`` (the command line's ``CONSUMER_*`` values) also go into
     this process's environment, for plugins that read their own variables."""
+    owned_metrics_dir = _metrics_directory()
     configure_logging(settings.log_level, settings.log_format, settings.project_id)
     os.environ.update(overrides)
     try:
@@ -66,8 +73,24 @@ def run(settings: Settings, overrides: Mapping[str, str]) -> None:
     if settings.local_mode:
         # Local convenience only; in a cluster the migration Job runs once per release.
         upgrade(settings.database_url)
-    with metrics.multiprocess_dir(os.environ):  # the workers' metrics, summed by /metrics
+    try:
         Server(settings).run()
+    finally:
+        if owned_metrics_dir:
+            shutil.rmtree(owned_metrics_dir, ignore_errors=True)
+
+
+def _metrics_directory() -> str:
+    """The workers' metrics are summed from a shared directory (``/metrics``). prometheus_client
+    chooses its storage when it is first imported, which in this process has already happened,
+    and forked workers inherit that choice: so without a directory, make one and start this
+    command again (same PID, same arguments) with it set. Returns the directory made here."""
+    if os.environ.get(metrics.MULTIPROC_ENV):
+        return os.environ.get(OWNED_METRICS_ENV, "")
+    directory = tempfile.mkdtemp(prefix="consumer-metrics-")
+    os.environ[metrics.MULTIPROC_ENV] = directory
+    os.environ[OWNED_METRICS_ENV] = directory
+    os.execv(sys.executable, [sys.executable, "-m", "consumer", *sys.argv[1:]])
 
 
 def start_ticker(settings: Settings) -> LocalTicker | None:

@@ -109,7 +109,8 @@ class _Importer:
         self.cycle_started = time.monotonic()
 
     def run(self, records: Iterator[Record]) -> Progress:
-        with Overlapped(background=self.dialect == "postgresql") as self.writer:
+        background = self.dialect == "postgresql"
+        with Overlapped(background, beat=self.file.pacer.tick) as self.writer:
             for record in records:
                 self.line, self.offset = record.last_line, record.end
                 if record.blank:

@@ -14,14 +14,18 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
 
+BEAT_WAIT_SECONDS = 0.5
+
 
 class Overlapped:
     """``submit`` waits for the previous write, then starts this one (inline when not
     ``background``: SQLite has one writer anyway)."""
 
-    def __init__(self, background: bool) -> None:
+    def __init__(self, background: bool, beat: Callable[[], None] = lambda: None) -> None:
         self._pool = ThreadPoolExecutor(1, "consumer-import-writer") if background else None
         self._pending: Future[None] | None = None
+        self._beat = beat
+        """Called while waiting (the lease heartbeat): a slow write must not let the lease lapse."""
 
     def submit(self, write: Callable[[], None]) -> None:
         self.wait()
@@ -33,8 +37,12 @@ class Overlapped:
     def wait(self) -> None:
         """Block until the write in flight is done; raise what it raised."""
         pending, self._pending = self._pending, None
-        if pending is not None:
-            pending.result()
+        while pending is not None:
+            try:
+                pending.result(timeout=BEAT_WAIT_SECONDS)
+                return
+            except TimeoutError:
+                self._beat()
 
     def __enter__(self) -> Overlapped:
         return self

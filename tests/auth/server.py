@@ -36,7 +36,8 @@ def command(port: int, *options: str, workers: int = 1) -> list[str]:
 def clean_env(env: dict[str, str]) -> dict[str, str]:
     """The test's CONSUMER_* variables only: none leak in from the runner (TESTS_*)."""
     inherited = {k: v for k, v in os.environ.items() if not k.startswith("CONSUMER_")}
-    return {**inherited, **env}
+    # Outside local mode a serving process refuses to start without an SMTP host.
+    return {**inherited, "CONSUMER_SMTP_HOST": "127.0.0.1", **env}
 
 
 @contextmanager

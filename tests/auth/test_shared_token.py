@@ -67,7 +67,7 @@ def test_the_token_never_reaches_the_access_log(sqlite_url: str, tmp_path: Path)
     assert statuses == (200, 401, 405)
     output = server.text()
     lines = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
-    decided = sorted(line["status"] for line in lines if line["message"] == "push decided")
+    decided = sorted(line["status"] for line in lines if line["message"] == "decided")
     assert decided == [200, 401]
     access = [line["httpRequest"] for line in lines if line["logger"] == "gunicorn.access"]
     assert [(entry["requestMethod"], entry["status"]) for entry in access] == [("GET", 405)]

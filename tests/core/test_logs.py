@@ -100,8 +100,8 @@ def test_text_for_a_terminal_json_otherwise() -> None:
     assert resolve_format("auto", Tty()) == "text"
     assert resolve_format("auto", io.StringIO()) == "json"
     assert resolve_format("json", Tty()) == "json"
-    line = TextFormatter().format(record("push decided", outcome="done"))
-    assert "WARNING" in line and "push decided" in line and "outcome=done" in line
+    line = TextFormatter().format(record("decided", outcome="done"))
+    assert "WARNING" in line and "decided" in line and "outcome=done" in line
     with pytest.raises(json.JSONDecodeError):
         json.loads(line)
 

@@ -88,6 +88,6 @@ def test_every_line_is_json_and_a_request_carries_its_trace(
     about_push = [line for line in lines if "/push" in json.dumps(line) or "key" in line]
     assert len(about_push) == 1, about_push  # one line per decision
     decision = about_push[0]
-    assert decision["message"] == "push decided"
+    assert decision["message"] == "decided"
     assert decision["logging.googleapis.com/trace"] == f"projects/{PROJECT}/traces/{TRACE}"
     assert decision["logging.googleapis.com/spanId"] == "00f067aa0ba902b7"

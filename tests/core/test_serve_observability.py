@@ -50,7 +50,7 @@ def test_serve_sums_its_workers_and_a_tick_is_one_line(sqlite_url: str, tmp_path
         process.terminate()
         process.wait(timeout=60)
     lines = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
-    decisions = [line for line in lines if line["message"] == "push decided"]
+    decisions = [line for line in lines if line["message"] == "decided"]
     assert len(decisions) >= PUSHES + in_progress + ticks
     # No access line and no ticker line: the decision is the one line. (The ticker still warns
     # when a tick cannot be sent, e.g. before gunicorn listens.)

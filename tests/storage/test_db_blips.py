@@ -66,6 +66,7 @@ def cut(gcs_url: str, postgres_url: str) -> Iterator[Cut]:
 
 def _with(handler: StorageHandler) -> Registry:
     registry = Registry()
+    registry.processors = handler.processors  # the table the handler reads
     registry.storage(handler)
     return registry
 
