@@ -82,6 +82,8 @@ def run_cell(cell: Cell, sizes: Sizes, bound: float, gcs_url: str = "") -> Row:
     with migrated_postgres_database(PG_ADMIN_DSN, "fault_matrix") as url:
         proxy = TcpProxy(5432)
         proxy.start()
+        if "@127.0.0.1:5432/" not in url:
+            raise SystemExit(f"the matrix cuts PostgreSQL on 127.0.0.1:5432, not {url}")
         proxied = url.replace("127.0.0.1:5432", f"127.0.0.1:{proxy.port}")
         engine, direct = make_engine(proxied), make_engine(url)
         try:
