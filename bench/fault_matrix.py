@@ -80,10 +80,10 @@ def cells(routes: Sequence[str], points: Sequence[str], cuts: Sequence[float]) -
 def run_cell(cell: Cell, sizes: Sizes, bound: float, gcs_url: str = "") -> Row:
     """One cell on a fresh database behind a fresh proxy."""
     with migrated_postgres_database(PG_ADMIN_DSN, "fault_matrix") as url:
-        proxy = TcpProxy(5432)
-        proxy.start()
         if "@127.0.0.1:5432/" not in url:
             raise SystemExit(f"the matrix cuts PostgreSQL on 127.0.0.1:5432, not {url}")
+        proxy = TcpProxy(5432)
+        proxy.start()
         proxied = url.replace("127.0.0.1:5432", f"127.0.0.1:{proxy.port}")
         engine, direct = make_engine(proxied), make_engine(url)
         try:
