@@ -54,21 +54,16 @@ def cut(gcs_url: str, postgres_url: str) -> Iterator[Cut]:
     settings = Settings(database_url=proxied_url, local_mode=True,
                         storage_rules=json.dumps([rule]))  # fmt: skip
     engine, direct = make_engine(proxied_url), make_engine(postgres_url)
-    handler = StorageHandler(ObjectStore(lambda: stack.storage_client(gcs_url)))
-    plugin.register(_with(handler))
+    registry = Registry()
+    plugin.register(registry)  # the handler runs the registry's processors, slow-import among them
+    objects = ObjectStore(lambda: stack.storage_client(gcs_url))
+    handler = StorageHandler(objects, processors=registry.processors)
     try:
         yield Cut(Harness(gcs_url, settings, engine, handler, bucket), direct, proxy)
     finally:
         proxy.stop()
         engine.dispose()
         direct.dispose()
-
-
-def _with(handler: StorageHandler) -> Registry:
-    registry = Registry()
-    registry.processors = handler.processors  # the table the handler reads
-    registry.storage(handler)
-    return registry
 
 
 def committed_rows(direct: Engine, bucket: str, name: str, generation: int) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+from collections.abc import Callable
 
 
 class TcpProxy:
@@ -17,6 +18,8 @@ class TcpProxy:
         self._listener: socket.socket | None = None
         self._connections: list[socket.socket] = []
         self._lock = threading.Lock()
+        self.watch: Callable[[bytes], None] | None = None
+        """Sees every chunk the client sends before it is forwarded (it may cut the proxy)."""
 
     def start(self) -> None:
         listener = socket.socket()
@@ -53,13 +56,16 @@ class TcpProxy:
                 continue
             with self._lock:
                 self._connections += [client, upstream]
-            for source, sink in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(source, sink), daemon=True).start()
+            for source, sink, watched in ((client, upstream, True), (upstream, client, False)):
+                pipe = threading.Thread(target=self._pipe, args=(source, sink, watched))
+                pipe.daemon = True
+                pipe.start()
 
-    @staticmethod
-    def _pipe(source: socket.socket, sink: socket.socket) -> None:
+    def _pipe(self, source: socket.socket, sink: socket.socket, watched: bool) -> None:
         with contextlib.suppress(OSError):
             while chunk := source.recv(65536):
+                if watched and self.watch is not None:
+                    self.watch(chunk)
                 sink.sendall(chunk)
         with contextlib.suppress(OSError):
             sink.shutdown(socket.SHUT_WR)
