@@ -81,7 +81,9 @@ class BufferedWsgi:
         self._executor = ThreadPoolExecutor(limits.threads, thread_name_prefix="request")
         self._ids = count()
         self.in_flight: dict[int, float] = {}
-        """``time.monotonic()`` at which each running request started, by request number."""
+        """``time.monotonic()`` at which each running request's handler started, by request
+        number: the time it waited for a thread is not counted, as the handler's own budget
+        does not count it (otherwise a queued sweep is ended by the watchdog mid-batch)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -137,17 +139,20 @@ class BufferedWsgi:
             raise Refused(503, "Busy with another large request; retry later.") from None
 
     async def _serve(self, scope: Scope, body: bytes, send: Send) -> None:
+        loop = asyncio.get_running_loop()
+        environ = wsgi_environ(scope, body)
+        status, headers, chunks = await loop.run_in_executor(self._executor, self._run, environ)
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": chunks})
+
+    def _run(self, environ: dict[str, Any]) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+        """On a handler thread: the app, timed for the watchdog from when it starts."""
         request = next(self._ids)
         self.in_flight[request] = time.monotonic()
         try:
-            loop = asyncio.get_running_loop()
-            status, headers, chunks = await loop.run_in_executor(
-                self._executor, _call, self._app, wsgi_environ(scope, body)
-            )
+            return _call(self._app, environ)
         finally:
             del self.in_flight[request]
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": chunks})
 
     async def _read(self, receive: Receive, deadline: float) -> bytes:
         remaining = max(0.0, deadline - time.monotonic())

@@ -103,10 +103,13 @@ class ConsumerWorker(gasgi.ASGIWorker):
     def notify(self) -> None:
         """Called every second by the worker's loop: the heartbeat, and the watchdog."""
         app = getattr(self, "asgi", None)
-        if isinstance(app, BufferedWsgi) and app.oldest_seconds() > self.timeout:
+        # ``cfg.timeout`` is the ack deadline; gunicorn's own ``self.timeout`` is half of it (its
+        # heartbeat interval), which would end every sweep that uses its whole budget.
+        deadline = float(self.cfg.timeout)
+        if isinstance(app, BufferedWsgi) and app.oldest_seconds() > deadline:
             log.error(
                 "a request outlived the ack deadline; the worker exits so it cannot run on",
-                extra={"timeout_seconds": self.timeout, "pid": os.getpid()},
+                extra={"timeout_seconds": deadline, "pid": os.getpid()},
             )
             os._exit(1)  # threads cannot be stopped; the arbiter starts a fresh worker
         super().notify()

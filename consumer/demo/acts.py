@@ -19,16 +19,17 @@ from consumer.db.engine import make_engine
 from consumer.demo.balancer import Balancer
 from consumer.demo.database import fresh_database
 from consumer.demo.mailbox_jobs import Tally, enqueue_emails
-from consumer.demo.processes import Child, free_port, spawn, wait_until
+from consumer.demo.processes import Child, descendants, free_port, spawn, wait_until
 from consumer.demo.scheduler import DirectTicks, EmulatorTicks, Ticker, TickSource
 from consumer.demo.sink import MailSink
 
 Progress = Callable[[str], None]
 UNFINISHED = text("SELECT count(*) FROM jobs WHERE status IN ('pending', 'running')")
+HELD = text("SELECT claimed_by FROM jobs WHERE status = 'running'")
 ACK_DEADLINE_SECONDS = 10
 TICK_EVERY_SECONDS = 2
 SWEEP_BATCH = 100
-JOB_LEASE_SECONDS = 5
+JOB_LEASE_SECONDS = 10
 
 
 @dataclass(frozen=True)
@@ -86,14 +87,14 @@ def after(options: Options, workdir: Path, progress: Progress) -> ActResult:
         stack.callback(ticker.stop)
         started = time.monotonic()
         ticker.start()
-        killed_sweeps = _kill_one_mid_sweep(
+        held = _kill_one_mid_sweep(
             options, pods, balancer, sink, stack, engine, url, workdir, progress
         )
         drained = _wait_drained(engine, sink, options, started, progress, "after")
         seconds = time.monotonic() - started
         result = ActResult("after", Tally.of(options.jobs, sink.counter.snapshot()), seconds,
-                           drained, kills=int(killed_sweeps > 0),
-                           duplicate_bound=killed_sweeps * SWEEP_BATCH)  # fmt: skip
+                           drained, kills=int(held is not None),
+                           duplicate_bound=held or 0)  # fmt: skip
         result.per_pod = [balancer.traffic.per_pod[port] for port in ports]
         result.statuses = Counter(balancer.traffic.statuses)
         result.notes.append(f"ticks: {source.name}; {balancer.traffic.redelivered} redelivered")
@@ -165,23 +166,36 @@ def _tick_source(options: Options, push_url: str, workdir: Path) -> TickSource:
 def _kill_one_mid_sweep(
     options: Options, pods: dict[int, Child], balancer: Balancer, sink: MailSink,
     stack: ExitStack, engine: Engine, url: str, workdir: Path, progress: Progress,
-) -> int:  # fmt: skip
+) -> int | None:  # fmt: skip
     """Once a third of the mail is out, SIGKILL the pod serving the most ticks, then restart it.
-    Returns how many sweeps were in flight there: each may re-send at most its batch."""
+    Returns how many jobs its workers held at that moment (the batches in flight): only those
+    may be sent twice. ``None``: no kill."""
     if not options.kill:
-        return 0
+        return None
     deadline = time.monotonic() + options.timeout_seconds
     while time.monotonic() < deadline and _unfinished(engine) > 0:
         busiest = balancer.traffic.busiest()
         if busiest is not None and sink.counter.delivered() >= options.jobs // 3:
             port, sweeps = busiest
+            workers = descendants(pods[port].process.pid)
             pods[port].kill()
-            progress(f"after: SIGKILLed the pod on :{port} during {sweeps} sweep(s); restarting it")
+            held = _held_by(engine, workers)  # their leases outlive this query by seconds
+            progress(f"after: SIGKILLed the pod on :{port} during {sweeps} sweep(s), holding "
+                     f"{held} jobs; restarting it")  # fmt: skip
             time.sleep(1)
             pods[port] = _start_pod(stack, port, url, sink.port, workdir)
-            return sweeps
+            return held
         time.sleep(0.05)
-    return 0
+    return None
+
+
+def _held_by(engine: Engine, pids: set[int]) -> int:
+    """Running jobs claimed by these processes (a claim token is ``host/PID/random``)."""
+    if not pids:
+        return 0
+    with engine.connect() as connection:
+        tokens = connection.execute(HELD).scalars().all()
+    return sum(1 for token in tokens if int(token.split("/")[-2]) in pids)
 
 
 def _wait_drained(

@@ -125,3 +125,21 @@ def emulator_script() -> Path | None:
         if script.is_file():
             return script
     return None
+
+
+def descendants(pid: int) -> set[int]:
+    """Every live descendant of ``pid``, read from /proc (a pod's gunicorn workers)."""
+    found: set[int] = set()
+    pending = [pid]
+    while pending:
+        parent = pending.pop()
+        for task in Path(f"/proc/{parent}/task").glob("*"):
+            try:
+                children = (task / "children").read_text().split()
+            except OSError:
+                continue
+            for child in map(int, children):
+                if child not in found:
+                    found.add(child)
+                    pending.append(child)
+    return found

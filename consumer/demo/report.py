@@ -16,7 +16,7 @@ def table(before: ActResult | None, after: ActResult) -> str:
         ("extra copies sent", *(f"{act.tally.extra_copies:,}" for act in acts)),
         ("lost (never delivered)", *(f"{act.tally.lost:,}" for act in acts)),
         ("pods killed mid-sweep", *(str(act.kills) for act in acts)),
-        ("duplicate bound (killed sweeps x batch)", *(_bound(act) for act in acts)),
+        ("duplicate bound (jobs the killed pod held)", *(_bound(act) for act in acts)),
         ("deliveries per pod", *(_per_pod(act) for act in acts)),
         ("HTTP statuses seen", *(_statuses(act) for act in acts)),
         ("time to drain", *(_seconds(act) for act in acts)),

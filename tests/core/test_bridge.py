@@ -123,6 +123,17 @@ def test_the_servers_own_431_is_plain_text(served: Served) -> None:
     assert b"text/plain" in response.split(b"\r\n\r\n", 1)[0].lower()
 
 
+def test_a_request_within_the_ack_deadline_keeps_its_worker(served: Served) -> None:
+    """A handler using 7 s of the 10 s ack deadline (beyond half of it, gunicorn's heartbeat
+    interval) is not ended: ending it mid-sweep would re-send the batch it was sending."""
+    (worker,) = children(served.process.pid)
+    deploy = json.dumps({"event": "deploy", "service": "web", "release": "within"}).encode()
+    body = wrapped_body(data=deploy, attributes={"event": "deploy", "hang": "7"})
+    answer = requests.post(f"{served.base}/push?token={TOKEN}", json=body, timeout=30)
+    assert answer.status_code == 200, answer.text
+    assert children(served.process.pid) == {worker}
+
+
 def test_a_request_past_the_ack_deadline_ends_its_worker(served: Served) -> None:
     """The sync worker's timeout, kept: the hung handler's worker is replaced (and the push
     answered by the new one only on redelivery), so no second copy runs beside it."""
