@@ -15,4 +15,4 @@ def noop(context: HandlerContext, event: DeployEvent) -> dict[str, Any]:
 
 
 def register(registry: Registry) -> None:
-    registry.deploy(noop)
+    registry.deploy(noop, replace=True)

@@ -23,15 +23,14 @@ import statistics
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
+from pgdb import database
 
-ADMIN = os.environ.get("TESTS_PG_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 LEASE = timedelta(seconds=300)
 
 
@@ -42,19 +41,6 @@ def rendered(statement: Any) -> tuple[str, dict[str, Any]]:
 
     compiled = statement.compile(dialect=dialect.dialect())
     return compiled.string, dict(compiled.params)
-
-
-@contextmanager
-def database(prefix: str) -> Iterator[str]:
-    """A fresh database, dropped afterwards; yields its psycopg conninfo."""
-    name = f"{prefix}_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(ADMIN, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield f"{ADMIN.rsplit('/', 1)[0]}/{name}"
-    finally:
-        with psycopg.connect(ADMIN, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def sqlalchemy_url(conninfo: str) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from consumer.demo.processes import descendants
 from tests.conftest import free_port
 from tests.core.test_cli import wait_until
 
@@ -30,18 +31,7 @@ def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 def children(pid: int) -> set[int]:
     """Every live descendant of ``pid`` (from /proc: no process of ours is touched)."""
-    found: set[int] = set()
-    pending = [pid]
-    while pending:
-        parent = pending.pop()
-        for task in Path(f"/proc/{parent}/task").glob("*"):
-            try:
-                kids = {int(p) for p in (task / "children").read_text().split()}
-            except OSError:
-                continue
-            pending.extend(kids - found)
-            found |= kids
-    return found
+    return descendants(pid)
 
 
 def alive(pid: int) -> bool:
