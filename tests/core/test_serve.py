@@ -51,8 +51,9 @@ def test_stopping_serve_stops_its_workers(tmp_path: Path, stop: signal.Signals) 
     )
     try:
         wait_until(lambda: requests.get(f"http://127.0.0.1:{port}/healthz", timeout=2).ok)
+        # One worker answering does not mean the arbiter has forked the second yet.
+        wait_until(lambda: len(children(process.pid)) >= 2)
         workers = children(process.pid)
-        assert len(workers) >= 2, "serve should be gunicorn's arbiter, its workers its children"
         idle = requests.Session()  # a kept-alive idle connection must not hold the stop
         assert idle.get(f"http://127.0.0.1:{port}/healthz", timeout=5).ok
         process.send_signal(stop)
