@@ -89,6 +89,7 @@ def _storage_from_notification(message: PushMessage) -> StorageEvent:
         metageneration=_optional_digits(resource.get("metageneration"), "metageneration"),
         resource=resource,
         message=message,
+        continuation=_optional_name(message.attributes.get("continuation"), "continuation"),
     )
 
 

@@ -78,11 +78,16 @@ class StorageEvent:
     resource: Mapping[str, Any] = field(default_factory=dict)
     """The JSON_API_V1 object resource, when the notification carried one."""
     route: Route = Route.STORAGE
+    continuation: str = ""
+    """Set on a continuation an import that ran out of budget published (``consumer.storage.
+    continued``): its own key, so it runs once and apart from the notification it carries on."""
 
     @property
     def key(self) -> str:
         bucket, name = escape(self.bucket, "/"), escape(self.name, "#")
         base = f"storage:{bucket}/{name}#{escape(self.generation, ':')}:{self.event_type.value}"
+        if self.continuation:
+            return f"{base}:continuation:{self.continuation}"
         if self.event_type is StorageEventType.OBJECT_METADATA_UPDATE:
             # Without a JSON payload there is no metageneration: fall back to the delivery id,
             # so distinct updates never collide (a duplicate may then run twice; it is metadata).

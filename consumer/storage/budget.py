@@ -3,9 +3,10 @@
 While a file is read and processed the inbox lease is renewed every quarter lease, so a
 redelivery sees a live lease (409) and cannot start a second copy. Before each unit of work the
 processor asks whether the budget still covers it; if not, it stops at its last checkpoint and
-raises ``BudgetExhausted``: the delivery is nacked and the redelivery resumes where it stopped.
-The handler re-raises it as ``consumer.errors.Incomplete`` when the attempt committed progress
-(the attempt is refunded); a stop that advanced nothing spends an attempt like any retry.
+raises ``BudgetExhausted``. When the attempt committed progress, the handler hands the rest on
+as a continuation (``consumer.storage.continued``, acknowledged) if a topic is set, else
+re-raises it as ``consumer.errors.Incomplete``: nacked, and the redelivery resumes where it
+stopped (the attempt is refunded); a stop that advanced nothing spends an attempt like any retry.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from consumer.context import HandlerContext
 from consumer.errors import Retryable, Unavailable
 
 MIN_RESERVE_SECONDS = 0.5
+PUBLISH_RESERVE_SECONDS = 1.0
+"""Kept back, when continuations are on, to publish one (``consumer.storage.continued``)."""
 RETRY_BEAT_SECONDS = 1.0
 log = logging.getLogger("consumer.storage")
 
@@ -33,6 +36,8 @@ class Pacer:
         self.context = context
         self.clock = clock
         self.every = max(context.settings.lease_seconds / 4, 1.0)
+        publishing = PUBLISH_RESERVE_SECONDS if context.settings.continuation_topic else 0.0
+        self.reserve = MIN_RESERVE_SECONDS + publishing
         self.last_beat = clock()
 
     def tick(self) -> None:
@@ -52,7 +57,7 @@ class Pacer:
         """Raise ``BudgetExhausted`` unless the budget covers ``seconds`` more of work."""
         self.tick()
         remaining = self.context.remaining()
-        if remaining < seconds + MIN_RESERVE_SECONDS:
+        if remaining < seconds + self.reserve:
             raise BudgetExhausted(
                 f"time budget exhausted ({remaining:.1f}s left) {where}; a retry resumes there"
             )

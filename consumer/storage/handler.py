@@ -19,6 +19,7 @@ from consumer.errors import Incomplete, Permanent
 from consumer.events import StorageEvent, StorageEventType
 from consumer.registry import Registry
 from consumer.storage.budget import BudgetExhausted, Pacer
+from consumer.storage.continued import HandedOn, hand_on
 from consumer.storage.durable import durably
 from consumer.storage.import_jobs import import_jobs
 from consumer.storage.model import FINAL, FileResult, FileStatus, StoredObject
@@ -99,7 +100,10 @@ class StorageHandler:
         file = FileInput(
             event, obj, rule.options, context, Pacer(context), files, owner, row.progress
         )
-        checksum, result = self._run(file, processor, rule)
+        try:
+            checksum, result = self._run(file, processor, rule)
+        except HandedOn as handed:
+            return handed.summary(files, obj)
         _finish(file, result, checksum)
         metrics.file_processed(rule.processor, result, file.resumed)
         log.info("file processed", extra={"file": obj.url, "status": result.status.value})
@@ -162,12 +166,16 @@ def _finish(file: FileInput, result: FileResult, checksum: str) -> None:
 
 
 def _stopped(files: ProcessedFiles, file: FileInput, exc: BudgetExhausted) -> NoReturn:
-    """The budget ran out. If this attempt committed progress, the redelivery continues it
-    without spending an attempt (``Incomplete``), so a long file is never dead for being long;
-    if it advanced nothing, it spends one, so a file that can never progress ends dead."""
-    _note(files, file, str(exc))
+    """The budget ran out. If this attempt committed progress, a continuation carries it on
+    (``HandedOn``: acknowledged) when a topic is set, else the redelivery does without spending
+    an attempt (``Incomplete``), so a long file is never dead for being long; if it advanced
+    nothing, it spends one, so a file that can never progress ends dead."""
     before, after = file.resumed, file.committed
-    if (after.resume_line, after.resume_offset) > (before.resume_line, before.resume_offset):
+    advanced = (after.resume_line, after.resume_offset) > (before.resume_line, before.resume_offset)
+    if advanced and (key := hand_on(file.context, file.event, file.object)):
+        raise HandedOn(key) from None
+    _note(files, file, str(exc))
+    if advanced:
         raise Incomplete(str(exc)) from exc
     raise exc
 
