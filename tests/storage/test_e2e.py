@@ -19,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import Engine, func, select
 
 from consumer.db.engine import make_engine
+from consumer.db.schema import inbox
 from consumer.inbox import Inbox, Status
 from consumer.jobs.schema import jobs
 from consumer.settings import Settings
@@ -185,6 +186,55 @@ def test_uploads_are_processed_once_end_to_end(
 
     keys = job_keys(engine)
     assert len(keys) == len(set(keys)) == 22_000
+
+
+def test_a_file_too_large_for_one_budget_is_imported_once_through_continuations(
+    emulators: Stack, postgres_url: str, tmp_path: Path
+) -> None:
+    """A 3 s budget (1.5 s of work) against 60,000 rows: each delivery that stops publishes one
+    continuation, pushed back by the emulator, and every delivery is acknowledged."""
+    settings = Settings(
+        database_url=postgres_url, local_mode=True, ack_deadline_seconds=10,
+        safety_margin_seconds=7,
+    )  # fmt: skip
+    (tmp_path / "metrics").mkdir()
+    rules = [{"bucket": BUCKET, "prefix": "big/", "processor": "import-jobs"}]
+    env = settings_env(
+        settings, CONSUMER_STORAGE_RULES=json.dumps(rules), STORAGE_EMULATOR_HOST=emulators.gcs_url,
+        PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "metrics"),
+        PUBSUB_EMULATOR_HOST=emulators.pubsub_host,
+        CONSUMER_CONTINUATION_TOPIC=f"projects/{PROJECT}/topics/continuations",
+    )  # fmt: skip
+    server, engine = Server(env, workers=2), make_engine(postgres_url)
+    try:
+        host, push = emulators.pubsub_host, f"{server.url}/push"
+        stack.ensure_topic(host, PROJECT, "continuations")
+        for name, topic in (("big-push", TOPIC), ("continuations-push", "continuations")):
+            stack.ensure_push_subscription(host, PROJECT, name, topic, push, ack_deadline=10)
+        generation = emulators.upload("big/all.csv", email_csv(60_000))
+        row = wait_for("the import", finished(engine, "big/all.csv", generation))
+        assert row.status is FileStatus.DONE, row
+        assert (row.progress.rows_accepted, row.progress.jobs_created) == (60_000, 60_000)
+        assert job_count(engine, f"{BUCKET}/big/all.csv#{generation}:") == 60_000
+        runs = deliveries(engine, f"storage:{BUCKET}/big/all.csv#{generation}:OBJECT_FINALIZE")
+        assert len(runs) >= 2, runs  # at least one continuation
+        assert {(status, attempts) for _, status, attempts in runs} == {("done", 1)}
+        counts = decisions(server)
+        assert counts.get(("storage", "done", "200")) == len(runs)
+        assert not [key for key in counts if key[2] != "200"], counts  # no nack
+    finally:
+        server.stop()
+        for name in ("big-push", "continuations-push"):
+            path = f"projects/{PROJECT}/subscriptions/{name}"
+            stack.subscriber(emulators.pubsub_host).delete_subscription(subscription=path)
+        engine.dispose()
+
+
+def deliveries(engine: Engine, key: str) -> list[tuple[str, str, int]]:
+    """The inbox rows of a notification and of its continuations: (key, status, attempts)."""
+    query = select(inbox.c.key, inbox.c.status, inbox.c.attempts).where(inbox.c.key.startswith(key))
+    with engine.connect() as connection:
+        return [tuple(row) for row in connection.execute(query)]  # type: ignore[misc]
 
 
 def publish_duplicate(emulators: Stack, name: str, generation: int, size: int) -> None:
