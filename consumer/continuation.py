@@ -1,13 +1,15 @@
 """Continuation: work left when a budget ends is handed on as new Pub/Sub messages.
 
-A budget-bound handler (the sweep; the file import later) that stops with work left publishes
+A budget-bound handler (the sweep; a file import, ``consumer.storage.continued``) that stops
+with work left publishes
 continuations on ``CONSUMER_CONTINUATION_TOPIC`` and acknowledges its own delivery. The load
 balancer hands each continuation to whichever pod it picks, within seconds, instead of the next
 tick (minutes) or a redelivery (backoff, and one more toward the dead-letter limit).
 
 Each continuation carries a ``continuation=<uuid>`` attribute beside the route's own attributes
-(``task=sweep``): its idempotency key is its own (``tick:sweep:continuation:<uuid>``), so a
-continuation delivered twice runs once, and it is never stale and never advances a tick slot.
+(``task=sweep``; a file's ``bucketId``, ``objectId``...): its idempotency key is its own
+(``tick:sweep:continuation:<uuid>``, ``storage:B/O#G:OBJECT_FINALIZE:continuation:<uuid>``), so a
+continuation delivered twice runs once, and a sweep's is never stale and never advances a slot.
 
 The publisher is google-cloud-pubsub's ``PublisherClient``, one per process, made on first use
 (after gunicorn forks); it talks to the emulator when ``PUBSUB_EMULATOR_HOST`` is set.

@@ -32,7 +32,8 @@ resource "google_storage_bucket_iam_member" "workload_reader" {
   member = "serviceAccount:${google_service_account.workload.email}"
 }
 
-# A sweep that cannot finish within its budget publishes continuations (consumer/continuation.py).
+# A sweep or a file import that cannot finish within its budget publishes continuations
+# (consumer/continuation.py, consumer/storage/continued.py).
 resource "google_pubsub_topic_iam_member" "workload_continuations_publisher" {
   topic  = google_pubsub_topic.events["continuations"].id
   role   = "roles/pubsub.publisher"

@@ -1,7 +1,8 @@
 # Topics for the three triggers and for continuations, a dead-letter topic, and one push
-# subscription per topic. A sweep that stops on its budget with work left publishes continuations
-# (CONSUMER_CONTINUATION_TOPIC = the "continuations" topic's id): pushed back to the service, so
-# whichever pod receives one carries on within seconds.
+# subscription per topic. A sweep or a file import that stops on its budget with work left
+# publishes continuations (CONSUMER_CONTINUATION_TOPIC = the "continuations" topic's id): pushed
+# back to the service, so whichever pod receives one carries on within seconds, and the stopped
+# delivery is acknowledged instead of nacked toward the dead-letter limit.
 
 locals {
   topics = {
