@@ -11,7 +11,7 @@ Modes, each on a fresh migrated database, medians of ``--repeat`` runs, measured
            the upload call to ``processed_files.finished_at``.
 The headline is e2e beside the floor, and their ratio.
 
-    python bench/storage_bench.py [--rows 100000] [--repeat 3]
+    python bench/storage_bench.py [--rows 100000] [--repeat 3] [--profile]
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
@@ -47,6 +48,7 @@ from triggers.local import stack
 ADMIN = os.environ.get("TESTS_PG_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 PROJECT, TOPIC, BUCKET = "local", "gcs-notifications", "bench"
 RULES = json.dumps([{"bucket": BUCKET, "processor": "import-jobs"}])
+APP = "consumer.wsgi:app()"
 
 
 @contextmanager
@@ -95,7 +97,9 @@ def bench_floor(rows: int) -> float:
     return seconds
 
 
-def bench_handler(rows: int, gcs_url: str) -> float:
+def bench_handler(rows: int, gcs_url: str, profiler: Any = None) -> float:
+    """Seconds of one notification through the dispatcher in this process (under
+    ``profiler``, a ``cProfile.Profile``, when given)."""
     with fresh_database() as url:
         settings = Settings(database_url=url, local_mode=True, storage_rules=RULES)
         engine = make_engine(url)
@@ -104,20 +108,26 @@ def bench_handler(rows: int, gcs_url: str) -> float:
         name = f"handler-{uuid.uuid4().hex}.csv"
         generation = harness.upload(name, email_csv(rows))
         started = time.perf_counter()
+        if profiler is not None:
+            profiler.enable()
         outcome = harness.notify(name, generation, content_type="text/csv")
         seconds = time.perf_counter() - started
+        if profiler is not None:
+            profiler.disable()
         assert outcome.details.get("rows_accepted") == rows, outcome.details
         engine.dispose()
     return seconds
 
 
-def bench_e2e(rows: int, pubsub_host: str, gcs_url: str) -> tuple[float, float]:
+def bench_e2e(
+    rows: int, pubsub_host: str, gcs_url: str, app: str = APP, **env_extra: str
+) -> tuple[float, float]:
     """(upload -> finished seconds, the handler's own processing seconds)."""
     with fresh_database() as url, tempfile.TemporaryDirectory() as metrics:
         settings = Settings(database_url=url, local_mode=True)
         env = settings_env(settings, CONSUMER_STORAGE_RULES=RULES, STORAGE_EMULATOR_HOST=gcs_url,
-                           PROMETHEUS_MULTIPROC_DIR=metrics)  # fmt: skip
-        server = Server(env, workers=2)
+                           PROMETHEUS_MULTIPROC_DIR=metrics, **env_extra)  # fmt: skip
+        server = Server(env, workers=2, app=app)
         subscription = stack.ensure_push_subscription(
             pubsub_host, PROJECT, f"bench-{uuid.uuid4().hex[:8]}", TOPIC, f"{server.url}/push"
         )
@@ -151,6 +161,26 @@ def _wait(probe: Callable[[], object], timeout: float = 300) -> object:
     raise TimeoutError("the import did not finish")
 
 
+def profile(rows: int, pubsub_host: str, gcs_url: str) -> None:
+    """One import in process and one through gunicorn, each under cProfile (the request's
+    thread), printed side by side: where the gunicorn worker's extra time goes."""
+    import cProfile
+    import pstats
+
+    sort = os.environ.get("PROFILE_SORT", "tottime")
+    profiler = cProfile.Profile()
+    seconds = bench_handler(rows, gcs_url, profiler)
+    print(f"== in process: {seconds:.2f} s")
+    pstats.Stats(profiler).sort_stats(sort).print_stats(25)
+    with tempfile.TemporaryDirectory() as directory:
+        total, inside = bench_e2e(
+            rows, pubsub_host, gcs_url, "bench.profiled_app:app()", BENCH_PROFILE_DIR=directory
+        )
+        print(f"== gunicorn: upload -> finished {total:.2f} s, handler {inside:.2f} s")
+        dumps = sorted(Path(directory).glob("*.prof"), key=lambda path: path.stat().st_size)
+        pstats.Stats(str(dumps[-1])).sort_stats(sort).print_stats(25)
+
+
 @contextmanager
 def emulators(root: Path) -> Iterator[tuple[str, str]]:
     if reason := stack.missing():
@@ -174,9 +204,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--profile", action="store_true", help="cProfile both paths instead")
     args = parser.parse_args()
     rows = args.rows
     with tempfile.TemporaryDirectory() as tmp, emulators(Path(tmp)) as (pubsub_host, gcs_url):
+        if args.profile:
+            return profile(rows, pubsub_host, gcs_url)
         floor, handler, e2e_runs = [], [], []
         for _ in range(args.repeat):  # interleaved, so load on the machine hits every mode
             floor.append(bench_floor(rows))

@@ -1,0 +1,32 @@
+"""The service's WSGI app with each request run under cProfile (``storage_bench.py --profile``).
+
+gunicorn serves ``bench.profiled_app:app()`` the way the benchmark serves ``consumer.wsgi:app()``;
+every request's profile is dumped to ``$BENCH_PROFILE_DIR/PID-N.prof``. cProfile sees the
+request's own thread only (not the import's background writer, which waits on the database).
+"""
+
+from __future__ import annotations
+
+import cProfile
+import itertools
+import os
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from consumer.wsgi import app as consumer_app
+
+_count = itertools.count()
+
+
+def app() -> Callable[..., Iterable[bytes]]:
+    flask_app = consumer_app()
+    directory = os.environ["BENCH_PROFILE_DIR"]
+
+    def profiled(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        profiler = cProfile.Profile()
+        try:
+            return list(profiler.runcall(flask_app, environ, start_response))
+        finally:
+            profiler.dump_stats(os.path.join(directory, f"{os.getpid()}-{next(_count)}.prof"))
+
+    return profiled
