@@ -12,7 +12,6 @@ import pytest
 from flask.testing import FlaskClient
 from sqlalchemy import func, select
 
-from consumer.app import create_app
 from consumer.db.engine import make_engine
 from consumer.db.migrate import upgrade
 from consumer.db.schema import inbox
@@ -34,8 +33,8 @@ def limited(sqlite_url: str) -> Settings:
 
 
 @pytest.fixture
-def client(sqlite_url: str) -> FlaskClient:
-    return create_app(limited(sqlite_url)).test_client()
+def app_settings(sqlite_url: str) -> Settings:
+    return limited(sqlite_url)
 
 
 def stored(sqlite_url: str) -> int:

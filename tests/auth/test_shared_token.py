@@ -9,7 +9,6 @@ import pytest
 import requests
 from flask.testing import FlaskClient
 
-from consumer.app import create_app
 from consumer.envelopes_out import wrapped_body
 from consumer.settings import Settings
 from tests.auth.server import gunicorn
@@ -18,8 +17,8 @@ TOKEN = "pV8sQ2-legacy-verification-token-7Kd"
 
 
 @pytest.fixture
-def client(sqlite_url: str) -> FlaskClient:
-    return create_app(Settings(database_url=sqlite_url, push_token=TOKEN)).test_client()
+def app_settings(sqlite_url: str) -> Settings:
+    return Settings(database_url=sqlite_url, push_token=TOKEN)
 
 
 def test_the_right_token_is_accepted(client: FlaskClient) -> None:
