@@ -185,17 +185,19 @@ class Server:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.output = output
-        command = [
-            sys.executable, "-m", "gunicorn", *_worker_options(worker, env), *options,
-            "--bind", f"127.0.0.1:{self.port}", "--workers", str(workers), "--no-control-socket",
-            app or ("consumer.wsgi:asgi()" if worker == PRODUCTION else "consumer.wsgi:app()"),
-        ]  # fmt: skip
+        command = gunicorn_command(self.port, workers, app, worker, options, env)
         self.process = _spawn(command, server_env(env), output)
         try:
             self._wait_ready()
         except BaseException:
             self.stop()
             raise
+
+    def __enter__(self) -> Server:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
 
     def text(self) -> str:
         return self.output.read_text(errors="replace") if self.output else ""
@@ -220,6 +222,24 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+
+
+def gunicorn_command(
+    port: int,
+    workers: int = 2,
+    app: str | None = None,
+    worker: str = PRODUCTION,
+    options: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
+) -> list[str]:
+    """The command ``Server`` runs (production: the container's, with ``--bind`` and
+    ``--workers`` on top of the configuration's)."""
+    if app is None:
+        app = "consumer.wsgi:asgi()" if worker == PRODUCTION else "consumer.wsgi:app()"
+    return [
+        sys.executable, "-m", "gunicorn", *_worker_options(worker, env or {}), *options,
+        "--bind", f"127.0.0.1:{port}", "--workers", str(workers), "--no-control-socket", app,
+    ]  # fmt: skip
 
 
 def _worker_options(worker: str, env: dict[str, str]) -> list[str]:
