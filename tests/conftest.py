@@ -202,17 +202,11 @@ class Server:
     def text(self) -> str:
         return self.output.read_text(errors="replace") if self.output else ""
 
-    def _wait_ready(self, timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"gunicorn exited with {self.process.returncode}:{self.text()}")
-            try:
-                if requests.get(f"{self.url}/healthz", timeout=10).ok:
-                    return
-            except requests.RequestException:
-                time.sleep(0.1)
-        raise RuntimeError("gunicorn did not become ready")
+    def _wait_ready(self) -> None:
+        try:
+            wait_ready(f"{self.url}/healthz", self.process)
+        except RuntimeError as error:
+            raise RuntimeError(f"{error}\n{self.text()}") from None
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -240,6 +234,21 @@ def gunicorn_command(
         sys.executable, "-m", "gunicorn", *_worker_options(worker, env or {}), *options,
         "--bind", f"127.0.0.1:{port}", "--workers", str(workers), "--no-control-socket", app,
     ]  # fmt: skip
+
+
+def wait_ready(url: str, process: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    """Until ``url`` answers 2xx; ``RuntimeError`` if ``process`` exits or time runs out."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the server exited with {process.returncode}")
+        try:
+            if requests.get(url, timeout=5).ok:
+                return
+        except requests.RequestException:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"the server did not answer {url} in {timeout:g} s")
 
 
 def _worker_options(worker: str, env: dict[str, str]) -> list[str]:
