@@ -251,6 +251,19 @@ def wait_ready(url: str, process: subprocess.Popen[bytes], timeout: float = 60) 
     raise RuntimeError(f"the server did not answer {url} in {timeout:g} s")
 
 
+def wait_until(condition: Callable[[], bool], timeout: float = 60, every: float = 0.3) -> None:
+    """Until ``condition()`` holds; a connection error while a server starts counts as not yet."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if condition():
+                return
+        except (requests.RequestException, OSError):
+            pass
+        time.sleep(every)
+    raise AssertionError("condition not met in time")
+
+
 def _worker_options(worker: str, env: dict[str, str]) -> list[str]:
     if worker == PRODUCTION:
         return ["--config", "python:consumer.gunicorn_conf"]
