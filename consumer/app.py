@@ -33,6 +33,7 @@ def create_app(
     registry: Registry | None = None,
     engine: Engine | None = None,
     clock: Clock = utcnow,
+    authenticate: Authenticator | None = None,
 ) -> Flask:
     """Build the service. Everything it needs is passed in; nothing is read from the process."""
     settings.validate()
@@ -42,7 +43,7 @@ def create_app(
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes + 1
     engine = engine or make_engine(settings.database_url)
     dispatcher = Dispatcher(settings, engine, registry or build_registry(settings), clock)
-    authenticate = authenticator_for(settings)
+    authenticate = authenticate or authenticator_for(settings)
     limits = Limits(settings.max_attributes, settings.max_json_depth, settings.max_json_nodes)
     app.before_request(logs.bind_request)  # trace ids for this request's log lines
     app.teardown_request(logs.unbind_request)

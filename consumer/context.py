@@ -1,4 +1,5 @@
-"""What a handler is given: its time budget, the database, the settings, and a heartbeat."""
+"""What a handler is given: its time budget, the database, the settings, the clock, and a
+heartbeat."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from sqlalchemy import Engine
 
 from consumer.errors import LeaseLost
 from consumer.settings import Settings
+from consumer.timeutil import Clock, utcnow
 
 __all__ = ["HandlerContext", "LeaseLost"]  # LeaseLost lives in consumer.errors
 
@@ -25,6 +27,9 @@ class HandlerContext:
     deadline: float
     """``time.monotonic()`` value by which the handler must have returned."""
     renew_lease: Callable[[], bool] = field(default=lambda: True)
+    clock: Clock = utcnow
+    """The service's wall clock (the dispatcher's): every time a handler records or compares with
+    rows comes from it. Budgets stay on ``time.monotonic()``, which no wall-clock step moves."""
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()

@@ -162,7 +162,9 @@ class Dispatcher:
     def _run(self, delivery: Delivery, event: Event) -> Outcome:
         claim = delivery.claim
         renew = self._renewer(delivery)
-        context = context_for(self.settings, self.engine, claim.key, claim.attempts, renew=renew)
+        context = context_for(
+            self.settings, self.engine, claim.key, claim.attempts, renew=renew, clock=self.clock
+        )
         verdict = self._invoke(context, event)
         if verdict.kind is Kind.LEASE_LOST:
             return Outcome(Kind.LEASE_LOST, claim.key, verdict.details)
@@ -174,7 +176,8 @@ class Dispatcher:
     def _unclaimed(self, event: Event, budget: float | None) -> Outcome:
         if self.registry.resolve(event) is None:
             return Outcome(Kind.UNROUTABLE, event.key, {"error": self._unroutable(event)})
-        verdict = self._invoke(context_for(self.settings, self.engine, event.key, 1, budget), event)
+        context = context_for(self.settings, self.engine, event.key, 1, budget, clock=self.clock)
+        verdict = self._invoke(context, event)
         body = {**verdict.details, "attempt": 1}
         if verdict.error:
             body["error"] = verdict.error

@@ -39,8 +39,10 @@ def wsgi_environ(scope: Scope, body: bytes) -> dict[str, Any]:
 
 def _add_header(environ: dict[str, Any], name: str, value: str) -> None:
     key = name.upper().replace("-", "_")
-    if key == "CONTENT_LENGTH":
-        return  # the body is whole: its real length was set above
+    if key in ("CONTENT_LENGTH", "TRANSFER_ENCODING"):
+        # The body is whole and de-chunked: its real length was set above. A chunked
+        # Transfer-Encoding passed on would make Werkzeug ignore that length and read nothing.
+        return
     if key != "CONTENT_TYPE":
         key = f"HTTP_{key}"
     if key in environ:

@@ -25,10 +25,12 @@ from consumer.settings import Settings
 Precheck = Callable[[Scope], ConsumerError | None]
 
 
-def precheck_for(settings: Settings) -> Precheck:
-    authenticate: Authenticator = allow_all
-    if not settings.local_mode or settings.push_token or settings.push_audience:
-        authenticate = authenticator_for(settings)
+def precheck_for(settings: Settings, authenticate: Authenticator | None = None) -> Precheck:
+    """``authenticate``: the app's own, so both share one certificate cache (one fetch)."""
+    if authenticate is None:
+        authenticate = allow_all
+        if not settings.local_mode or settings.push_token or settings.push_audience:
+            authenticate = authenticator_for(settings)
     hook_enabled = bool(settings.deploy_hook_secrets)
 
     def check(scope: Scope) -> ConsumerError | None:

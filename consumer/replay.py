@@ -10,7 +10,6 @@ from consumer.message import PushMessage
 from consumer.outcomes import Outcome
 from consumer.plugins import build_registry
 from consumer.settings import Settings
-from consumer.timeutil import utcnow
 
 __all__ = ["NotReplayable", "replay"]  # NotReplayable lives in consumer.errors
 
@@ -21,7 +20,7 @@ def replay(settings: Settings, key: str) -> Outcome:
     try:
         dispatcher = Dispatcher(settings, engine, build_registry(settings))
         row = dispatcher.inbox.get(key)
-        if row is None or not dispatcher.inbox.rearm(key, utcnow()):
+        if row is None or not dispatcher.inbox.rearm(key, dispatcher.clock()):
             raise NotReplayable(f"{key!r} is missing or not dead, unroutable or failed")
         return dispatcher.dispatch(PushMessage.from_json(row.message), Source.REPLAY)
     finally:

@@ -13,6 +13,7 @@ from consumer.errors import Incomplete, Permanent, Skip
 from consumer.outcomes import Kind
 from consumer.results import describe, json_safe_result
 from consumer.settings import Settings
+from consumer.timeutil import Clock, utcnow
 
 log = logging.getLogger("consumer.running")
 
@@ -33,6 +34,7 @@ def context_for(
     attempt: int,
     budget: float | None = None,
     renew: Callable[[], bool] = lambda: True,
+    clock: Clock = utcnow,
 ) -> HandlerContext:
     """The one place a handler context is built; ``budget`` defaults to the handler budget."""
     seconds = settings.handler_budget_seconds if budget is None else budget
@@ -43,6 +45,7 @@ def context_for(
         attempt=attempt,
         deadline=time.monotonic() + seconds,
         renew_lease=renew,
+        clock=clock,
     )
 
 

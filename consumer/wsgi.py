@@ -19,6 +19,7 @@ from typing import TypeVar
 from flask import Flask
 
 from consumer.app import create_app
+from consumer.auth import authenticator_for
 from consumer.bridge import BridgeLimits, BufferedWsgi
 from consumer.errors import SettingsError
 from consumer.logs import configure_logging
@@ -52,7 +53,12 @@ def asgi_app(settings: Settings, flask_app: Flask | None = None) -> BufferedWsgi
         header_timeout_seconds=settings.header_timeout_seconds,
         threads=settings.threads,
     )
-    return BufferedWsgi(flask_app or create_app(settings), limits, precheck_for(settings))
+    if flask_app is not None:
+        return BufferedWsgi(flask_app, limits, precheck_for(settings))
+    # One authenticator for the precheck and the view: one certificate cache per worker.
+    authenticate = authenticator_for(settings)
+    flask_app = create_app(settings, authenticate=authenticate)
+    return BufferedWsgi(flask_app, limits, precheck_for(settings, authenticate))
 
 
 def settings_or_exit() -> Settings:

@@ -1,5 +1,6 @@
-"""Shared fixtures: real databases (a fresh SQLite file, a fresh PostgreSQL database per test)
-and a real gunicorn server."""
+"""Shared fixtures, defined once: real databases (a fresh SQLite file, a fresh PostgreSQL database
+per test), the service's clock moved by hand, a test client of the app, and real gunicorn servers
+(the production asyncio worker unless a test asks for another)."""
 
 from __future__ import annotations
 
@@ -12,18 +13,22 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
+from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import hypothesis
 import psycopg
 import pytest
 import requests
+from flask.testing import FlaskClient
 from sqlalchemy import Engine
 
+from consumer.app import create_app
 from consumer.db.engine import make_engine
 from consumer.db.migrate import upgrade
 from consumer.settings import Settings
+from consumer.timeutil import utcnow
 
 # CI explores the same generated cases every run (a new random failure would block a landing
 # for reasons unrelated to the change); developers' runs keep exploring new ones.
@@ -101,42 +106,107 @@ def settings(database_url: str) -> Settings:
     return Settings(database_url=database_url, local_mode=True)
 
 
+class Clock:
+    """The service's injectable wall clock, moved by hand: ``advance(seconds)``, or set ``now``.
+    Built without a start it follows the real clock (shifted by what was advanced), so rows the
+    code stamps with the real time stay comparable; setting ``now`` stops it there."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self.start, self.offset = start, timedelta()
+
+    def __call__(self) -> datetime:
+        return (self.start or utcnow()) + self.offset
+
+    @property
+    def now(self) -> datetime:
+        return self()
+
+    @now.setter
+    def now(self, moment: datetime) -> None:
+        self.start, self.offset = moment, timedelta()
+
+    def advance(self, seconds: float) -> None:
+        self.offset += timedelta(seconds=seconds)
+
+    def seconds(self) -> float:
+        """The same clock as seconds, for the parts that take a ``time.monotonic``-like one."""
+        return self().timestamp()
+
+
+@pytest.fixture
+def clock(request: pytest.FixtureRequest) -> Clock:
+    """Follows the real clock; ``@pytest.mark.clock(datetime(...))`` stops it at that moment."""
+    marker = request.node.get_closest_marker("clock")
+    return Clock(marker.args[0] if marker else None)
+
+
+@pytest.fixture
+def app_settings(settings: Settings) -> Settings:
+    """The settings ``client`` serves: a module overrides this fixture to serve others."""
+    return settings
+
+
+@pytest.fixture
+def client(
+    app_settings: Settings, clock: Clock, request: pytest.FixtureRequest
+) -> Iterator[FlaskClient]:
+    """The app on ``clock``, sharing the test's ``engine`` when the test uses one."""
+    shared = "engine" in request.fixturenames
+    engine = request.getfixturevalue("engine") if shared else make_engine(app_settings.database_url)
+    yield create_app(app_settings, engine=engine, clock=clock).test_client()
+    if not shared:
+        engine.dispose()
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
 
 
-class Server:
-    """A real gunicorn process serving ``consumer.wsgi:app()`` on loopback."""
+PRODUCTION = "production"
+"""``Server(worker=...)``: the container's command, gunicorn's asyncio worker (``consumer.worker``)
+configured by ``consumer.gunicorn_conf``; any other value is a gunicorn ``--worker-class``."""
 
-    def __init__(self, env: dict[str, str], workers: int = 2, app: str = "consumer.wsgi:app()"):
+
+class Server:
+    """A real gunicorn process on loopback, stopped by PID. Its output goes to ``output`` when
+    given (read it with ``text()``), else to the test's own."""
+
+    def __init__(
+        self,
+        env: dict[str, str],
+        workers: int = 2,
+        app: str | None = None,
+        worker: str = PRODUCTION,
+        options: tuple[str, ...] = (),
+        output: Path | None = None,
+    ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        command = [
-            sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{self.port}",
-            "--workers", str(workers), "--timeout", env.get("CONSUMER_ACK_DEADLINE_SECONDS", "60"),
-            "--no-control-socket", app,
-        ]  # fmt: skip
-        inherited = {k: v for k, v in os.environ.items() if not k.startswith("CONSUMER_")}
-        self.process = subprocess.Popen(command, env={**inherited, **env})
+        self.output = output
+        command = gunicorn_command(self.port, workers, app, worker, options, env)
+        self.process = _spawn(command, server_env(env), output)
         try:
             self._wait_ready()
         except BaseException:
             self.stop()
             raise
 
-    def _wait_ready(self, timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"gunicorn exited with {self.process.returncode}")
-            try:
-                if requests.get(f"{self.url}/healthz", timeout=10).ok:
-                    return
-            except requests.RequestException:
-                time.sleep(0.1)
-        raise RuntimeError("gunicorn did not become ready")
+    def __enter__(self) -> Server:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+    def text(self) -> str:
+        return self.output.read_text(errors="replace") if self.output else ""
+
+    def _wait_ready(self) -> None:
+        try:
+            wait_ready(f"{self.url}/healthz", self.process)
+        except RuntimeError as error:
+            raise RuntimeError(f"{error}\n{self.text()}") from None
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -148,9 +218,80 @@ class Server:
                 self.process.wait()
 
 
+def gunicorn_command(
+    port: int,
+    workers: int = 2,
+    app: str | None = None,
+    worker: str = PRODUCTION,
+    options: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
+) -> list[str]:
+    """The command ``Server`` runs (production: the container's, with ``--bind`` and
+    ``--workers`` on top of the configuration's)."""
+    if app is None:
+        app = "consumer.wsgi:asgi()" if worker == PRODUCTION else "consumer.wsgi:app()"
+    return [
+        sys.executable, "-m", "gunicorn", *_worker_options(worker, env or {}), *options,
+        "--bind", f"127.0.0.1:{port}", "--workers", str(workers), "--no-control-socket", app,
+    ]  # fmt: skip
+
+
+def wait_ready(url: str, process: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    """Until ``url`` answers 2xx; ``RuntimeError`` if ``process`` exits or time runs out."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the server exited with {process.returncode}")
+        try:
+            if requests.get(url, timeout=5).ok:
+                return
+        except requests.RequestException:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"the server did not answer {url} in {timeout:g} s")
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 60, every: float = 0.3) -> None:
+    """Until ``condition()`` holds; a connection error while a server starts counts as not yet."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if condition():
+                return
+        except (requests.RequestException, OSError):
+            pass
+        time.sleep(every)
+    raise AssertionError("condition not met in time")
+
+
+def _worker_options(worker: str, env: dict[str, str]) -> list[str]:
+    if worker == PRODUCTION:
+        return ["--config", "python:consumer.gunicorn_conf"]
+    timeout = env.get("CONSUMER_ACK_DEADLINE_SECONDS", "60")
+    return ["--worker-class", worker, "--timeout", timeout]
+
+
+def _spawn(command: list[str], env: dict[str, str], output: Path | None) -> subprocess.Popen[bytes]:
+    sink: IO[bytes] | None = output.open("wb") if output else None
+    try:
+        return subprocess.Popen(command, env=env, stdout=sink, stderr=sink and subprocess.STDOUT)
+    finally:
+        if sink:
+            sink.close()
+
+
+def server_env(env: dict[str, str]) -> dict[str, str]:
+    """The test's ``CONSUMER_*`` variables only (none leak in from the runner); outside local
+    mode a serving process refuses to start without an SMTP host, so one is given."""
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith("CONSUMER_")}
+    if env.get("CONSUMER_LOCAL_MODE") != "true":
+        inherited["CONSUMER_SMTP_HOST"] = "127.0.0.1"
+    return {**inherited, **env}
+
+
 @pytest.fixture
 def start_server() -> Iterator[Callable[..., Server]]:
-    """Start gunicorn servers with the given ``CONSUMER_*`` environment; stopped by PID after."""
+    """Start gunicorn servers (``Server``'s arguments); all stopped by PID after the test."""
     servers: list[Server] = []
 
     def start(env: dict[str, str], **kwargs: Any) -> Server:

@@ -33,7 +33,6 @@ from consumer.dispatch import Skip
 from consumer.events import DeployEvent
 from consumer.extensions import Warmers, WarmerSpec
 from consumer.registry import Registry
-from consumer.timeutil import utcnow
 
 log = logging.getLogger("consumer.deploy")
 
@@ -53,7 +52,7 @@ class CacheWarming:
     def __call__(self, context: HandlerContext, event: DeployEvent) -> dict[str, Any]:
         store, summaries = WarmRuns(context.engine), []
         for spec in self.warmers.for_service(event.service):
-            started_at = utcnow()
+            started_at = context.clock()
             report = run_warmer(spec, context, event)
             if report is not None:
                 summaries.append(record(store, event, context.attempt, started_at, report))

@@ -17,7 +17,6 @@ from consumer.events import TickEvent
 from consumer.inbox import Inbox
 from consumer.jobs import store as jobs_store
 from consumer.registry import Registry
-from consumer.timeutil import utcnow
 
 DAY = 24 * 3600
 CHUNK_ROWS = 5000
@@ -26,9 +25,9 @@ RESERVE_SECONDS = 5.0
 
 
 def cleanup(context: HandlerContext, event: TickEvent) -> dict[str, Any]:
-    settings, engine = context.settings, context.engine
-    inbox_before = utcnow() - timedelta(seconds=settings.inbox_retention_seconds)
-    jobs_before = utcnow() - timedelta(seconds=settings.job_retention_seconds)
+    settings, engine, now = context.settings, context.engine, context.clock()
+    inbox_before = now - timedelta(seconds=settings.inbox_retention_seconds)
+    jobs_before = now - timedelta(seconds=settings.job_retention_seconds)
     inbox_purged, more = _in_chunks(
         context, lambda limit: Inbox(engine).purge(inbox_before, limit=limit)
     )

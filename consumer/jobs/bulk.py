@@ -138,15 +138,20 @@ def insert_jobs(connection: Connection, template: JobTemplate, rows: Sequence[Bu
 
 
 def insert_batch(
-    connection: Connection, template: JobTemplate, batch: BulkBatch, relaxed: bool = False
+    connection: Connection,
+    template: JobTemplate,
+    batch: BulkBatch,
+    relaxed: bool = False,
+    now: datetime | None = None,
 ) -> int:
     """Insert the batch as pending jobs in the caller's transaction; rows whose key exists
     (among unfinished or finished jobs, or earlier in the batch) are skipped. Returns how many
     were inserted. ``relaxed``: the transaction's commit need not wait for the disk (see
-    ``RELAX_COMMIT``; PostgreSQL only)."""
+    ``RELAX_COMMIT``; PostgreSQL only). ``now`` (default: the wall clock) stamps the rows, and
+    is when they are due unless the template says otherwise."""
     if not batch.items:
         return 0
-    now = utcnow()
+    now = now or utcnow()
     params = {
         "kind": template.kind, "status": Status.PENDING.value, "priority": template.priority,
         "run_at": template.run_at or now, "max_attempts": template.max_attempts, "now": now,

@@ -31,7 +31,7 @@ def register(registry: Registry) -> None:
         """The same sweep for a tick, a continuation and ``consumer sweep --once``."""
         settings = context.settings
         reserve = PUBLISH_RESERVE_SECONDS if settings.continuation_topic else 0.0
-        sweeper = Sweeper(settings, context.engine, registry.job_kinds)
+        sweeper = Sweeper(settings, context.engine, registry.job_kinds, context.clock)
         summary = sweeper.run(context.deadline - reserve)
         count = continuations_wanted(settings, event, summary)
         published = continuation.publish(

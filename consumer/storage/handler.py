@@ -27,7 +27,7 @@ from consumer.storage.processors import FileInput, Processor, Processors, proces
 from consumer.storage.reader import ObjectStore, ObjectUnavailable
 from consumer.storage.rules import Rule, Rules, load_rules
 from consumer.storage.store import ProcessedFiles
-from consumer.timeutil import utcnow
+from consumer.timeutil import Clock
 
 log = logging.getLogger("consumer.storage")
 FINALIZE = StorageEventType.OBJECT_FINALIZE
@@ -93,8 +93,8 @@ class StorageHandler:
     ) -> dict[str, Any]:
         files = ProcessedFiles(context.engine)
         owner = uuid.uuid4().hex
-        obj = known or self._stat(files, event, rule, owner)
-        row = files.begin(obj, rule.processor, owner, utcnow())
+        obj = known or self._stat(files, event, rule, owner, context.clock)
+        row = files.begin(obj, rule.processor, owner, context.clock())
         if row.status in FINAL:
             return {"outcome": "already processed", **row.summary()}
         file = FileInput(
@@ -111,7 +111,7 @@ class StorageHandler:
         return finished.summary() if finished else {}
 
     def _stat(
-        self, files: ProcessedFiles, event: StorageEvent, rule: Rule, owner: str
+        self, files: ProcessedFiles, event: StorageEvent, rule: Rule, owner: str, clock: Clock
     ) -> StoredObject:
         """The generation's metadata; skipped (and recorded, as its owner) if it cannot be read
         any more."""
@@ -119,8 +119,8 @@ class StorageHandler:
             return self.objects.stat(event.bucket, event.name, int(event.generation))
         except ObjectUnavailable as gone:
             named = _named(event)
-            if files.begin(named, rule.processor, owner, utcnow()).status not in FINAL:
-                files.record_skip(named, owner, str(gone), utcnow())
+            if files.begin(named, rule.processor, owner, clock()).status not in FINAL:
+                files.record_skip(named, owner, str(gone), clock())
             raise Skip(str(gone)) from None
 
     def _run(self, file: FileInput, processor: Processor, rule: Rule) -> tuple[str, FileResult]:
@@ -132,7 +132,7 @@ class StorageHandler:
                 file.content = content
                 return checksum, processor(file)
         except (ObjectUnavailable, Skip) as skip:
-            files.record_skip(obj, file.owner, str(skip), utcnow())
+            files.record_skip(obj, file.owner, str(skip), file.context.clock())
             raise Skip(str(skip)) from None
         except LeaseLost:
             raise
@@ -140,7 +140,8 @@ class StorageHandler:
             _stopped(files, file, exc)
         except Permanent as exc:
             progress = file.timed(file.committed)
-            files.finish(obj, file.owner, FileStatus.FAILED, progress, utcnow(), error=str(exc))
+            now = file.context.clock()
+            files.finish(obj, file.owner, FileStatus.FAILED, progress, now, error=str(exc))
             raise
         except Exception as exc:
             _note(files, file, f"{type(exc).__name__}: {exc}")
@@ -153,7 +154,7 @@ def _finish(file: FileInput, result: FileResult, checksum: str) -> None:
 
     def write() -> bool:
         files.finish(
-            obj, file.owner, result.status, result.progress, utcnow(),
+            obj, file.owner, result.status, result.progress, file.context.clock(),
             checksum=checksum or None, result=dict(result.details), error=result.error,
         )  # fmt: skip
         return True
@@ -183,7 +184,7 @@ def _stopped(files: ProcessedFiles, file: FileInput, exc: BudgetExhausted) -> No
 def _note(files: ProcessedFiles, file: FileInput, error: str) -> None:
     """Best effort: the failure may be the database itself."""
     try:
-        files.note_error(file.object, file.owner, error, utcnow())
+        files.note_error(file.object, file.owner, error, file.context.clock())
     except Exception:
         log.warning("could not record the failure of %s", file.object.url, exc_info=True)
 

@@ -162,7 +162,8 @@ class _Importer:
 
         def work(connection: Connection) -> Progress:
             # Relaxed: the file's final status (or the note of a stop) commits synchronously.
-            inserted = insert_batch(connection, self.template, batch, relaxed=True)
+            now = self.file.context.clock()
+            inserted = insert_batch(connection, self.template, batch, relaxed=True, now=now)
             return reached.advanced(jobs_created=self.created + inserted)
 
         def write() -> None:

@@ -31,7 +31,6 @@ from consumer.storage.budget import Pacer
 from consumer.storage.durable import durably
 from consumer.storage.model import FileResult, Progress, StoredObject
 from consumer.storage.store import ProcessedFiles
-from consumer.timeutil import utcnow
 
 Processor = Callable[["FileInput"], FileResult]
 
@@ -69,7 +68,8 @@ class FileInput:
     def _commit(self, work: Callable[[Connection], Progress]) -> Progress:
         with unavailable_on_db_fault(), self.context.engine.begin() as connection:
             progress = self.timed(work(connection))
-            self.files.checkpoint(connection, self.object, self.owner, progress, utcnow())
+            now = self.context.clock()
+            self.files.checkpoint(connection, self.object, self.owner, progress, now)
         self.committed = progress
         return progress
 

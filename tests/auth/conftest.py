@@ -5,9 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from flask.testing import FlaskClient
 
-from consumer.app import create_app
 from consumer.settings import Settings
 from tests.auth.tokens import ACCOUNT, AUDIENCE, CertsServer, SigningKey
 
@@ -41,5 +39,6 @@ def oidc_settings(sqlite_url: str, certs_server: CertsServer) -> Settings:
 
 
 @pytest.fixture
-def oidc_client(oidc_settings: Settings) -> FlaskClient:
-    return create_app(oidc_settings).test_client()
+def app_settings(oidc_settings: Settings) -> Settings:
+    """The auth tests' ``client`` trusts the certs server."""
+    return oidc_settings

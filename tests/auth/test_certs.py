@@ -4,6 +4,7 @@ keys, the last good copy kept when the certs URL fails, 503 when there is no cop
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
 import pytest
 from flask.testing import FlaskClient
@@ -14,26 +15,15 @@ from consumer.errors import Forbidden, Unauthorized, Unavailable
 from consumer.oidc import OidcAuthenticator
 from consumer.settings import Settings
 from tests.auth.tokens import ACCOUNT, AUDIENCE, CertsServer, SigningKey, claims
+from tests.conftest import Clock
 
-
-class Clock:
-    """Monotonic seconds that only move when the test says so."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
+# The certificate cache's clock moves only when the test says so.
+pytestmark = pytest.mark.clock(datetime(2026, 11, 29, 12, 0, tzinfo=UTC))
 
 
 @pytest.fixture
 def authenticate(certs_server: CertsServer, clock: Clock) -> Iterator[OidcAuthenticator]:
-    certs = CachedCerts(certs_server.url, clock=clock, refetch_interval=60)
+    certs = CachedCerts(certs_server.url, clock=clock.seconds, refetch_interval=60)
     yield OidcAuthenticator(AUDIENCE, [ACCOUNT], certs, clock_skew_seconds=30)
 
 
@@ -50,11 +40,11 @@ def test_a_rotated_key_is_picked_up_after_the_refetch_interval(
     authenticate(bearer(google_key), {})
     new_key = SigningKey("google-key-2")
     certs_server.publish(google_key, new_key)
-    clock.now += 10  # too soon to refetch for an unknown kid: refused, no fetch
+    clock.advance(10)  # too soon to refetch for an unknown kid: refused, no fetch
     with pytest.raises(Unauthorized):
         authenticate(bearer(new_key), {})
     assert certs_server.fetches == 1
-    clock.now += 60
+    clock.advance(60)
     authenticate(bearer(new_key), {})
     authenticate(bearer(google_key), {})
     assert certs_server.fetches == 2
@@ -67,10 +57,10 @@ def test_the_document_is_refetched_when_max_age_runs_out(
     clock: Clock,
 ) -> None:
     authenticate(bearer(google_key), {})
-    clock.now += 3599
+    clock.advance(3599)
     authenticate(bearer(google_key), {})
     assert certs_server.fetches == 1
-    clock.now += 2
+    clock.advance(2)
     authenticate(bearer(google_key), {})
     assert certs_server.fetches == 2
 
@@ -83,9 +73,9 @@ def test_the_last_good_certificates_survive_a_failing_certs_url(
 ) -> None:
     authenticate(bearer(google_key), {})
     certs_server.status = 500
-    clock.now += 4000
+    clock.advance(4000)
     authenticate(bearer(google_key), {})
-    clock.now += 30  # the failure is retried after the refetch interval, not per request
+    clock.advance(30)  # the failure is retried after the refetch interval, not per request
     authenticate(bearer(google_key), {})
     assert certs_server.fetches == 2
 
@@ -122,18 +112,18 @@ def test_with_no_certificates_a_failing_certs_url_is_not_fetched_per_request(
 def test_a_failed_first_fetch_is_retried_after_the_backoff(
     certs_server: CertsServer, google_key: SigningKey, clock: Clock
 ) -> None:
-    certs = CachedCerts(certs_server.url, clock=clock, failure_backoff=10)
+    certs = CachedCerts(certs_server.url, clock=clock.seconds, failure_backoff=10)
     authenticate = OidcAuthenticator(AUDIENCE, [ACCOUNT], certs)
     certs_server.status = 500
     for _ in range(3):
         with pytest.raises(Unavailable):
             authenticate(bearer(google_key), {})
-    clock.now += 9
+    clock.advance(9)
     with pytest.raises(Unavailable):
         authenticate(bearer(google_key), {})
     assert certs_server.fetches == 1
     certs_server.status = 200
-    clock.now += 1
+    clock.advance(1)
     authenticate(bearer(google_key), {})
     assert certs_server.fetches == 2
 

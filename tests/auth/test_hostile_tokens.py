@@ -33,12 +33,12 @@ def nested_payload(key: SigningKey) -> str:
     return f"{segment({'alg': 'RS256', 'kid': key.kid, 'typ': 'JWT'})}.{NESTED}.{SIGNATURE}"
 
 
-def test_a_deeply_nested_header_gets_401(oidc_client: FlaskClient) -> None:
-    assert push(oidc_client, f"{NESTED}.{segment(claims())}.{SIGNATURE}") == (401, REFUSAL)
+def test_a_deeply_nested_header_gets_401(client: FlaskClient) -> None:
+    assert push(client, f"{NESTED}.{segment(claims())}.{SIGNATURE}") == (401, REFUSAL)
 
 
-def test_a_deeply_nested_payload_gets_401(oidc_client: FlaskClient, google_key: SigningKey) -> None:
-    assert push(oidc_client, nested_payload(google_key)) == (401, REFUSAL)
+def test_a_deeply_nested_payload_gets_401(client: FlaskClient, google_key: SigningKey) -> None:
+    assert push(client, nested_payload(google_key)) == (401, REFUSAL)
 
 
 def test_a_deeply_nested_payload_is_an_ordinary_refusal(

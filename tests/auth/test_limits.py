@@ -12,13 +12,12 @@ import pytest
 from flask.testing import FlaskClient
 from sqlalchemy import func, select
 
-from consumer.app import create_app
 from consumer.db.engine import make_engine
 from consumer.db.migrate import upgrade
 from consumer.db.schema import inbox
 from consumer.envelopes_out import wrapped_body
 from consumer.settings import Settings
-from tests.auth.server import Gunicorn, gunicorn
+from tests.conftest import Server
 
 LIMIT = 64 * 1024
 
@@ -34,8 +33,8 @@ def limited(sqlite_url: str) -> Settings:
 
 
 @pytest.fixture
-def client(sqlite_url: str) -> FlaskClient:
-    return create_app(limited(sqlite_url)).test_client()
+def app_settings(sqlite_url: str) -> Settings:
+    return limited(sqlite_url)
 
 
 def stored(sqlite_url: str) -> int:
@@ -114,11 +113,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Any:
         "CONSUMER_MAX_BODY_BYTES": str(LIMIT),
         "CONSUMER_LOG_LEVEL": "WARNING",
     }
-    with gunicorn(env, tmp_path / "out.log") as running:
+    with Server(env, workers=1, output=tmp_path / "out.log") as running:
         yield running
 
 
-def raw_request(server: Gunicorn, head: bytes, chunks: list[bytes]) -> bytes:
+def raw_request(server: Server, head: bytes, chunks: list[bytes]) -> bytes:
     """Send a request on a raw socket, tolerating the server closing early; return the reply."""
     port = int(server.url.rsplit(":", 1)[1])
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
@@ -144,7 +143,7 @@ def head(extra: str) -> bytes:
 
 
 @pytest.mark.slow
-def test_a_huge_content_length_gets_413_without_the_body_being_sent(server: Gunicorn) -> None:
+def test_a_huge_content_length_gets_413_without_the_body_being_sent(server: Server) -> None:
     started = time.monotonic()
     reply = raw_request(server, head(f"Content-Length: {10**12}\r\n"), [])
     assert reply.startswith(b"HTTP/1.1 413"), reply[:200]
@@ -157,14 +156,14 @@ def chunked(body: bytes, size: int = 4096) -> list[bytes]:
 
 
 @pytest.mark.slow
-def test_a_chunked_body_over_the_limit_is_cut_off_with_413(server: Gunicorn) -> None:
+def test_a_chunked_body_over_the_limit_is_cut_off_with_413(server: Server) -> None:
     body = json.dumps(wrapped_body(data=b"x" * (4 * LIMIT))).encode()
     reply = raw_request(server, head("Transfer-Encoding: chunked\r\n"), chunked(body))
     assert reply.startswith(b"HTTP/1.1 413"), reply[:200]
 
 
 @pytest.mark.slow
-def test_a_chunked_body_under_the_limit_is_read(server: Gunicorn) -> None:
+def test_a_chunked_body_under_the_limit_is_read(server: Server) -> None:
     body = json.dumps(wrapped_body(data=b"small")).encode()
     reply = raw_request(server, head("Transfer-Encoding: chunked\r\n"), chunked(body, size=50))
     assert reply.startswith(b"HTTP/1.1 200"), reply[:300]

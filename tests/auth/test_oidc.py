@@ -32,22 +32,22 @@ def bearer(token: str) -> str:
     return f"Bearer {token}"
 
 
-def test_a_genuine_token_is_accepted(oidc_client: FlaskClient, google_key: SigningKey) -> None:
-    response = push(oidc_client, bearer(google_key.sign(claims())))
+def test_a_genuine_token_is_accepted(client: FlaskClient, google_key: SigningKey) -> None:
+    response = push(client, bearer(google_key.sign(claims())))
     assert response.status_code == 200, response.json
     assert response.json["outcome"] == "unroutable"
 
 
 @pytest.mark.parametrize("issuer", ["accounts.google.com", "https://accounts.google.com"])
 def test_both_google_issuer_spellings_are_accepted(
-    oidc_client: FlaskClient, google_key: SigningKey, issuer: str
+    client: FlaskClient, google_key: SigningKey, issuer: str
 ) -> None:
-    assert push(oidc_client, bearer(google_key.sign(claims(iss=issuer)))).status_code == 200
+    assert push(client, bearer(google_key.sign(claims(iss=issuer)))).status_code == 200
 
 
-def test_every_allowed_account_may_push(oidc_client: FlaskClient, google_key: SigningKey) -> None:
+def test_every_allowed_account_may_push(client: FlaskClient, google_key: SigningKey) -> None:
     token = google_key.sign(claims(email="Second@project.iam.gserviceaccount.com"))
-    assert push(oidc_client, bearer(token)).status_code == 200
+    assert push(client, bearer(token)).status_code == 200
 
 
 NOW = int(time.time())
@@ -73,17 +73,17 @@ FORGED_CLAIMS: dict[str, dict[str, Any]] = {
 
 @pytest.mark.parametrize("case", FORGED_CLAIMS)
 def test_correctly_signed_but_invalid_claims_get_401(
-    oidc_client: FlaskClient, google_key: SigningKey, case: str
+    client: FlaskClient, google_key: SigningKey, case: str
 ) -> None:
-    response = push(oidc_client, bearer(google_key.sign(FORGED_CLAIMS[case])))
+    response = push(client, bearer(google_key.sign(FORGED_CLAIMS[case])))
     assert (response.status_code, response.json) == (401, REFUSAL)
 
 
 def test_a_valid_token_from_another_account_gets_403(
-    oidc_client: FlaskClient, google_key: SigningKey
+    client: FlaskClient, google_key: SigningKey
 ) -> None:
     token = google_key.sign(claims(email="someone-else@project.iam.gserviceaccount.com"))
-    response = push(oidc_client, bearer(token))
+    response = push(client, bearer(token))
     assert response.status_code == 403
     assert response.json == {
         "outcome": "rejected",
@@ -93,19 +93,19 @@ def test_a_valid_token_from_another_account_gets_403(
 
 
 def test_the_clock_skew_tolerates_slightly_wrong_clocks(
-    oidc_client: FlaskClient, google_key: SigningKey
+    client: FlaskClient, google_key: SigningKey
 ) -> None:
     """Configured skew is 30 s: 10 s past exp and 10 s before iat still pass (times taken now,
     not at import: a long run would otherwise age them past the skew)."""
     now = int(time.time())
     expired_a_little = claims(iat=now - 3610, exp=now - 10)
     early_a_little = claims(iat=now + 10, exp=now + 3610)
-    assert push(oidc_client, bearer(google_key.sign(expired_a_little))).status_code == 200
-    assert push(oidc_client, bearer(google_key.sign(early_a_little))).status_code == 200
+    assert push(client, bearer(google_key.sign(expired_a_little))).status_code == 200
+    assert push(client, bearer(google_key.sign(early_a_little))).status_code == 200
 
 
 def test_forged_signatures_get_401(
-    oidc_client: FlaskClient, google_key: SigningKey, other_key: SigningKey
+    client: FlaskClient, google_key: SigningKey, other_key: SigningKey
 ) -> None:
     unknown_kid = other_key.sign(claims())
     known_kid_wrong_key = other_key.sign(claims(), kid=google_key.kid)
@@ -113,12 +113,12 @@ def test_forged_signatures_get_401(
     head, _, signature = genuine.split(".")
     tampered = f"{head}.{segment(claims(email='root@evil.example.com'))}.{signature}"
     for token in (unknown_kid, known_kid_wrong_key, tampered):
-        response = push(oidc_client, bearer(token))
+        response = push(client, bearer(token))
         assert (response.status_code, response.json) == (401, REFUSAL), token
 
 
 def test_alg_none_and_algorithm_confusion_get_401(
-    oidc_client: FlaskClient, google_key: SigningKey
+    client: FlaskClient, google_key: SigningKey
 ) -> None:
     forgeries = [
         unsigned(claims()),
@@ -128,7 +128,7 @@ def test_alg_none_and_algorithm_confusion_get_401(
         google_key.sign(claims(), alg="RS512"),
     ]
     for token in forgeries:
-        response = push(oidc_client, bearer(token))
+        response = push(client, bearer(token))
         assert (response.status_code, response.json) == (401, REFUSAL), token
 
 
@@ -161,20 +161,20 @@ MALFORMED_HEADERS = {
 
 
 @pytest.mark.parametrize("case", MALFORMED_HEADERS)
-def test_missing_or_malformed_authorization_gets_401(oidc_client: FlaskClient, case: str) -> None:
-    response = push(oidc_client, MALFORMED_HEADERS[case])
+def test_missing_or_malformed_authorization_gets_401(client: FlaskClient, case: str) -> None:
+    response = push(client, MALFORMED_HEADERS[case])
     assert (response.status_code, response.json) == (401, REFUSAL)
 
 
 def test_a_legacy_token_is_not_accepted_when_oidc_is_configured(
-    oidc_client: FlaskClient,
+    client: FlaskClient,
 ) -> None:
-    response = oidc_client.post("/push?token=anything", json=wrapped_body(data=b"x"))
+    response = client.post("/push?token=anything", json=wrapped_body(data=b"x"))
     assert response.status_code == 401
 
 
 def test_refusals_are_logged_with_a_reason_but_without_the_token(
-    oidc_client: FlaskClient,
+    client: FlaskClient,
     google_key: SigningKey,
     other_key: SigningKey,
     caplog: pytest.LogCaptureFixture,
@@ -186,7 +186,7 @@ def test_refusals_are_logged_with_a_reason_but_without_the_token(
     ]
     with caplog.at_level(logging.INFO, logger="consumer"):
         for token in tokens:
-            push(oidc_client, bearer(token))
+            push(client, bearer(token))
     logged = "\n".join(json.dumps(vars(record), default=str) for record in caplog.records)
     assert "Could not verify token signature" in logged
     assert "wrong audience" in logged
@@ -197,20 +197,20 @@ def test_refusals_are_logged_with_a_reason_but_without_the_token(
 
 
 def test_certificates_are_fetched_once_not_per_request(
-    oidc_client: FlaskClient, google_key: SigningKey, certs_server: CertsServer
+    client: FlaskClient, google_key: SigningKey, certs_server: CertsServer
 ) -> None:
     for _ in range(20):
-        assert push(oidc_client, bearer(google_key.sign(claims()))).status_code == 200
+        assert push(client, bearer(google_key.sign(claims()))).status_code == 200
     assert certs_server.fetches == 1
 
 
 def test_unknown_key_ids_cannot_make_us_hammer_the_certs_url(
-    oidc_client: FlaskClient, google_key: SigningKey, certs_server: CertsServer
+    client: FlaskClient, google_key: SigningKey, certs_server: CertsServer
 ) -> None:
-    push(oidc_client, bearer(google_key.sign(claims())))
+    push(client, bearer(google_key.sign(claims())))
     for number in range(20):
         token = google_key.sign(claims(), kid=f"made-up-{number}")
-        assert push(oidc_client, bearer(token)).status_code == 401
+        assert push(client, bearer(token)).status_code == 401
     assert certs_server.fetches == 1
 
 

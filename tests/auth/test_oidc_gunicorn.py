@@ -8,8 +8,8 @@ import pytest
 import requests
 
 from consumer.envelopes_out import wrapped_body
-from tests.auth.server import gunicorn
 from tests.auth.tokens import ACCOUNT, AUDIENCE, CertsServer, SigningKey, claims
+from tests.conftest import Server
 
 WORKERS = 2
 pytestmark = pytest.mark.slow
@@ -35,7 +35,7 @@ def test_gunicorn_accepts_pubsub_and_refuses_the_rest(
         google_key.sign(claims(aud="https://elsewhere.example.com")): 401,
         google_key.sign(claims(email="intruder@p.iam.gserviceaccount.com")): 403,
     }
-    with gunicorn(env, tmp_path / "out.log", workers=WORKERS) as server:
+    with Server(env, workers=WORKERS, output=tmp_path / "out.log") as server:
         for _ in range(5):
             for token, status in cases.items():
                 response = requests.post(

@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.conftest import free_port
-from tests.core.test_cli import wait_until
+from tests.conftest import free_port, wait_until
 from tests.core.test_serve import clean_env
 
 pytestmark = pytest.mark.slow

@@ -9,17 +9,16 @@ import pytest
 import requests
 from flask.testing import FlaskClient
 
-from consumer.app import create_app
 from consumer.envelopes_out import wrapped_body
 from consumer.settings import Settings
-from tests.auth.server import gunicorn
+from tests.conftest import Server
 
 TOKEN = "pV8sQ2-legacy-verification-token-7Kd"
 
 
 @pytest.fixture
-def client(sqlite_url: str) -> FlaskClient:
-    return create_app(Settings(database_url=sqlite_url, push_token=TOKEN)).test_client()
+def app_settings(sqlite_url: str) -> Settings:
+    return Settings(database_url=sqlite_url, push_token=TOKEN)
 
 
 def test_the_right_token_is_accepted(client: FlaskClient) -> None:
@@ -57,8 +56,7 @@ def test_the_token_never_reaches_the_access_log(sqlite_url: str, tmp_path: Path)
     """Run the container's command (``--config python:consumer.gunicorn_conf``). A push writes
     its decision line instead of an access line; a GET of /push (405) still writes one."""
     env = {"CONSUMER_DATABASE_URL": sqlite_url, "CONSUMER_PUSH_TOKEN": TOKEN}
-    options = ("--config", "python:consumer.gunicorn_conf")
-    with gunicorn(env, tmp_path / "out.log", *options) as server:
+    with Server(env, workers=1, output=tmp_path / "out.log") as server:
         push = f"{server.url}/push?token="
         accepted = requests.post(push + TOKEN, json=wrapped_body(), timeout=10)
         refused = requests.post(f"{push}guess-{TOKEN}", json={}, timeout=10)

@@ -14,8 +14,7 @@ import pytest
 from consumer.app import create_app
 from consumer.errors import SettingsError
 from consumer.settings import Settings
-from tests.auth.server import clean_env, command, gunicorn
-from tests.conftest import free_port
+from tests.conftest import Server, free_port, gunicorn_command, server_env
 
 NOT_CONFIGURED = "push authentication is not configured"
 LOCAL_WARNING = "LOCAL MODE: push requests are NOT authenticated"
@@ -71,7 +70,7 @@ def test_each_way_of_authenticating_is_accepted() -> None:
 def test_the_cli_refuses_to_serve_without_authentication(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-c", "from consumer.cli import main; main()", "serve"],
-        env=clean_env({}),
+        env=server_env({}),
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -85,8 +84,8 @@ def test_the_cli_refuses_to_serve_without_authentication(tmp_path: Path) -> None
 @pytest.mark.slow
 def test_gunicorn_refuses_to_boot_without_authentication(tmp_path: Path) -> None:
     result = subprocess.run(
-        command(free_port()),
-        env=clean_env({"CONSUMER_DATABASE_URL": f"sqlite:///{tmp_path / 'c.db'}"}),
+        gunicorn_command(free_port(), workers=1),
+        env=server_env({"CONSUMER_DATABASE_URL": f"sqlite:///{tmp_path / 'c.db'}"}),
         capture_output=True,
         text=True,
         timeout=60,
@@ -116,7 +115,7 @@ def test_local_mode_warns_at_every_worker_start(sqlite_url: str, tmp_path: Path)
         "CONSUMER_LOCAL_MODE": "true",
         "CONSUMER_LOG_LEVEL": "ERROR",
     }
-    with gunicorn(env, tmp_path / "out.log", workers=3) as server:
+    with Server(env, workers=3, output=tmp_path / "out.log") as server:
         deadline = time.monotonic() + 30
         while server.text().count(LOCAL_WARNING) < 3 and time.monotonic() < deadline:
             time.sleep(0.1)

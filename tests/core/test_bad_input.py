@@ -71,11 +71,6 @@ def inbox_count(engine: Engine) -> int:
         return int(connection.execute(select(func.count()).select_from(inbox)).scalar_one())
 
 
-@pytest.fixture
-def client(settings: Settings, engine: Engine) -> FlaskClient:
-    return create_app(settings, engine=engine).test_client()
-
-
 @pytest.mark.parametrize("case", sorted(BAD_BODIES))
 def test_bad_body_is_rejected_and_nothing_stored(
     case: str, client: FlaskClient, engine: Engine

@@ -17,8 +17,7 @@ import pytest
 import requests
 
 from consumer.envelopes_out import wrapped_body
-from tests.conftest import free_port
-from tests.core.test_cli import wait_until
+from tests.conftest import free_port, wait_until
 from tests.core.test_serve import children, clean_env
 
 pytestmark = pytest.mark.slow

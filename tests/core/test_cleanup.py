@@ -6,14 +6,21 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import Engine
+import pytest
+from sqlalchemy import Engine, select, update
 
 from consumer.dispatch import Dispatcher
 from consumer.envelope import parse_push
 from consumer.envelopes_out import deploy_body, tick_body
 from consumer.inbox import Inbox, Status
+from consumer.jobs import store as jobs_store
+from consumer.jobs.schema import jobs
 from consumer.plugins import build_registry
 from consumer.settings import Settings
+from tests.conftest import Clock
+
+FAKE_NOW = datetime(2020, 6, 1, 12, 0, tzinfo=UTC)
+"""Years before the real clock: a cleanup on the real clock would purge every row below."""
 
 
 def claim(engine: Engine, release: str, leased_at: datetime) -> str:
@@ -40,3 +47,38 @@ def test_running_rows_whose_lease_ended_over_the_retention_ago_are_purged(
     for key in (recent, live):
         row = inbox.get(key)
         assert row is not None and row.status is Status.RUNNING
+
+
+def finished_event(engine: Engine, release: str, finished_at: datetime) -> None:
+    message = parse_push({}, json.dumps(deploy_body("web", release)).encode())
+    inbox, key = Inbox(engine), f"deploy:web:{release}"
+    leased = inbox.claim(key, "deploy", message, finished_at, timedelta(minutes=1))
+    assert leased and inbox.finish(leased, Status.DONE, finished_at)
+
+
+def finished_job(engine: Engine, key: str, finished_at: datetime) -> None:
+    jobs_store.enqueue(engine, "email", {}, key=key, allow_unknown=True)
+    done = {"status": "done", "finished_at": finished_at}
+    with engine.begin() as connection:
+        connection.execute(update(jobs).where(jobs.c.idempotency_key == key).values(**done))
+
+
+@pytest.mark.clock(FAKE_NOW)
+def test_cleanup_purges_exactly_what_is_past_the_retention_at_the_services_clock(
+    engine: Engine, settings: Settings, clock: Clock
+) -> None:
+    minute = timedelta(minutes=1)
+    inbox_retention = timedelta(seconds=settings.inbox_retention_seconds)
+    job_retention = timedelta(seconds=settings.job_retention_seconds)
+    finished_event(engine, "old", FAKE_NOW - inbox_retention - minute)
+    finished_event(engine, "young", FAKE_NOW - inbox_retention + minute)
+    finished_job(engine, "old-job", FAKE_NOW - job_retention - minute)
+    finished_job(engine, "young-job", FAKE_NOW - job_retention + minute)
+    tick = parse_push({}, json.dumps(tick_body("cleanup", publish_time=FAKE_NOW)).encode())
+    outcome = Dispatcher(settings, engine, build_registry(settings), clock).dispatch(tick)
+    assert outcome.kind.value == "done", outcome.details
+    assert (outcome.details["inbox_purged"], outcome.details["jobs_purged"]) == (1, 1)
+    inbox = Inbox(engine)
+    assert inbox.get("deploy:web:old") is None and inbox.get("deploy:web:young") is not None
+    with engine.connect() as connection:
+        assert list(connection.scalars(select(jobs.c.idempotency_key))) == ["young-job"]

@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import requests
 from consumer.db.engine import make_engine
 from consumer.inbox import Inbox, Status
 from consumer.settings import Settings
-from tests.conftest import Server, free_port, settings_env
+from tests.conftest import Server, free_port, settings_env, wait_until
 
 pytestmark = pytest.mark.slow
 CONSUMER = [sys.executable, "-m", "consumer"]
@@ -110,15 +109,3 @@ def test_serve_local_sweeps_an_enqueued_email_within_seconds(tmp_path: Path) -> 
     finally:
         process.send_signal(signal.SIGINT)
         process.wait(timeout=30)
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if condition():
-                return
-        except (requests.RequestException, OSError):
-            pass
-        time.sleep(0.3)
-    raise AssertionError("condition not met in time")

@@ -19,7 +19,7 @@ from consumer.db.engine import make_engine
 from consumer.envelopes_out import deploy_body, storage_body
 from consumer.inbox import Inbox, Status
 from consumer.settings import Settings
-from tests.conftest import Server, settings_env
+from tests.conftest import Server, settings_env, wait_until
 from tests.plugins.effects import effect_rows
 from tests.support.tcpproxy import TcpProxy
 
@@ -179,7 +179,7 @@ def test_a_4s_cut_while_recording_the_outcome_neither_repeats_nor_loses_the_effe
     body["message"]["attributes"]["after"] = "0.5"  # the effect is made, then the finish
     with ThreadPoolExecutor(max_workers=1) as pool:
         pending = pool.submit(push, server, body)
-        wait_until(lambda: len(effect_rows(pg_engine)) == 1)
+        wait_until(lambda: len(effect_rows(pg_engine)) == 1, timeout=20, every=0.02)
         proxy.stop()
         time.sleep(4)
         proxy.start()
@@ -191,13 +191,6 @@ def test_a_4s_cut_while_recording_the_outcome_neither_repeats_nor_loses_the_effe
     assert (again.status_code, again.json()["outcome"]) == (200, "duplicate")
     assert len(effect_rows(pg_engine)) == 1
     proxy.stop()
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition never met"
-        time.sleep(0.02)
 
 
 def test_a_copy_acked_in_progress_still_completes_once_when_the_running_pod_dies(

@@ -21,11 +21,6 @@ from consumer.events import StorageEvent
 from consumer.settings import Settings
 
 
-@pytest.fixture
-def client(settings: Settings, engine: Engine) -> FlaskClient:
-    return create_app(settings, engine=engine).test_client()
-
-
 def stored(engine: Engine) -> int:
     with engine.connect() as connection:
         return int(connection.execute(select(func.count()).select_from(inbox)).scalar_one())

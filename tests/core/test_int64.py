@@ -9,12 +9,9 @@ from typing import Any
 
 import pytest
 from flask.testing import FlaskClient
-from sqlalchemy import Engine
 
-from consumer.app import create_app
 from consumer.envelope import parse_push
 from consumer.errors import InvalidEnvelope
-from consumer.settings import Settings
 
 GOOD = {"messageId": "1", "publishTime": "2024-01-01T00:00:00Z"}
 
@@ -50,11 +47,6 @@ def test_delivery_attempt_as_a_number_or_a_decimal_string(given: Any, expected: 
 def test_other_delivery_attempts_are_refused_with_the_reason(given: Any, reason: str) -> None:
     with pytest.raises(InvalidEnvelope, match=reason):
         parse_push({}, body(deliveryAttempt=given))
-
-
-@pytest.fixture
-def client(settings: Settings, engine: Engine) -> FlaskClient:
-    return create_app(settings, engine=engine).test_client()
 
 
 def test_a_refusals_log_line_names_its_reason(

@@ -5,9 +5,6 @@ a push writes one line, its decision."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +14,7 @@ import pytest
 import requests
 
 from consumer.envelopes_out import tick_body
-from tests.conftest import free_port
+from tests.conftest import Server
 
 pytestmark = pytest.mark.slow
 TRACE = "105445aa7843bc8bf206b12000100000"
@@ -26,35 +23,15 @@ PROJECT = "acme-consumer-prod"
 
 @pytest.fixture
 def gunicorn_stderr(sqlite_url: str, tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    """The image's command (config module included) on loopback, its stderr in a file."""
-    port, log = free_port(), tmp_path / "stderr.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CONSUMER_")}
-    env.update(
-        CONSUMER_DATABASE_URL=sqlite_url, CONSUMER_LOCAL_MODE="true", CONSUMER_WORKERS="2",
-        CONSUMER_BIND=f"127.0.0.1:{port}", CONSUMER_LOG_FORMAT="json",
-        CONSUMER_PROJECT_ID=PROJECT, PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "prometheus"),
-    )  # fmt: skip
-    command = [sys.executable, "-m", "gunicorn", "--config", "python:consumer.gunicorn_conf"]
-    with log.open("w") as stderr:
-        process = subprocess.Popen([*command, "consumer.wsgi:app()"], env=env, stderr=stderr)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_ready(url, process)
-        yield url, log
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-
-
-def wait_ready(url: str, process: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and process.poll() is None:
-        try:
-            requests.get(f"{url}/readyz", timeout=5)
-            return
-        except requests.RequestException:
-            time.sleep(0.1)
-    raise RuntimeError("gunicorn did not start")
+    """The image's command (config module included) on loopback, its output in a file."""
+    log = tmp_path / "stderr.log"
+    env = {
+        "CONSUMER_DATABASE_URL": sqlite_url, "CONSUMER_LOCAL_MODE": "true",
+        "CONSUMER_LOG_FORMAT": "json", "CONSUMER_PROJECT_ID": PROJECT,
+        "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "prometheus"),
+    }  # fmt: skip
+    with Server(env, workers=2, output=log) as server:
+        yield server.url, log
 
 
 def json_lines(log: Path) -> list[dict[str, Any]]:

@@ -17,22 +17,11 @@ from consumer.inbox import Inbox, Status
 from consumer.plugins import build_registry
 from consumer.replay import NotReplayable, replay
 from consumer.settings import Settings
+from tests.conftest import Clock
 from tests.plugins.effects import effect_rows
 
-
-class Clock:
-    """A clock the test moves by hand, so leases and tick slots are deterministic."""
-
-    def __init__(self) -> None:
-        self.now = datetime(2026, 11, 29, 12, 0, 1, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
+# Leases and tick slots are deterministic: the clock moves only by hand.
+pytestmark = pytest.mark.clock(datetime(2026, 11, 29, 12, 0, 1, tzinfo=UTC))
 
 
 @pytest.fixture
@@ -44,8 +33,8 @@ def effect_settings(settings: Settings) -> Settings:
 
 
 @pytest.fixture
-def client(effect_settings: Settings, engine: Engine, clock: Clock) -> FlaskClient:
-    return create_app(effect_settings, engine=engine, clock=clock).test_client()
+def app_settings(effect_settings: Settings) -> Settings:
+    return effect_settings
 
 
 def post(client: FlaskClient, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:

@@ -3,7 +3,6 @@ and bad settings are one line before any worker boots; ``CONSUMER_LOCAL_TICK_SEC
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -14,19 +13,15 @@ import pytest
 import requests
 
 from consumer.demo.processes import descendants
-from tests.conftest import free_port
-from tests.core.test_cli import wait_until
+from tests.conftest import free_port, server_env, wait_until
 
 pytestmark = pytest.mark.slow
 CONSUMER = [sys.executable, "-m", "consumer"]
 
 
 def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    inherited = {k: v for k, v in os.environ.items() if not k.startswith("CONSUMER_")}
-    # An SMTP host: outside local mode a serving process refuses to start without one.
-    defaults = {"CONSUMER_DATABASE_URL": f"sqlite:///{tmp_path / 's.db'}",
-                "CONSUMER_SMTP_HOST": "127.0.0.1"}  # fmt: skip
-    return {**inherited, **defaults, **extra}
+    """``server_env`` with a SQLite file in ``tmp_path`` unless ``extra`` names a database."""
+    return server_env({"CONSUMER_DATABASE_URL": f"sqlite:///{tmp_path / 's.db'}", **extra})
 
 
 def children(pid: int) -> set[int]:

@@ -15,7 +15,7 @@ import pytest
 import requests
 
 from consumer.envelopes_out import tick_body
-from tests.conftest import free_port
+from tests.conftest import free_port, wait_ready
 from tests.core.metrics_text import total
 
 pytestmark = pytest.mark.slow
@@ -34,7 +34,7 @@ def test_serve_sums_its_workers_and_a_tick_is_one_line(sqlite_url: str, tmp_path
         process = subprocess.Popen(command, env=env, cwd=tmp_path, stderr=stderr)
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_ready(url, process)
+        wait_ready(f"{url}/readyz", process)
         body = tick_body("cleanup")
         with ThreadPoolExecutor(4) as pool:
             answers = list(pool.map(lambda _: deliver(url, body), range(PUSHES)))
@@ -70,14 +70,3 @@ def deliver(url: str, body: dict[str, object]) -> tuple[int, int]:
             return status, busy
         time.sleep(0.2)
     return 409, 50
-
-
-def wait_ready(url: str, process: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and process.poll() is None:
-        try:
-            if requests.get(f"{url}/readyz", timeout=5).ok:
-                return
-        except requests.RequestException:
-            time.sleep(0.2)
-    raise RuntimeError("consumer serve did not start")

@@ -17,8 +17,7 @@ import pytest
 import requests
 
 from consumer.envelopes_out import tick_body
-from tests.conftest import free_port
-from tests.core.test_cli import wait_until
+from tests.conftest import free_port, wait_until
 from tests.core.test_serve import clean_env
 from tests.deploy_artifacts.artifacts import dockerfile, image_command
 from tests.deploy_artifacts.conftest import rendered_overlay

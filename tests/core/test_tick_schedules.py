@@ -19,17 +19,8 @@ from consumer.inbox import Inbox
 from consumer.plugins import build_registry
 from consumer.registry import Registry
 from consumer.settings import Settings
+from tests.conftest import Clock
 from tests.plugins.effects import effect_rows, record
-
-
-class Clock:
-    """The service's injectable clock, moved by hand."""
-
-    def __init__(self, now: datetime) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
 
 
 def on_tick(context: HandlerContext, event: TickEvent) -> dict[str, Any]:

@@ -22,8 +22,7 @@ import pytest
 import requests
 
 from consumer.settings import DEFAULT_MAX_BODY_BYTES
-from tests.conftest import free_port
-from tests.core.test_cli import wait_until
+from tests.conftest import free_port, wait_until
 from tests.core.test_serve import children, clean_env
 
 pytestmark = pytest.mark.slow

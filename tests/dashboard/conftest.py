@@ -16,6 +16,8 @@ from tests.dashboard.data import PLUGIN, Seeded, seed
 
 TOKEN = "dashboard-admin-token-for-tests"
 APP = "consumer.dashboard.wsgi:app()"
+DASHBOARD_WORKER = "sync"
+"""What ``consumer dashboard`` runs its WSGI app on (``consumer.dashboard.cli``)."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,8 @@ def running_dashboard(
         DASHBOARD_TEST_LATE_TASK="1",
     )
     try:
-        yield Running(start_server(env, workers=2, app=APP), engine, seeded, switch)
+        yield Running(
+            start_server(env, workers=2, app=APP, worker=DASHBOARD_WORKER), engine, seeded, switch
+        )
     finally:
         engine.dispose()

@@ -18,7 +18,7 @@ from consumer.errors import SettingsError
 from consumer.jobs import store
 from consumer.settings import Settings
 from tests.conftest import Server
-from tests.dashboard.conftest import APP, TOKEN
+from tests.dashboard.conftest import APP, DASHBOARD_WORKER, TOKEN
 from tests.dashboard.iap_keys import AUDIENCE, IapKey, key_server
 
 
@@ -110,7 +110,7 @@ def test_iap_users_are_let_in_over_http(
             "CONSUMER_DASHBOARD_IAP_KEYS_URL": keys.url,
             "CONSUMER_LOG_LEVEL": "WARNING",
         }
-        url = start_server(env, workers=1, app=APP).url
+        url = start_server(env, workers=1, app=APP, worker=DASHBOARD_WORKER).url
         signed = {"x-goog-iap-jwt-assertion": key.sign()}
         page = requests.get(url + "/", headers=signed, timeout=10)
         assert page.status_code == 200 and "iap:operator@example.com" in page.text

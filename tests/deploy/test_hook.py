@@ -34,12 +34,11 @@ def urls(targets: TargetServer) -> list[str]:
 
 
 @pytest.fixture
-def client(settings: Settings, engine: Engine, urls: list[str]) -> FlaskClient:
-    config = Settings(
+def app_settings(settings: Settings, urls: list[str]) -> Settings:
+    return Settings(
         database_url=settings.database_url, local_mode=True, warm_targets=tuple(urls),
         deploy_hook_secrets=(SECRET, OLD_SECRET), deploy_hook_tolerance_seconds=300,
     )  # fmt: skip
-    return create_app(config, engine=engine).test_client()
 
 
 def hook(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from consumer.inbox import Inbox, Status
 from consumer.message import PushMessage
 from consumer.plugins import build_registry
 from consumer.settings import Settings
+from tests.conftest import Clock
 from tests.deploy import plugin
 from tests.deploy.targets import TargetServer
 
@@ -30,9 +32,11 @@ def fresh_plugin_calls() -> Iterator[None]:
     plugin.calls.clear()
 
 
-def dispatcher(settings: Settings, engine: Engine, **changes: Any) -> Dispatcher:
+def dispatcher(
+    settings: Settings, engine: Engine, clock: Clock | None = None, **changes: Any
+) -> Dispatcher:
     config = Settings(database_url=settings.database_url, local_mode=True, **changes)
-    return Dispatcher(config, engine, build_registry(config))
+    return Dispatcher(config, engine, build_registry(config), clock or Clock())
 
 
 def deploy(service: str, release: str, **fields: str) -> PushMessage:
@@ -55,6 +59,15 @@ def test_the_same_release_announced_twice_warms_once(
     runs = WarmRuns(engine).for_key("deploy:web:v1")
     assert [(r.warmer, r.targets_ok, r.environment) for r in runs] == [("http", 30, "prod")]
     assert runs[0].p50_ms is not None and runs[0].p95_ms is not None
+
+
+@pytest.mark.clock(datetime(2020, 6, 1, 12, 0, tzinfo=UTC))
+def test_a_warm_run_is_recorded_at_the_services_clock(
+    settings: Settings, engine: Engine, targets: TargetServer, clock: Clock
+) -> None:
+    runner = dispatcher(settings, engine, clock, warm_targets=tuple(targets.urls("ok", 2)))
+    assert runner.dispatch(deploy("web", "v1")).kind == "done"
+    assert [run.started_at for run in WarmRuns(engine).for_key("deploy:web:v1")] == [clock()]
 
 
 def test_a_new_release_warms_again(

@@ -1,12 +1,10 @@
-"""Fixtures for the jobs tests: an engine with the effect-recording table, a kind registry,
-sweep settings and a movable clock."""
+"""Fixtures for the jobs tests: an engine with the effect-recording table, a kind registry and
+sweep settings (the clock, following the real one until moved, is the shared ``clock``)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
 
 import pytest
 from sqlalchemy import Engine
@@ -15,22 +13,9 @@ from consumer.jobs.kinds import JobKinds
 from consumer.jobs.sweep import Sweeper, SweepSummary
 from consumer.registry import Registry
 from consumer.settings import Settings
-from consumer.timeutil import utcnow
+from tests.conftest import Clock
 from tests.jobs import kinds_plugin, smtp_server
 from tests.jobs.smtp_server import Recorder
-
-
-@dataclass
-class MovableClock:
-    """Wall-clock time that a test can move forward (retries become due without waiting)."""
-
-    offset: timedelta = field(default_factory=timedelta)
-
-    def __call__(self) -> datetime:
-        return utcnow() + self.offset
-
-    def advance(self, seconds: float) -> None:
-        self.offset += timedelta(seconds=seconds)
 
 
 @pytest.fixture
@@ -58,19 +43,14 @@ def job_settings(database_url: str) -> Settings:
     )
 
 
-@pytest.fixture
-def clock() -> MovableClock:
-    return MovableClock()
-
-
 def sweep(
     settings: Settings,
     engine: Engine,
     kinds: JobKinds,
-    clock: MovableClock | None = None,
+    clock: Clock | None = None,
     budget: float = 30,
 ) -> SweepSummary:
-    sweeper = Sweeper(settings, engine, kinds, clock or MovableClock())
+    sweeper = Sweeper(settings, engine, kinds, clock or Clock())
     return sweeper.run(time.monotonic() + budget)
 
 

@@ -17,8 +17,8 @@ from consumer.jobs.lease import LeaseKeeper
 from consumer.jobs.schema import jobs
 from consumer.settings import Settings
 from consumer.timeutil import utcnow
-from tests.conftest import free_port
-from tests.jobs.conftest import MovableClock, sweep
+from tests.conftest import Clock, free_port
+from tests.jobs.conftest import sweep
 from tests.jobs.kinds_plugin import run_counts
 
 
@@ -74,7 +74,7 @@ def test_higher_priority_runs_first(
 
 
 def test_failing_kind_backs_off_then_dies_with_its_history_and_retry_revives_it(
-    runs_engine: Engine, job_settings: Settings, kinds: JobKinds, clock: MovableClock
+    runs_engine: Engine, job_settings: Settings, kinds: JobKinds, clock: Clock
 ) -> None:
     (job_id,) = add(runs_engine, 1, fail="always")
     run_ats = []
@@ -118,7 +118,7 @@ def test_permanent_failure_is_dead_at_once(
 
 
 def test_a_job_recovers_after_transient_failures(
-    runs_engine: Engine, job_settings: Settings, kinds: JobKinds, clock: MovableClock
+    runs_engine: Engine, job_settings: Settings, kinds: JobKinds, clock: Clock
 ) -> None:
     (job_id,) = add(runs_engine, 1, fail="until:3")
     for _ in range(3):
@@ -139,7 +139,7 @@ def test_retry_dead_revives_every_dead_job(
 
 
 def test_an_expired_lease_is_taken_over_and_the_old_owner_cannot_write(
-    runs_engine: Engine, job_settings: Settings, kinds: JobKinds, clock: MovableClock
+    runs_engine: Engine, job_settings: Settings, kinds: JobKinds, clock: Clock
 ) -> None:
     ids = add(runs_engine, 3)
     now = clock()
@@ -161,7 +161,7 @@ def test_an_expired_lease_is_taken_over_and_the_old_owner_cannot_write(
 
 
 def test_a_job_whose_sweepers_keep_dying_ends_dead(
-    runs_engine: Engine, job_settings: Settings, kinds: JobKinds, clock: MovableClock
+    runs_engine: Engine, job_settings: Settings, kinds: JobKinds, clock: Clock
 ) -> None:
     (job_id,) = add(runs_engine, 1)
     for _ in range(job_settings.job_max_attempts):

@@ -22,6 +22,7 @@ from consumer.storage.handler import StorageHandler
 from consumer.storage.model import FileRow
 from consumer.storage.reader import ObjectStore
 from consumer.storage.store import ProcessedFiles
+from consumer.timeutil import Clock, utcnow
 from triggers.local import stack
 
 BUCKET = "uploads"
@@ -52,12 +53,13 @@ class Harness:
     engine: Engine
     handler: StorageHandler
     bucket: str = BUCKET
+    clock: Clock = utcnow
 
     @property
     def dispatcher(self) -> Dispatcher:
         registry = Registry()
         registry.storage(self.handler)
-        return Dispatcher(self.settings, self.engine, registry)
+        return Dispatcher(self.settings, self.engine, registry, self.clock)
 
     def upload(self, name: str, data: bytes, content_type: str = "text/csv") -> int:
         blob = stack.storage_client(self.gcs_url).bucket(self.bucket).blob(name)
@@ -103,7 +105,7 @@ class Harness:
 
 @pytest.fixture
 def harness(
-    gcs_url: str, settings: Settings, engine: Engine, request: pytest.FixtureRequest
+    gcs_url: str, settings: Settings, engine: Engine, clock: Clock, request: pytest.FixtureRequest
 ) -> Harness:
     """A fresh bucket per test, the import rule, and a handler reading fake-gcs-server."""
     bucket = f"b{abs(hash(request.node.nodeid)) % 10**12}"
@@ -112,7 +114,7 @@ def harness(
     handler = StorageHandler(ObjectStore(lambda: stack.storage_client(gcs_url)))
     rule = {**IMPORT_RULE, "bucket": bucket}
     settings = replace(settings, storage_rules=json.dumps([rule]))
-    return Harness(gcs_url, settings, engine, handler, bucket)
+    return Harness(gcs_url, settings, engine, handler, bucket, clock)
 
 
 def email_csv(rows: int, start: int = 0) -> bytes:

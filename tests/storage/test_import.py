@@ -4,13 +4,17 @@ the import, its idempotency, bad files, and objects that are gone before they ar
 from __future__ import annotations
 
 import codecs
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+
+import pytest
 
 from consumer.inbox import Inbox, Status
 from consumer.outcomes import Kind
 from consumer.storage.model import FileStatus
 from consumer.timeutil import utcnow
 from tests.storage.conftest import Harness, email_csv
+
+FAKE_NOW = datetime(2020, 6, 1, 12, 0, tzinfo=UTC)
 
 
 def test_a_csv_becomes_one_job_per_row(harness: Harness) -> None:
@@ -32,6 +36,16 @@ def test_a_csv_becomes_one_job_per_row(harness: Harness) -> None:
     assert row.checksum is not None and row.checksum.startswith("crc32c:")
     assert (row.progress.rows_accepted, row.progress.rows_rejected) == (250, 0)
     assert row.progress.duration_ms >= 0 and row.finished_at is not None
+
+
+@pytest.mark.clock(FAKE_NOW)
+def test_an_import_records_the_services_clock_on_its_file_and_its_jobs(harness: Harness) -> None:
+    generation = harness.upload("jobs/a.csv", email_csv(3))
+    assert harness.notify("jobs/a.csv", generation).kind is Kind.DONE
+    row = harness.file("jobs/a.csv", generation)
+    assert (row.started_at, row.updated_at, row.finished_at) == (FAKE_NOW, FAKE_NOW, FAKE_NOW)
+    stamps = {(job["created_at"], job["run_at"]) for job in harness.jobs()}
+    assert stamps == {(FAKE_NOW, FAKE_NOW)}
 
 
 def test_a_duplicate_notification_creates_nothing(harness: Harness) -> None:

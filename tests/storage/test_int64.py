@@ -11,15 +11,12 @@ from typing import Any
 
 import pytest
 from flask.testing import FlaskClient
-from sqlalchemy import Engine
 
-from consumer.app import create_app
 from consumer.classify import classify
 from consumer.envelope import parse_push
 from consumer.errors import InvalidEvent
 from consumer.events import StorageEvent
 from consumer.int64 import INT64_MAX, NotInt64, int64_text
-from consumer.settings import Settings
 
 # The object resource of google-cloudevents' StorageObjectData-complex.json, abridged.
 RESOURCE = {"bucket": "sample-bucket", "name": "MyFile", "generation": 96883251,
@@ -139,11 +136,6 @@ def test_bad_numbers_are_refused_naming_the_field_and_why(
 ) -> None:
     with pytest.raises(InvalidEvent, match=_escaped(reason)):
         event_of(*binary({**RESOURCE, field: value}))
-
-
-@pytest.fixture
-def client(settings: Settings, engine: Engine) -> FlaskClient:
-    return create_app(settings, engine=engine).test_client()
 
 
 def test_over_http_numbers_are_accepted_and_bad_ones_answered_400_with_the_reason(
