@@ -99,9 +99,9 @@ class Inbox:
     ) -> Claim | None:
         """Insert the key as running, or take over a failed or lease-expired row; ``None`` if
         another delivery holds it or it is finished."""
-        token = uuid.uuid4().hex
+        token, lease_until = uuid.uuid4().hex, now + lease
         values = {
-            "key": key, "route": route, "lease_until": now + lease, "claimed_by": token,
+            "key": key, "route": route, "lease_until": lease_until, "claimed_by": token,
             "message_id": message.message_id, "message": message.to_json(), "created_at": now,
             "updated_at": now,
         }  # fmt: skip
@@ -110,7 +110,7 @@ class Inbox:
         if row is None:
             return None
         # Inserted or taken over, the row's lease is the one bound here.
-        return Claim(key=key, token=token, attempts=row[0], lease_until=values["lease_until"])
+        return Claim(key=key, token=token, attempts=row[0], lease_until=lease_until)
 
     def finish(
         self,
