@@ -1,17 +1,21 @@
 """Benchmark ``POST /push`` against its floor on PostgreSQL (not a test).
 
-Both servers run under the same gunicorn settings (``-w 2 -k sync``, loopback) on one fresh
-database:
+Both servers run under the same gunicorn settings (``-w 2``, loopback, ``--worker sync``: gunicorn's
+sync worker, or ``--worker asyncio``: production's ``consumer.worker.ConsumerWorker``, whose
+buffering bridge then serves both apps with the same threads) on one fresh database:
   consumer  the real service, a new deploy event per request (parse, classify, claim, handler,
             finish), with a no-op deploy handler (``bench.noop_deploy``) so warming is not measured;
   floor     a minimal Flask route doing one ``INSERT ... ON CONFLICT DO NOTHING``
             (``bench.push_floor_app``).
 Each is driven with ``--connections`` keep-alive connections for ``--seconds``, alternately,
 ``--repeat`` times; the medians of req/s, p50 and p99 are printed with the ratio consumer/floor
-(target >= 0.6, p99 < 25 ms). The load generator is ``wrk`` (Debian package) with a Lua script
-when it is installed, else a Python one with keep-alive connections; the output says which.
+(target >= 0.6, p99 < 25 ms), and the CPU each request cost the gunicorn workers and the
+PostgreSQL backends (read from /proc: steadier than rates on a shared machine). The load
+generator is ``wrk`` (Debian package) with a Lua script when it is installed, else a Python one
+with keep-alive connections; the output says which.
 
-    python bench/push_bench.py [--seconds 10] [--repeat 3] [--connections 16] [--profile]
+    python bench/push_bench.py [--seconds 10] [--repeat 3] [--connections 16]
+                               [--worker sync|asyncio] [--profile]
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 import requests
@@ -39,6 +43,16 @@ from bench.push_load import Result, python_load, wrk_load
 
 ADMIN = os.environ.get("TESTS_PG_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 APPS = {"consumer": "consumer.wsgi:app()", "floor": "bench.push_floor_app:app()"}
+WORKERS = {"sync": "sync", "asyncio": "consumer.worker.ConsumerWorker"}
+"""``--worker`` -> gunicorn's ``-k``. The asyncio worker puts either Flask app behind the bridge."""
+
+
+class Run(NamedTuple):
+    result: Result
+    app_cpu_ms: float
+    """CPU time of the gunicorn workers per request."""
+    db_cpu_ms: float
+    """CPU time of the database's backends per request."""
 
 
 @contextmanager
@@ -81,18 +95,19 @@ def service_env(conninfo: str, synchronous_commit: str) -> dict[str, str]:
 
 
 @contextmanager
-def gunicorn(app: str, env: dict[str, str]) -> Iterator[str]:
-    """``gunicorn -w 2 -k sync`` on a free loopback port; stopped by its PID afterwards."""
+def gunicorn(app: str, env: dict[str, str], worker: str) -> Iterator[tuple[str, int]]:
+    """``gunicorn -w 2 -k WORKER`` on a free loopback port, yielding its URL and PID; stopped
+    by its PID afterwards."""
     port = free_port()
     command = [
-        sys.executable, "-m", "gunicorn", "-w", "2", "-k", "sync", "--bind", f"127.0.0.1:{port}",
-        "--no-control-socket", "--log-level", "warning", app,
+        sys.executable, "-m", "gunicorn", "-w", "2", "-k", WORKERS[worker],
+        "--bind", f"127.0.0.1:{port}", "--no-control-socket", "--log-level", "warning", app,
     ]  # fmt: skip
     process = subprocess.Popen(command, env=env)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_ready(url, process)
-        yield url
+        yield url, process.pid
     finally:
         process.terminate()
         process.wait(timeout=30)
@@ -119,11 +134,47 @@ def wait_ready(url: str, process: subprocess.Popen[Any], timeout: float = 30) ->
     raise RuntimeError("gunicorn did not become ready")
 
 
-def measure(app: str, env: dict[str, str], args: argparse.Namespace, run: int) -> Result:
-    with gunicorn(app, env) as url:
+def measure(app: str, env: dict[str, str], args: argparse.Namespace, run: int) -> Run:
+    with gunicorn(app, env, args.worker) as (url, pid):
         load = wrk_load if shutil.which("wrk") else python_load
         load(url, args.connections, 2.0, f"warm{run}")  # warm-up: connections, caches
-        return load(url, args.connections, args.seconds, f"run{run}")
+        conninfo = env["PUSH_FLOOR_CONNINFO"]
+        app_before, db_before = cpu_seconds(children(pid)), cpu_seconds(backends(conninfo))
+        result = load(url, args.connections, args.seconds, f"run{run}")
+        app_cpu = spent(app_before, cpu_seconds(children(pid)))
+        db_cpu = spent(db_before, cpu_seconds(backends(conninfo)))
+    requests_made = max(result.rps * args.seconds, 1.0)
+    return Run(result, app_cpu * 1000 / requests_made, db_cpu * 1000 / requests_made)
+
+
+def children(pid: int) -> list[int]:
+    """The gunicorn workers of the arbiter ``pid``."""
+    text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    return [int(child) for child in text.split()]
+
+
+def backends(conninfo: str) -> list[int]:
+    """The PostgreSQL backends connected to the benchmark's database (this one excepted)."""
+    query = "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> %s"
+    with psycopg.connect(conninfo, autocommit=True) as connection:
+        rows = connection.execute(query, (connection.info.backend_pid,)).fetchall()
+    return [row[0] for row in rows]
+
+
+def cpu_seconds(pids: list[int]) -> dict[int, float]:
+    """User + system CPU seconds of each process still alive (``/proc/PID/stat``)."""
+    seconds: dict[int, float] = {}
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        seconds[pid] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return seconds
+
+
+def spent(before: dict[int, float], after: dict[int, float]) -> float:
+    return sum(value - before.get(pid, 0.0) for pid, value in after.items())
 
 
 def profile(conninfo: str, requests_count: int = 1500) -> None:
@@ -159,6 +210,7 @@ def main() -> None:
         default="on",
         help="PostgreSQL's synchronous_commit for both servers ('off': no wait for the disk)",
     )
+    parser.add_argument("--worker", choices=sorted(WORKERS), default="sync")
     parser.add_argument("--profile", action="store_true", help="cProfile the push path instead")
     args = parser.parse_args()
     with database() as conninfo:
@@ -166,35 +218,40 @@ def main() -> None:
             profile(conninfo)
             return
         env = service_env(conninfo, args.synchronous_commit)
-        results: dict[str, list[Result]] = {name: [] for name in APPS}
+        results: dict[str, list[Run]] = {name: [] for name in APPS}
         for run in range(args.repeat):
             for name, app in APPS.items():
                 results[name].append(measure(app, env, args, run))
-                print(f"  run {run + 1} {name:<8} {results[name][-1]}", flush=True)
+                last = results[name][-1]
+                cpu = f"CPU/request: app {last.app_cpu_ms:.2f} ms, db {last.db_cpu_ms:.2f} ms"
+                print(f"  run {run + 1} {name:<8} {last.result}  {cpu}", flush=True)
     report(results, args)
 
 
-def report(results: dict[str, list[Result]], args: argparse.Namespace) -> None:
+def report(results: dict[str, list[Run]], args: argparse.Namespace) -> None:
     generator = "wrk (Lua script)" if shutil.which("wrk") else "python keep-alive load generator"
     print(f"\n/push on PostgreSQL (synchronous_commit={args.synchronous_commit}), gunicorn -w 2 "
-          f"-k sync, {args.connections} connections, {args.seconds:g} s x {args.repeat}, "
-          f"{generator}; medians:")  # fmt: skip
+          f"-k {WORKERS[args.worker]}, {args.connections} connections, {args.seconds:g} s x "
+          f"{args.repeat}, {generator}; medians:")  # fmt: skip
     medians = {name: median_of(runs) for name, runs in results.items()}
-    for name, (rps, p50, p99, errors) in medians.items():
+    for name, (rps, p50, p99, errors, app_cpu, db_cpu) in medians.items():
+        cpu = f"CPU/request: app {app_cpu:.2f} ms, db {db_cpu:.2f} ms"
         print(f"  {name:<8} {rps:8.0f} req/s  p50 {p50:6.2f} ms  p99 {p99:6.2f} ms  "
-              f"non-2xx {errors:.0f}")  # fmt: skip
+              f"non-2xx {errors:.0f}  {cpu}")  # fmt: skip
     ratio = medians["consumer"][0] / medians["floor"][0]
     p99 = medians["consumer"][2]
     print(f"  ratio consumer/floor {ratio:.2f}x (target >= 0.60); consumer p99 {p99:.1f} ms "
           f"(target < 25)")  # fmt: skip
 
 
-def median_of(runs: list[Result]) -> tuple[float, float, float, float]:
+def median_of(runs: list[Run]) -> tuple[float, ...]:
     return (
-        statistics.median(r.rps for r in runs),
-        statistics.median(r.p50_ms for r in runs),
-        statistics.median(r.p99_ms for r in runs),
-        statistics.median(r.errors for r in runs),
+        statistics.median(r.result.rps for r in runs),
+        statistics.median(r.result.p50_ms for r in runs),
+        statistics.median(r.result.p99_ms for r in runs),
+        statistics.median(r.result.errors for r in runs),
+        statistics.median(r.app_cpu_ms for r in runs),
+        statistics.median(r.db_cpu_ms for r in runs),
     )
 
 

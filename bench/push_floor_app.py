@@ -1,10 +1,13 @@
 """The floor for ``bench/push_bench.py``: a minimal Flask route doing one
 ``INSERT ... ON CONFLICT DO NOTHING`` per request, on one autocommit psycopg connection per
-worker. Served by gunicorn exactly like the real service: ``bench.push_floor_app:app()``."""
+thread (a sync worker has one thread; the asyncio worker runs requests on several, which must
+not queue on one connection). Served by gunicorn exactly like the real service:
+``bench.push_floor_app:app()``."""
 
 from __future__ import annotations
 
 import os
+import threading
 
 import psycopg
 from flask import Flask, Response, jsonify, request
@@ -14,16 +17,16 @@ INSERT = f"INSERT INTO {FLOOR_TABLE} (key) VALUES (%s) ON CONFLICT DO NOTHING"
 
 
 def app() -> Flask:
-    """One connection per worker, opened lazily (after gunicorn forks)."""
+    """One connection per thread, opened lazily (after gunicorn forks)."""
     conninfo = os.environ["PUSH_FLOOR_CONNINFO"]
     flask_app = Flask("push-floor")
-    holder: list[psycopg.Connection] = []
+    local = threading.local()
 
     def push() -> Response:
-        if not holder:
-            holder.append(psycopg.connect(conninfo, autocommit=True))
+        if getattr(local, "connection", None) is None:
+            local.connection = psycopg.connect(conninfo, autocommit=True)
         message = (request.get_json(force=True) or {}).get("message", {})
-        holder[0].execute(INSERT, (message.get("messageId"),))
+        local.connection.execute(INSERT, (message.get("messageId"),))
         return jsonify(outcome="done", key=message.get("messageId"))
 
     flask_app.add_url_rule("/push", "push", push, methods=["POST"])

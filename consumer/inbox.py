@@ -76,7 +76,7 @@ class Inbox:
         self.engine = engine
         self.connection = connection
         self._insert = postgresql.insert if engine.dialect.name == "postgresql" else sqlite.insert
-        self._queries = queries_for(engine.dialect.name)
+        self._queries = queries_for(engine.dialect)
 
     def on(self, connection: Connection) -> Inbox:
         """The same queries on one connection (a delivery's claim and finish share it). After a
@@ -99,17 +99,18 @@ class Inbox:
     ) -> Claim | None:
         """Insert the key as running, or take over a failed or lease-expired row; ``None`` if
         another delivery holds it or it is finished."""
-        token = uuid.uuid4().hex
+        token, lease_until = uuid.uuid4().hex, now + lease
         values = {
-            "key": key, "route": route, "lease_until": now + lease, "claimed_by": token,
+            "key": key, "route": route, "lease_until": lease_until, "claimed_by": token,
             "message_id": message.message_id, "message": message.to_json(), "created_at": now,
             "updated_at": now,
         }  # fmt: skip
         with self._begin() as connection:
-            row = connection.execute(self._queries.claim, values).first()
+            row = self._queries.claim.execute(connection, values).first()
         if row is None:
             return None
-        return Claim(key=key, token=token, attempts=row.attempts, lease_until=row.lease_until)
+        # Inserted or taken over, the row's lease is the one bound here.
+        return Claim(key=key, token=token, attempts=row[0], lease_until=lease_until)
 
     def finish(
         self,
@@ -128,7 +129,7 @@ class Inbox:
             "b_finished_at": now if status in FINAL else None,
         }  # fmt: skip
         with self._begin() as connection:
-            changed = connection.execute(self._queries.finish, values).rowcount
+            changed = self._queries.finish.execute(connection, values).rowcount
         return changed == 1
 
     def finished_as(self, claim: Claim, status: Status) -> bool:

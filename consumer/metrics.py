@@ -95,11 +95,29 @@ CERT_FETCH_FAILURES = Counter(
 )
 
 
+_DECISION_SERIES: dict[tuple[str, str, int], tuple[Any, Any, Any]] = {}
+"""The labelled series of each (route, outcome, status), looked up once: ``labels()`` takes a
+lock and builds its key on every call, three times per request otherwise."""
+
+
 def record(outcome: Outcome, seconds: float) -> None:
     """One decision of any source (push, deploy hook, pull)."""
-    DECISIONS.labels(outcome.route, outcome.kind.value, str(outcome.http_status)).inc()
-    DURATION.labels(outcome.kind.value).observe(seconds)
-    HANDLER_SECONDS.labels(outcome.route).observe(seconds)
+    key = (outcome.route, outcome.kind.value, outcome.http_status)
+    series = _DECISION_SERIES.get(key)
+    if series is None:
+        series = _DECISION_SERIES.setdefault(key, _decision_series(*key))
+    decided, duration, handled = series
+    decided.inc()
+    duration.observe(seconds)
+    handled.observe(seconds)
+
+
+def _decision_series(route: str, kind: str, status: int) -> tuple[Any, Any, Any]:
+    return (
+        DECISIONS.labels(route, kind, str(status)),
+        DURATION.labels(kind),
+        HANDLER_SECONDS.labels(route),
+    )
 
 
 def sweep_batch_recorded(batch: Any) -> None:

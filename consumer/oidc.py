@@ -15,6 +15,7 @@ import binascii
 import json
 import logging
 import re
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -31,6 +32,10 @@ ISSUERS = frozenset({"accounts.google.com", "https://accounts.google.com"})
 ALGORITHM = "RS256"
 MAX_TOKEN_LENGTH = 8192
 JWT_SHAPE = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
+VERIFIED_TOKENS_KEPT = 256
+"""Tokens whose verification is remembered. Pub/Sub reuses one token for many pushes (about an
+hour), and the bridge's header check and the view each verify it: without this, every push paid
+two RSA signature checks. Only tokens that passed are kept, so a caller cannot fill it."""
 # Everything google-auth raises for a bad token (MalformedError and InvalidValue are ValueErrors);
 # the rest cover claims of the wrong type in a token that is otherwise correctly signed, and a
 # deeply nested payload (json.loads raises RecursionError before the signature is checked).
@@ -57,6 +62,8 @@ class OidcAuthenticator:
         self.accounts = frozenset(account.strip().lower() for account in accounts)
         self.certs = certs
         self.clock_skew_seconds = clock_skew_seconds
+        self._verified: dict[str, tuple[float, str, Mapping[str, Any]]] = {}
+        """Verified token -> (until when it stays valid, its key id, its claims)."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> OidcAuthenticator:
@@ -92,9 +99,23 @@ class OidcAuthenticator:
         raise Unauthorized("missing or invalid token") from None
 
     def verify(self, token: str) -> Mapping[str, Any]:
-        """The verified claims of ``token``; ``Refused`` with the reason otherwise."""
+        """The verified claims of ``token``; ``Refused`` with the reason otherwise. A token
+        verified before is accepted again until its ``exp`` plus the skew, as google-auth would;
+        the certificates are kept fresh either way."""
+        remembered = self._verified.get(token)
+        if remembered is not None and time.time() <= remembered[0]:
+            self.certs.ensure(remembered[1])
+            return remembered[2]
         header = unverified_header(token)
         self.certs.ensure(header["kid"])
+        claims = self._signed_claims(token)
+        if len(self._verified) >= VERIFIED_TOKENS_KEPT:
+            self._verified.clear()
+        valid_until = float(claims["exp"]) + self.clock_skew_seconds
+        self._verified[token] = (valid_until, header["kid"], claims)
+        return claims
+
+    def _signed_claims(self, token: str) -> Mapping[str, Any]:
         try:
             claims = id_token.verify_token(
                 token,
