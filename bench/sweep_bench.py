@@ -35,7 +35,7 @@ LEASE = timedelta(seconds=300)
 
 
 def rendered(statement: Any) -> tuple[str, dict[str, Any]]:
-    """A statement of consumer.jobs.store exactly as SQLAlchemy sends it to psycopg, with the
+    """A statement of consumer.jobs.queries exactly as SQLAlchemy sends it to psycopg, with the
     constants it binds."""
     from sqlalchemy.dialects.postgresql import psycopg as dialect
 
@@ -52,8 +52,8 @@ def sqlalchemy_url(conninfo: str) -> str:
 
 def consumer_worker(conninfo: str, batch: int, barrier: Any, results: Any) -> None:
     from consumer.db.engine import make_engine
-    from consumer.jobs import store
     from consumer.jobs.kinds import JobKinds
+    from consumer.jobs.store import JobStore
     from consumer.jobs.sweep import Sweeper
     from consumer.settings import Settings
 
@@ -63,7 +63,7 @@ def consumer_worker(conninfo: str, batch: int, barrier: Any, results: Any) -> No
     kinds = JobKinds()
     kinds.add("noop", lambda context, job: None)
     latencies: list[float] = []
-    store.claim = timed(store.claim, latencies)  # type: ignore[method-assign]
+    JobStore.claim = timed(JobStore.claim, latencies)  # type: ignore[method-assign]
     with engine.connect() as connection:
         connection.exec_driver_sql("SELECT 1")
     barrier.wait()
@@ -86,10 +86,10 @@ def timed(function: Callable[..., Any], latencies: list[float]) -> Callable[...,
 def direct_worker(conninfo: str, batch: int, barrier: Any, results: Any) -> None:
     """The sweep's statements and transactions (record the last batch and claim the next in
     one), through psycopg alone."""
-    from consumer.jobs import store
+    from consumer.jobs import queries
 
-    claim_sql, claim_constants = rendered(store._claim_statement("postgresql"))
-    done_sql, done_constants = rendered(store._done_statement("postgresql"))
+    claim_sql, claim_constants = rendered(queries.claim("postgresql"))
+    done_sql, done_constants = rendered(queries.done("postgresql"))
     claim_params: dict[str, Any] = {**claim_constants, "kinds": ["noop"]}
     latencies: list[float] = []
     done, finished, token = 0, [], ""
