@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, select
 
+from consumer.db.dialect import POSTGRESQL, for_driver
 from consumer.db.store import Store
 from consumer.jobs import queries
 from consumer.jobs.kinds import known_kinds
@@ -126,8 +127,13 @@ class JobStore(Store):
             "lease": lease_until,
         }  # fmt: skip
         with self._write(connection) as conn:
-            rows = conn.execute(queries.claim(self.dialect), params).all()
-        claimed = [Job.from_claim(row) for row in rows]
+            if self.dialect == POSTGRESQL:
+                text, constants = for_driver(queries.claim, conn.dialect)
+                rows = conn.exec_driver_sql(text, {**constants, **params}).all()
+                claimed = [Job.from_driver_claim(row) for row in rows]
+            else:
+                rows = conn.execute(queries.claim(self.dialect), params).all()
+                claimed = [Job.from_claim(row) for row in rows]
         return sorted(claimed, key=lambda job: (-job.priority, job.run_at, job.id))
 
     def renew(
@@ -150,13 +156,22 @@ class JobStore(Store):
         """Record a batch, every write guarded by the claim's token."""
         base = {"token": token, "now": now}
         with self._write(connection) as conn:
-            done_count = _for_ids(conn, queries.done(self.dialect), base, done)
+            done_count = self._done(conn, base, done)
             counts = {True: 0, False: 0}
             for failure in failures:
                 params = {**base, **_failure(failure, now)}
                 counts[failure.dead] += conn.execute(queries.FAILED, params).rowcount
             released_count = _for_ids(conn, queries.released(self.dialect), base, released)
         return Written(done_count, counts[False], counts[True], released_count)
+
+    def _done(self, conn: Connection, base: dict[str, Any], ids: Sequence[int]) -> int:
+        """The batch's ``done`` write; on PostgreSQL as driver SQL (it runs once per batch)."""
+        if not ids:
+            return 0
+        if self.dialect != POSTGRESQL:
+            return _for_ids(conn, queries.done(self.dialect), base, ids)
+        text, constants = for_driver(queries.done, conn.dialect)
+        return conn.exec_driver_sql(text, {**constants, **base, "ids": list(ids)}).rowcount
 
     def due_by_kind(self, now: datetime, *, connection: Connection | None = None) -> dict[str, int]:
         """Due pending jobs plus expired leases, by kind (whatever the kind: a sweep reports the

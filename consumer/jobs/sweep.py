@@ -240,15 +240,15 @@ class Sweeper:
         summary.batches += 1
         summary.claimed += len(batch.jobs)
         stop_at = deadline - self.pace.reserve()
+        pace, fresh, run, monotonic = self.pace, self.lease.ensure_fresh, self._run, time.monotonic
         with JobContext(self.settings, self.engine, deadline) as context:
-            for job in batch.jobs:
-                started = time.monotonic()
-                fits = started + self.pace.job_seconds <= stop_at
-                if not (fits and self.lease.ensure_fresh(started)):
+            for job in batch.jobs:  # per job: a no-op job costs little more than this loop
+                started = monotonic()
+                if not (started + pace.job_seconds <= stop_at and fresh(started)):
                     batch.unrun.append(job.id)
                     continue
-                self._run(context, job, batch)
-                self.pace.observe_job(time.monotonic() - started)
+                run(context, job, batch)
+                pace.observe_job(monotonic() - started)
 
     def _run(self, context: JobContext, job: Job, batch: Batch) -> None:
         limit = job.max_attempts or self.settings.job_max_attempts

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from sqlalchemy import Engine, select, update
@@ -62,6 +62,31 @@ def test_future_and_unknown_kind_jobs_are_left_pending(
     assert summary.unknown_kinds == {"not-registered-here": 1}
     assert summary.stopped == "unknown_kinds"  # not "drained": a due job is waiting
     assert statuses(runs_engine) == {later: "pending", unknown: "pending"}
+
+
+def test_a_claim_returns_the_job_as_enqueued_with_utc_datetimes(
+    runs_engine: Engine, kinds: JobKinds
+) -> None:
+    """On PostgreSQL the claim bypasses SQLAlchemy's result types: its datetimes must still come
+    back in UTC whatever the session's time zone, and equal to what the other queries read."""
+    run_at = datetime(2020, 1, 2, 3, 4, 5, 678901, tzinfo=timezone(timedelta(hours=2)))
+    payload = {"to": "a@example.com", "n": [1, 2.5, None]}
+    job_id = enqueue(runs_engine, "record", payload, key="k", run_at=run_at, priority=-3).job_id
+    store, now = JobStore(runs_engine), utcnow()
+    with runs_engine.begin() as connection:
+        if connection.dialect.name == "postgresql":
+            connection.exec_driver_sql("SET LOCAL TIME ZONE 'Asia/Tokyo'")
+        (claimed,) = store.claim(
+            "t", 5, ["record"], now, now + timedelta(60), connection=connection
+        )
+    stored = store.get(job_id or 0)
+    assert stored is not None
+    assert claimed == stored._replace(
+        status=Status.RUNNING, last_error=None, lease_until=None, updated_at=None, errors=()
+    )
+    assert (claimed.run_at, claimed.payload, claimed.priority) == (run_at, payload, -3)
+    assert claimed.run_at.tzinfo is UTC and claimed.created_at.tzinfo is UTC
+    assert (claimed.attempts, claimed.idempotency_key, claimed.max_attempts) == (1, "k", None)
 
 
 def test_higher_priority_runs_first(
