@@ -129,8 +129,9 @@ class JobStore(Store):
         with self._write(connection) as conn:
             if self.dialect == POSTGRESQL:
                 text, constants = for_driver(queries.claim, conn.dialect)
-                rows = conn.exec_driver_sql(text, {**constants, **params}).all()
-                claimed = [Job.from_driver_claim(row) for row in rows]
+                result = conn.exec_driver_sql(text, {**constants, **params})
+                with result:  # the driver's own tuples: no Row objects for a hundred rows
+                    claimed = [Job.from_driver_claim(row) for row in result.cursor.fetchall()]
             else:
                 rows = conn.execute(queries.claim(self.dialect), params).all()
                 claimed = [Job.from_claim(row) for row in rows]
