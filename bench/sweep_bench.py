@@ -35,7 +35,7 @@ LEASE = timedelta(seconds=300)
 
 
 def rendered(statement: Any) -> tuple[str, dict[str, Any]]:
-    """A statement of consumer.jobs.store exactly as SQLAlchemy sends it to psycopg, with the
+    """A statement of consumer.jobs.queries exactly as SQLAlchemy sends it to psycopg, with the
     constants it binds."""
     from sqlalchemy.dialects.postgresql import psycopg as dialect
 
@@ -52,8 +52,8 @@ def sqlalchemy_url(conninfo: str) -> str:
 
 def consumer_worker(conninfo: str, batch: int, barrier: Any, results: Any) -> None:
     from consumer.db.engine import make_engine
-    from consumer.jobs import store
     from consumer.jobs.kinds import JobKinds
+    from consumer.jobs.store import JobStore
     from consumer.jobs.sweep import Sweeper
     from consumer.settings import Settings
 
@@ -63,7 +63,7 @@ def consumer_worker(conninfo: str, batch: int, barrier: Any, results: Any) -> No
     kinds = JobKinds()
     kinds.add("noop", lambda context, job: None)
     latencies: list[float] = []
-    store.claim = timed(store.claim, latencies)  # type: ignore[method-assign]
+    JobStore.claim = timed(JobStore.claim, latencies)  # type: ignore[method-assign]
     with engine.connect() as connection:
         connection.exec_driver_sql("SELECT 1")
     barrier.wait()
@@ -86,10 +86,10 @@ def timed(function: Callable[..., Any], latencies: list[float]) -> Callable[...,
 def direct_worker(conninfo: str, batch: int, barrier: Any, results: Any) -> None:
     """The sweep's statements and transactions (record the last batch and claim the next in
     one), through psycopg alone."""
-    from consumer.jobs import store
+    from consumer.jobs import queries
 
-    claim_sql, claim_constants = rendered(store._claim_statement("postgresql"))
-    done_sql, done_constants = rendered(store._done_statement("postgresql"))
+    claim_sql, claim_constants = rendered(queries.claim("postgresql"))
+    done_sql, done_constants = rendered(queries.done("postgresql"))
     claim_params: dict[str, Any] = {**claim_constants, "kinds": ["noop"]}
     latencies: list[float] = []
     done, finished, token = 0, [], ""
@@ -270,7 +270,8 @@ def setup_procrastinate(conninfo: str) -> None:
 
 
 def profile_consumer(conninfo: str, jobs: int, batch: int) -> None:
-    """One in-process sweep under cProfile: where does the time go?"""
+    """One in-process sweep under cProfile, timed by the process's CPU clock: where does the CPU
+    go (waits on the database, which both modes share, are left out)?"""
     from consumer.db.engine import make_engine
     from consumer.jobs.kinds import JobKinds
     from consumer.jobs.sweep import Sweeper
@@ -282,14 +283,12 @@ def profile_consumer(conninfo: str, jobs: int, batch: int) -> None:
     kinds = JobKinds()
     kinds.add("noop", lambda context, job: None)
     settings = Settings(database_url=url, local_mode=True, sweep_batch_size=batch)
-    profiler = cProfile.Profile()
+    profiler = cProfile.Profile(time.process_time)
     profiler.runcall(Sweeper(settings, engine, kinds).run, time.monotonic() + 600)
     stats = pstats.Stats(profiler, stream=sys.stdout)
-    print(f"\nprofile: one sweeper, {jobs} no-op jobs, batch {batch} (top by own time)")
+    print(f"\nprofile: one sweeper, {jobs} no-op jobs, batch {batch} (top by own CPU time)")
     stats.sort_stats("tottime").print_stats(15)
-    stats.sort_stats("cumulative").print_stats(
-        r"consumer/jobs|sqlalchemy/engine/base|cursor\.py", 25
-    )
+    stats.sort_stats("cumulative").print_stats(r"consumer/|sqlalchemy/engine/base|cursor\.py", 25)
     engine.dispose()
 
 

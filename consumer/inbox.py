@@ -14,9 +14,10 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import Connection, Engine, and_, delete, or_, select, update
+from sqlalchemy import Connection, Engine, and_, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
+from consumer.db import dialect as sql
 from consumer.db.engine import unavailable_on_db_fault
 from consumer.db.schema import inbox, tick_progress
 from consumer.inbox_queries import queries_for
@@ -181,13 +182,8 @@ class Inbox:
             # A delivery that died and whose message never came back: nobody will finish it.
             and_(inbox.c.status == Status.RUNNING, inbox.c.lease_until < finished_before),
         )
-        if limit is None:
-            statement = delete(inbox).where(expired)
-        else:
-            chunk = select(inbox.c.key).where(expired).limit(limit).scalar_subquery()
-            statement = delete(inbox).where(inbox.c.key.in_(chunk))
         with self._begin() as connection:
-            return connection.execute(statement).rowcount
+            return connection.execute(sql.purge(inbox, inbox.c.key, expired, limit)).rowcount
 
     def last_slot(self, task: str) -> datetime | None:
         query = select(tick_progress.c.last_slot).where(tick_progress.c.task == task)

@@ -15,6 +15,7 @@ The names are the contract with k8s/monitoring (alert rules and the Grafana dash
 
 from __future__ import annotations
 
+import collections
 import functools
 import os
 from collections.abc import Callable
@@ -121,13 +122,15 @@ def _decision_series(route: str, kind: str, status: int) -> tuple[Any, Any, Any]
 
 
 def sweep_batch_recorded(batch: Any) -> None:
-    """A batch's results, once recorded: ``batch.jobs`` with ``done`` ids and ``failures``."""
+    """A batch's results, once recorded: ``batch.jobs`` with ``done`` ids and ``failures``.
+    Counted per (kind, result) first: one ``labels`` lookup per pair, not one per job (it cost
+    the sweep about a fifth of its CPU)."""
     kinds = {job.id: job.kind for job in batch.jobs}
-    for job_id in batch.done:
-        JOB_RESULTS.labels(kinds.get(job_id, "?"), "done").inc()
+    counts = collections.Counter((kinds.get(job_id, "?"), "done") for job_id in batch.done)
     for failure in batch.failures:
-        result = "dead" if failure.dead else "retried"
-        JOB_RESULTS.labels(kinds.get(failure.job_id, "?"), result).inc()
+        counts[kinds.get(failure.job_id, "?"), "dead" if failure.dead else "retried"] += 1
+    for (kind, result), count in counts.items():
+        JOB_RESULTS.labels(kind, result).inc(count)
 
 
 def timed_sweep_batch(method: F) -> F:

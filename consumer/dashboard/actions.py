@@ -12,7 +12,7 @@ from flask import Blueprint, abort, g, render_template, request
 
 from consumer.dashboard import queries
 from consumer.errors import ConsumerError
-from consumer.jobs import store as job_store
+from consumer.jobs.store import JobStore
 from consumer.replay import replay
 
 log = logging.getLogger("consumer.dashboard")
@@ -84,7 +84,7 @@ def replay_route() -> tuple[str, int]:
 def retry_job() -> tuple[str, int]:
     job_id = _job_id()
     ctx = _ctx()
-    changed = job_store.retry(ctx.engine, ctx.clock(), job_id)
+    changed = JobStore(ctx.engine).retry(ctx.clock(), job_id)
     message = f"job {job_id} is pending again" if changed else f"job {job_id} is not dead"
     return _done("retry-job", str(job_id), bool(changed), message, f"/jobs/{job_id}")
 
@@ -93,7 +93,7 @@ def retry_job() -> tuple[str, int]:
 def retry_kind() -> tuple[str, int]:
     kind = _field("kind")
     ctx = _ctx()
-    changed = job_store.retry_dead_of_kind(ctx.engine, ctx.clock(), kind)
+    changed = JobStore(ctx.engine).retry_dead_of_kind(ctx.clock(), kind)
     message = f"{changed} dead {kind} jobs are pending again"
     return _done("retry-kind", kind, changed > 0, message, f"/jobs?{urlencode({'kind': kind})}")
 
@@ -102,6 +102,6 @@ def retry_kind() -> tuple[str, int]:
 def cancel_job() -> tuple[str, int]:
     job_id = _job_id()
     ctx = _ctx()
-    cancelled = job_store.cancel(ctx.engine, job_id, ctx.clock())
+    cancelled = JobStore(ctx.engine).cancel(job_id, ctx.clock())
     message = f"job {job_id} is cancelled" if cancelled else f"job {job_id} is not pending"
     return _done("cancel-job", str(job_id), cancelled, message, f"/jobs/{job_id}")

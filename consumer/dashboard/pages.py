@@ -15,8 +15,8 @@ from consumer.dashboard.access import TOKEN_COOKIE
 from consumer.deploy.runs import WarmRuns
 from consumer.inbox import Inbox
 from consumer.inbox import Status as InboxStatus
-from consumer.jobs import store as job_store
 from consumer.jobs.model import Status as JobStatus
+from consumer.jobs.store import JobStore
 from consumer.storage.model import FileStatus
 from consumer.storage.store import ProcessedFiles
 
@@ -88,8 +88,8 @@ def inbox_event() -> str:
 @blueprint.get("/jobs")
 def jobs() -> str:
     ctx = _ctx()
-    rows = job_store.list_jobs(
-        ctx.engine, _choice("status", JobStatus), request.args.get("kind") or None, LIMIT
+    rows = JobStore(ctx.engine).list(
+        _choice("status", JobStatus), request.args.get("kind") or None, LIMIT
     )
     statuses = [s.value for s in JobStatus]
     dead_by_kind = {
@@ -106,7 +106,7 @@ def jobs() -> str:
 
 @blueprint.get("/jobs/<int:job_id>")
 def job(job_id: int) -> str:
-    found = job_store.get(_ctx().engine, job_id)
+    found = JobStore(_ctx().engine).get(job_id)
     if found is None:
         abort(404, f"no job {job_id}")
     return _page("job.html", job=found)

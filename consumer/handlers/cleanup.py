@@ -15,7 +15,7 @@ from typing import Any
 from consumer.context import HandlerContext
 from consumer.events import TickEvent
 from consumer.inbox import Inbox
-from consumer.jobs import store as jobs_store
+from consumer.jobs.store import JobStore
 from consumer.registry import Registry
 
 DAY = 24 * 3600
@@ -32,7 +32,7 @@ def cleanup(context: HandlerContext, event: TickEvent) -> dict[str, Any]:
         context, lambda limit: Inbox(engine).purge(inbox_before, limit=limit)
     )
     jobs_purged, jobs_more = _in_chunks(
-        context, lambda limit: jobs_store.purge(engine, jobs_before, limit=limit)
+        context, lambda limit: JobStore(engine).purge(jobs_before, limit=limit)
     )
     return {
         "task": event.task, "inbox_purged": inbox_purged, "jobs_purged": jobs_purged,

@@ -17,8 +17,8 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, Integer, String, Text, bindparam, text
-from sqlalchemy.dialects import sqlite
 
+from consumer.db import dialect as sql
 from consumer.db.engine import unavailable_on_db_fault
 from consumer.db.types import UTCDateTime
 from consumer.jobs.model import InvalidJob, NewJob, Status
@@ -62,21 +62,17 @@ is skipped, not an error."""
 
 # --- SQLite: one prepared statement, run for every row -------------------------------------------
 
-INSERT_ONE = (
-    sqlite.insert(jobs)
-    .values(
-        kind=bindparam("kind", type_=String()),
-        payload=bindparam("payload", type_=Text()),  # already JSON text: stored as is
-        status=bindparam("status", type_=String()),
-        priority=bindparam("priority", type_=Integer()),
-        run_at=bindparam("run_at", type_=UTCDateTime()),
-        attempts=0,
-        max_attempts=bindparam("max_attempts", type_=Integer()),
-        idempotency_key=bindparam("idempotency_key", type_=Text()),
-        created_at=bindparam("now", type_=UTCDateTime()),
-        updated_at=bindparam("now", type_=UTCDateTime()),
-    )
-    .on_conflict_do_nothing()
+INSERT_ONE = sql.insert_ignore(jobs, "sqlite").values(
+    kind=bindparam("kind", type_=String()),
+    payload=bindparam("payload", type_=Text()),  # already JSON text: stored as is
+    status=bindparam("status", type_=String()),
+    priority=bindparam("priority", type_=Integer()),
+    run_at=bindparam("run_at", type_=UTCDateTime()),
+    attempts=0,
+    max_attempts=bindparam("max_attempts", type_=Integer()),
+    idempotency_key=bindparam("idempotency_key", type_=Text()),
+    created_at=bindparam("now", type_=UTCDateTime()),
+    updated_at=bindparam("now", type_=UTCDateTime()),
 )
 
 

@@ -109,9 +109,9 @@ def _enqueued(result: EnqueueResult, key: str | None) -> dict[str, Any]:
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
 def list_command(status: str | None, kind: str | None, limit: int) -> None:
     """Newest first: id, status, attempts, kind, run_at, last error."""
-    from consumer.jobs.store import list_jobs
+    from consumer.jobs.store import JobStore
 
-    for job in list_jobs(_engine(), Status(status) if status else None, kind, limit):
+    for job in JobStore(_engine()).list(Status(status) if status else None, kind, limit):
         click.echo(_line(job))
 
 
@@ -127,9 +127,9 @@ def _line(job: Job) -> str:
 @click.argument("job_id", type=int)
 def show_command(job_id: int) -> None:
     """One job in full, with its error history."""
-    from consumer.jobs.store import get
+    from consumer.jobs.store import JobStore
 
-    job = get(_engine(), job_id)
+    job = JobStore(_engine()).get(job_id)
     if job is None:
         raise click.ClickException(f"no job {job_id}")
     click.echo(json.dumps(job._asdict(), default=str, indent=2))
@@ -141,13 +141,13 @@ def show_command(job_id: int) -> None:
 def retry_command(job_id: int | None, dead: bool) -> None:
     """Make a dead or cancelled job (or, with --dead, every dead job) pending again with fresh
     attempts; its error history is kept."""
-    from consumer.jobs.store import retry
+    from consumer.jobs.store import JobStore
 
     if job_id is None and not dead:
         raise click.UsageError("give a job ID or --dead (every dead job)")
     if job_id is not None and dead:
         raise click.UsageError("give a job ID or --dead, not both")
-    count = retry(_engine(), utcnow(), None if dead else job_id)
+    count = JobStore(_engine()).retry(utcnow(), None if dead else job_id)
     if job_id is not None and count == 0:
         raise click.ClickException(f"job {job_id} is missing or not dead or cancelled")
     click.echo(json.dumps({"outcome": "retried", "count": count}))
@@ -157,9 +157,9 @@ def retry_command(job_id: int | None, dead: bool) -> None:
 @click.argument("job_id", type=int)
 def cancel_command(job_id: int) -> None:
     """Cancel a pending job (a running one cannot be stopped mid-effect)."""
-    from consumer.jobs.store import cancel
+    from consumer.jobs.store import JobStore
 
-    if not cancel(_engine(), job_id, utcnow()):
+    if not JobStore(_engine()).cancel(job_id, utcnow()):
         raise click.ClickException(f"job {job_id} is missing or not pending")
     click.echo(json.dumps({"outcome": "cancelled", "id": job_id}))
 

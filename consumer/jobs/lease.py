@@ -20,8 +20,7 @@ from types import TracebackType
 
 from sqlalchemy import Engine
 
-from consumer.db.engine import unavailable_on_db_fault
-from consumer.jobs import store
+from consumer.jobs.store import JobStore
 from consumer.timeutil import Clock
 
 log = logging.getLogger("consumer.jobs.lease")
@@ -32,6 +31,7 @@ class LeaseKeeper:
 
     def __init__(self, engine: Engine, lease_seconds: float, clock: Clock) -> None:
         self.engine = engine
+        self.store = JobStore(engine)
         self.lease_seconds = lease_seconds
         self.clock = clock
         self.held_until = 0.0
@@ -89,8 +89,7 @@ class LeaseKeeper:
         started = time.monotonic()
         until = self.clock() + timedelta(seconds=self.lease_seconds)
         try:
-            with unavailable_on_db_fault(), self.engine.begin() as connection:
-                renewed = store.renew(connection, token, until)
+            renewed = self.store.renew(token, until)
         except Exception as exc:  # a failed beat must not end the heartbeat
             log.warning("job lease not renewed: %s", exc)
             return

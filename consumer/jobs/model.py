@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, NamedTuple
 
@@ -110,6 +110,16 @@ class Job(NamedTuple):
         return cls(
             job_id, kind, payload, Status.RUNNING, priority, run_at, attempts, limit, key,
             created_at, errors or (),
+        )  # fmt: skip
+
+    @classmethod
+    def from_driver_claim(cls, row: Any) -> Job:
+        """``from_claim`` of a row as psycopg returns it: its aware datetimes, in the session's
+        time zone, are converted to UTC here (as ``UTCDateTime`` does for the other queries)."""
+        job_id, kind, payload, priority, run_at, attempts, limit, key, created_at, errors = row
+        return cls(
+            job_id, kind, payload, Status.RUNNING, priority, run_at.astimezone(UTC), attempts,
+            limit, key, created_at.astimezone(UTC), errors or (),
         )  # fmt: skip
 
     @classmethod

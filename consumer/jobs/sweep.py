@@ -22,11 +22,11 @@ from sqlalchemy import Connection, Engine
 from consumer import metrics
 from consumer.db.engine import unavailable_on_db_fault
 from consumer.errors import Permanent, Unavailable
-from consumer.jobs import store
 from consumer.jobs.kinds import JobContext, JobKinds
 from consumer.jobs.lease import LeaseKeeper
 from consumer.jobs.model import Failure, Job, Written
 from consumer.jobs.retry import describe, next_run_at, with_error
+from consumer.jobs.store import JobStore
 from consumer.settings import Settings
 from consumer.timeutil import Clock, utcnow
 
@@ -124,6 +124,7 @@ class Sweeper:
     ) -> None:
         self.settings = settings
         self.engine = engine
+        self.store = JobStore(engine)
         self.kinds = kinds
         self.clock = clock
         self.pace = Pace()
@@ -153,7 +154,7 @@ class Sweeper:
         return summary
 
     def _count_due(self, connection: Connection, summary: SweepSummary) -> None:
-        due = store.due_by_kind(connection, self.clock())
+        due = self.store.due_by_kind(self.clock(), connection=connection)
         summary.still_due = sum(due.values())
         summary.unknown_kinds = {k: n for k, n in sorted(due.items()) if k not in self.kinds}
         if summary.stopped == "drained" and summary.unknown_kinds:
@@ -217,9 +218,10 @@ class Sweeper:
     def _record(self, connection: Connection, batch: Batch | None) -> Written:
         if batch is None:
             return Written(0, 0, 0, 0)
-        return store.complete(
-            connection, batch.token, self.clock(), batch.done, batch.failures, batch.unrun
-        )
+        return self.store.complete(
+            batch.token, self.clock(), batch.done, batch.failures, batch.unrun,
+            connection=connection,
+        )  # fmt: skip
 
     def _claim(self, connection: Connection, size: int) -> Batch:
         token = f"{self.worker}/{uuid.uuid4().hex[:16]}"
@@ -227,7 +229,8 @@ class Sweeper:
             return Batch(token, [], requested=0)
         now = self.clock()
         until = now + timedelta(seconds=job_lease_seconds(self.settings))
-        claimed = store.claim(connection, token, size, self.kinds.names(), now, until)
+        names = self.kinds.names()
+        claimed = self.store.claim(token, size, names, now, until, connection=connection)
         return Batch(token, claimed, requested=size)
 
     @metrics.timed_sweep_batch
@@ -237,15 +240,15 @@ class Sweeper:
         summary.batches += 1
         summary.claimed += len(batch.jobs)
         stop_at = deadline - self.pace.reserve()
+        pace, fresh, run, monotonic = self.pace, self.lease.ensure_fresh, self._run, time.monotonic
         with JobContext(self.settings, self.engine, deadline) as context:
-            for job in batch.jobs:
-                started = time.monotonic()
-                fits = started + self.pace.job_seconds <= stop_at
-                if not (fits and self.lease.ensure_fresh(started)):
+            for job in batch.jobs:  # per job: a no-op job costs little more than this loop
+                started = monotonic()
+                if not (started + pace.job_seconds <= stop_at and fresh(started)):
                     batch.unrun.append(job.id)
                     continue
-                self._run(context, job, batch)
-                self.pace.observe_job(time.monotonic() - started)
+                run(context, job, batch)
+                pace.observe_job(monotonic() - started)
 
     def _run(self, context: JobContext, job: Job, batch: Batch) -> None:
         limit = job.max_attempts or self.settings.job_max_attempts

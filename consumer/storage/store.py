@@ -13,9 +13,9 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, Engine, Update, and_, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 
 from consumer.context import LeaseLost
+from consumer.db import dialect as sql
 from consumer.db.engine import unavailable_on_db_fault
 from consumer.storage.model import FileRow, FileStatus, Progress, StoredObject
 from consumer.storage.schema import processed_files as files
@@ -52,22 +52,21 @@ class ProcessedFiles:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self._insert = postgresql.insert if engine.dialect.name == "postgresql" else sqlite.insert
 
     def begin(self, obj: StoredObject, processor: str, owner: str, now: datetime) -> FileRow:
         """Start (or take over) the run of ``obj``; a finished row is returned untouched."""
-        insert = self._insert(files).values(
-            owner=owner, **_new_row(obj, processor, FileStatus.RUNNING, now)
-        )
-        statement = insert.on_conflict_do_update(
-            index_elements=[files.c.bucket, files.c.name, files.c.generation],
-            set_={
-                "owner": insert.excluded.owner,
+        statement = sql.upsert(
+            files,
+            self.engine.dialect.name,
+            {"owner": owner, **_new_row(obj, processor, FileStatus.RUNNING, now)},
+            conflict=[files.c.bucket, files.c.name, files.c.generation],
+            set_=lambda excluded: {
+                "owner": excluded.owner,
                 "attempts": files.c.attempts + 1,
-                "processor": insert.excluded.processor,
-                "updated_at": insert.excluded.updated_at,
+                "processor": excluded.processor,
+                "updated_at": excluded.updated_at,
             },
-            where=files.c.status == FileStatus.RUNNING,
+            where=lambda excluded: files.c.status == FileStatus.RUNNING,
         ).returning(*files.c)
         with unavailable_on_db_fault(), self.engine.begin() as connection:
             row = connection.execute(statement).first()

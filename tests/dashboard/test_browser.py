@@ -13,8 +13,8 @@ import requests
 
 from consumer.inbox import Inbox
 from consumer.inbox import Status as EventStatus
-from consumer.jobs import store
 from consumer.jobs.model import Status as JobStatus
+from consumer.jobs.store import JobStore
 from tests.dashboard.browser import chromium_page
 from tests.dashboard.conftest import TOKEN, Running
 
@@ -98,7 +98,7 @@ def _replay_actions(page: Any, url: str, running: Running) -> None:
 
 
 def _job_status(running: Running, job_id: int) -> JobStatus:
-    job = store.get(running.engine, job_id)
+    job = JobStore(running.engine).get(job_id)
     assert job is not None
     return job.status
 

@@ -12,6 +12,7 @@ from consumer.inbox import Inbox, Status
 from consumer.jobs import store
 from consumer.jobs.model import Status as JobStatus
 from consumer.jobs.schema import jobs
+from consumer.jobs.store import JobStore
 from consumer.plugins import build_registry
 from consumer.settings import Settings
 from consumer.timeutil import floor_to_period, utcnow
@@ -55,11 +56,11 @@ def test_retry_dead_of_kind_touches_only_that_kind(engine: Engine, seeded: Setti
     other = store.enqueue(engine, "email", {}, max_attempts=1).job_id
     with engine.begin() as connection:
         connection.execute(jobs.update().where(jobs.c.id == other).values(status="dead"))
-    assert store.retry_dead_of_kind(engine, utcnow(), "report") == 2
-    assert store.retry_dead_of_kind(engine, utcnow(), "report") == 0
-    email = store.get(engine, other)  # type: ignore[arg-type]
+    assert JobStore(engine).retry_dead_of_kind(utcnow(), "report") == 2
+    assert JobStore(engine).retry_dead_of_kind(utcnow(), "report") == 0
+    email = JobStore(engine).get(other)  # type: ignore[arg-type]
     assert email is not None and email.status is JobStatus.DEAD
-    retried = [j for j in store.list_jobs(engine, JobStatus.PENDING) if j.errors]
+    retried = [j for j in JobStore(engine).list(JobStatus.PENDING) if j.errors]
     assert len(retried) == 2 and all(j.attempts == 0 for j in retried)  # history kept
 
 

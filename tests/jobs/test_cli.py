@@ -12,7 +12,7 @@ from click.testing import CliRunner, Result
 
 from consumer.cli import main
 from consumer.db.engine import make_engine
-from consumer.jobs import store
+from consumer.jobs.store import JobStore
 from tests.jobs import kinds_plugin
 
 
@@ -103,6 +103,6 @@ def test_sweep_needs_once_and_honours_a_budget(invoke: Any, sqlite_url: str) -> 
     summary = json.loads(invoke("sweep", "--once", "--budget", "0").output)
     assert (summary["claimed"], summary["stopped"], summary["still_due"]) == (0, "budget", 1)
     engine = make_engine(sqlite_url)
-    job = store.get(engine, 1)
+    job = JobStore(engine).get(1)
     engine.dispose()
     assert job is not None and job.status == "pending"

@@ -13,9 +13,10 @@ import pytest
 from sqlalchemy import Engine
 
 from consumer.db.engine import make_engine
-from consumer.jobs import Status, enqueue, store
+from consumer.jobs import Status, enqueue
 from consumer.jobs.email import build_message, message_id
 from consumer.jobs.kinds import JobKinds
+from consumer.jobs.store import JobStore
 from consumer.jobs.tick import register
 from consumer.registry import Registry
 from consumer.settings import Settings
@@ -61,7 +62,7 @@ def test_a_batch_is_sent_over_one_connection_with_job_derived_message_ids(
     summary = sweep(smtp_settings(db, smtp.port), db, kinds)
     assert (summary.done, summary.dead, summary.retried) == (6, 0, 0)
     assert len(smtp.peers) == 1, "each batch should reuse one SMTP session"
-    jobs_by_id = {job_id: store.get(db, job_id) for job_id in [*ids, html.job_id]}
+    jobs_by_id = {job_id: JobStore(db).get(job_id) for job_id in [*ids, html.job_id]}
     expected = {message_id(job, "shop@shop.example") for job in jobs_by_id.values() if job}
     assert set(smtp.message_ids()) == expected and len(expected) == 6
     first = smtp.messages[0]
@@ -73,7 +74,7 @@ def test_a_batch_is_sent_over_one_connection_with_job_derived_message_ids(
 def test_the_message_id_is_stable_per_job_and_unique_across_jobs(db: Engine) -> None:
     settings = smtp_settings(db, 25)
     first, second = (enqueue(db, "email", MAIL).job_id for _ in range(2))
-    job1, job2 = store.get(db, first or 0), store.get(db, second or 0)
+    job1, job2 = JobStore(db).get(first or 0), JobStore(db).get(second or 0)
     assert job1 and job2
     one, again = build_message(job1, settings), build_message(job1, settings)
     assert (
@@ -99,7 +100,7 @@ def test_an_invalid_payload_is_dead_without_touching_smtp(
 ) -> None:
     job_id = enqueue(db, "email", payload).job_id
     assert sweep(smtp_settings(db, smtp.port), db, kinds).dead == 1
-    job = store.get(db, job_id or 0)
+    job = JobStore(db).get(job_id or 0)
     assert job and job.status is Status.DEAD and "Permanent" in (job.last_error or "")
     assert smtp.messages == [] and smtp.peers == set()
 
@@ -113,7 +114,7 @@ def test_smtp_refusals_are_permanent_or_retried_by_code(
     smtp.reply = reply
     job_id = enqueue(db, "email", MAIL).job_id
     sweep(smtp_settings(db, smtp.port), db, kinds)
-    job = store.get(db, job_id or 0)
+    job = JobStore(db).get(job_id or 0)
     assert job and job.status == status and reply.split()[0] in (job.last_error or "")
 
 
@@ -128,7 +129,7 @@ def test_refused_recipients_are_permanent_or_retried_by_code(
     first, second = (enqueue(db, "email", {**MAIL, "subject": s}).job_id for s in ("a", "b"))
     sweep(smtp_settings(db, smtp.port), db, kinds)
     for job_id in (first, second):  # the refusal of the first did not poison the session
-        job = store.get(db, job_id or 0)
+        job = JobStore(db).get(job_id or 0)
         assert job and job.status == status and reply.split()[0] in (job.last_error or "")
     smtp.rcpt_reply = ""
 
@@ -136,7 +137,7 @@ def test_refused_recipients_are_permanent_or_retried_by_code(
 def test_an_unreachable_server_is_retried(db: Engine, kinds: JobKinds) -> None:
     job_id = enqueue(db, "email", MAIL).job_id
     summary = sweep(smtp_settings(db, free_port(), smtp_timeout_seconds=2), db, kinds)
-    job = store.get(db, job_id or 0)
+    job = JobStore(db).get(job_id or 0)
     assert summary.retried == 1 and job and job.status is Status.PENDING
 
 

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
-from consumer.jobs import Status, enqueue, store
+from consumer.jobs import Status, enqueue
 from consumer.jobs.kinds import JobKinds
+from consumer.jobs.store import JobStore
 from tests.jobs.conftest import sweep
 from tests.jobs.smtp_server import Recorder
 from tests.jobs.test_email import MAIL, db, kinds, smtp_settings
@@ -40,7 +41,7 @@ def test_a_bad_header_is_dead_with_its_reason(
 ) -> None:
     job_id = enqueue(db, "email", {**MAIL, "headers": headers}).job_id
     assert sweep(smtp_settings(db, smtp.port), db, kinds).dead == 1
-    job = store.get(db, job_id or 0)
+    job = JobStore(db).get(job_id or 0)
     assert job and job.status is Status.DEAD
     assert "Permanent" in (job.last_error or "") and reason in (job.last_error or "")
     assert "evil@attacker.example" not in str(smtp.messages) and smtp.peers == set()

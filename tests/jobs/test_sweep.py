@@ -5,16 +5,17 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from sqlalchemy import Engine, select, update
 
 from consumer.db.engine import make_engine
-from consumer.jobs import NewJob, Status, enqueue, enqueue_many, store
+from consumer.jobs import NewJob, Status, enqueue, enqueue_many
 from consumer.jobs.kinds import JobKinds
 from consumer.jobs.lease import LeaseKeeper
 from consumer.jobs.schema import jobs
+from consumer.jobs.store import JobStore
 from consumer.settings import Settings
 from consumer.timeutil import utcnow
 from tests.conftest import Clock, free_port
@@ -63,13 +64,40 @@ def test_future_and_unknown_kind_jobs_are_left_pending(
     assert statuses(runs_engine) == {later: "pending", unknown: "pending"}
 
 
+def test_a_claim_returns_the_job_as_enqueued_with_utc_datetimes(
+    runs_engine: Engine, kinds: JobKinds
+) -> None:
+    """On PostgreSQL the claim bypasses SQLAlchemy's result types: its datetimes must still come
+    back in UTC whatever the session's time zone, and equal to what the other queries read."""
+    run_at = datetime(2020, 1, 2, 3, 4, 5, 678901, tzinfo=timezone(timedelta(hours=2)))
+    payload = {"to": "a@example.com", "n": [1, 2.5, None]}
+    job_id = enqueue(runs_engine, "record", payload, key="k", run_at=run_at, priority=-3).job_id
+    store, now = JobStore(runs_engine), utcnow()
+    with runs_engine.begin() as connection:
+        if connection.dialect.name == "postgresql":
+            connection.exec_driver_sql("SET LOCAL TIME ZONE 'Asia/Tokyo'")
+        (claimed,) = store.claim(
+            "t", 5, ["record"], now, now + timedelta(60), connection=connection
+        )
+    stored = store.get(job_id or 0)
+    assert stored is not None
+    assert claimed == stored._replace(
+        status=Status.RUNNING, last_error=None, lease_until=None, updated_at=None, errors=()
+    )
+    assert (claimed.run_at, claimed.payload, claimed.priority) == (run_at, payload, -3)
+    assert claimed.run_at.tzinfo is UTC and claimed.created_at.tzinfo is UTC
+    assert (claimed.attempts, claimed.idempotency_key, claimed.max_attempts) == (1, "k", None)
+
+
 def test_higher_priority_runs_first(
     runs_engine: Engine, job_settings: Settings, kinds: JobKinds
 ) -> None:
     low = [enqueue(runs_engine, "record", {}).job_id for _ in range(3)]
     high = enqueue(runs_engine, "record", {}, priority=5).job_id
     with runs_engine.begin() as connection:
-        claimed = store.claim(connection, "t", 2, ["record"], utcnow(), utcnow() + timedelta(60))
+        claimed = JobStore(connection.engine).claim(
+            "t", 2, ["record"], utcnow(), utcnow() + timedelta(60), connection=connection
+        )
     assert [job.id for job in claimed] == [high, low[0]]
 
 
@@ -80,7 +108,7 @@ def test_failing_kind_backs_off_then_dies_with_its_history_and_retry_revives_it(
     run_ats = []
     for attempt in (1, 2, 3):
         summary = sweep(job_settings, runs_engine, kinds, clock)
-        job = store.get(runs_engine, job_id)
+        job = JobStore(runs_engine).get(job_id)
         assert job is not None and job.attempts == attempt
         assert [entry["attempt"] for entry in job.errors] == list(range(1, attempt + 1))
         assert "Flaky: attempt" in (job.last_error or "")
@@ -97,8 +125,8 @@ def test_failing_kind_backs_off_then_dies_with_its_history_and_retry_revives_it(
     assert run_ats[0] < run_ats[1]
     assert sweep(job_settings, runs_engine, kinds, clock).claimed == 0  # dead stays dead
 
-    assert store.retry(runs_engine, clock(), job_id) == 1
-    revived = store.get(runs_engine, job_id)
+    assert JobStore(runs_engine).retry(clock(), job_id) == 1
+    revived = JobStore(runs_engine).get(job_id)
     assert revived is not None and (revived.status, revived.attempts) == ("pending", 0)
     assert len(revived.errors) == 3  # the history is kept
     with runs_engine.begin() as connection:  # the cause is fixed
@@ -112,7 +140,7 @@ def test_permanent_failure_is_dead_at_once(
 ) -> None:
     (job_id,) = add(runs_engine, 1, fail="permanent")
     assert sweep(job_settings, runs_engine, kinds).dead == 1
-    job = store.get(runs_engine, job_id)
+    job = JobStore(runs_engine).get(job_id)
     assert job is not None and (job.status, job.attempts) == ("dead", 1)
     assert job.errors[0]["error"] == "Permanent: the test said so"
 
@@ -124,7 +152,7 @@ def test_a_job_recovers_after_transient_failures(
     for _ in range(3):
         sweep(job_settings, runs_engine, kinds, clock)
         clock.advance(100)
-    job = store.get(runs_engine, job_id)
+    job = JobStore(runs_engine).get(job_id)
     assert job is not None and (job.status, job.attempts, len(job.errors)) == ("done", 3, 2)
 
 
@@ -134,7 +162,7 @@ def test_retry_dead_revives_every_dead_job(
     add(runs_engine, 3, fail="permanent")
     add(runs_engine, 1)
     sweep(job_settings, runs_engine, kinds)
-    assert store.retry(runs_engine, utcnow()) == 3
+    assert JobStore(runs_engine).retry(utcnow()) == 3
     assert sorted(statuses(runs_engine).values()) == ["done", "pending", "pending", "pending"]
 
 
@@ -144,8 +172,8 @@ def test_an_expired_lease_is_taken_over_and_the_old_owner_cannot_write(
     ids = add(runs_engine, 3)
     now = clock()
     with runs_engine.begin() as connection:
-        crashed = store.claim(
-            connection, "crashed", 10, ["record"], now, now + timedelta(seconds=5)
+        crashed = JobStore(connection.engine).claim(
+            "crashed", 10, ["record"], now, now + timedelta(seconds=5), connection=connection
         )
     assert len(crashed) == 3
     assert sweep(job_settings, runs_engine, kinds, clock).claimed == 0  # lease still live
@@ -153,10 +181,12 @@ def test_an_expired_lease_is_taken_over_and_the_old_owner_cannot_write(
     summary = sweep(job_settings, runs_engine, kinds, clock)
     assert (summary.claimed, summary.done) == (3, 3)
     with runs_engine.begin() as connection:
-        written = store.complete(connection, "crashed", clock(), done=ids, released=ids)
+        written = JobStore(connection.engine).complete(
+            "crashed", clock(), done=ids, released=ids, connection=connection
+        )
     assert written.total == 0  # zero rows: the lease was lost, nothing is overwritten
     for job_id in ids:
-        job = store.get(runs_engine, job_id)
+        job = JobStore(runs_engine).get(job_id)
         assert job is not None and (job.status, job.attempts) == ("done", 2)
 
 
@@ -167,10 +197,12 @@ def test_a_job_whose_sweepers_keep_dying_ends_dead(
     for _ in range(job_settings.job_max_attempts):
         now = clock()
         with runs_engine.begin() as connection:
-            assert store.claim(connection, "dies", 1, ["record"], now, now + timedelta(seconds=1))
+            assert JobStore(connection.engine).claim(
+                "dies", 1, ["record"], now, now + timedelta(seconds=1), connection=connection
+            )
         clock.advance(2)
     summary = sweep(job_settings, runs_engine, kinds, clock)
-    job = store.get(runs_engine, job_id)
+    job = JobStore(runs_engine).get(job_id)
     assert summary.dead == 1 and job is not None and job.status == "dead"
     assert "attempts exhausted" in (job.last_error or "")
     assert run_counts(runs_engine) == {}
@@ -209,14 +241,16 @@ def test_cancel_only_pending_jobs(
 ) -> None:
     pending, done = add(runs_engine, 2)
     with runs_engine.begin() as connection:
-        store.claim(connection, "t", 1, ["record"], utcnow(), utcnow() + timedelta(seconds=60))
-    assert not store.cancel(runs_engine, pending, utcnow())  # running now
+        JobStore(connection.engine).claim(
+            "t", 1, ["record"], utcnow(), utcnow() + timedelta(seconds=60), connection=connection
+        )
+    assert not JobStore(runs_engine).cancel(pending, utcnow())  # running now
     with runs_engine.begin() as connection:
-        store.complete(connection, "t", utcnow(), done=[pending])
-    assert store.cancel(runs_engine, done, utcnow())
-    assert not store.cancel(runs_engine, done, utcnow())
+        JobStore(connection.engine).complete("t", utcnow(), done=[pending], connection=connection)
+    assert JobStore(runs_engine).cancel(done, utcnow())
+    assert not JobStore(runs_engine).cancel(done, utcnow())
     assert sweep(job_settings, runs_engine, kinds).claimed == 0
-    assert store.retry(runs_engine, utcnow(), done) == 1  # a cancelled job can be revived
+    assert JobStore(runs_engine).retry(utcnow(), done) == 1  # a cancelled job can be revived
     assert sweep(job_settings, runs_engine, kinds).done == 1
 
 
@@ -234,7 +268,7 @@ def test_purge_removes_only_finished_jobs_past_retention(runs_engine: Engine) ->
                 .where(jobs.c.id == job_id)
                 .values(status=status, finished_at=finished, idempotency_key=f"k{job_id}")
             )
-    assert store.purge(runs_engine, finished_before=utcnow() - timedelta(days=7)) == 1
+    assert JobStore(runs_engine).purge(finished_before=utcnow() - timedelta(days=7)) == 1
     assert set(statuses(runs_engine)) == {old_pending, new_done}
     assert enqueue(runs_engine, "record", {}, key=f"k{old_done}", allow_unknown=True).inserted
 
@@ -292,7 +326,9 @@ def test_an_unrenewed_lease_is_taken_over_within_the_lease(
     ids = add(runs_engine, 5)
     now = utcnow()
     with runs_engine.begin() as connection:
-        claimed = store.claim(connection, "dead", 5, ["record"], now, now + timedelta(seconds=2))
+        claimed = JobStore(connection.engine).claim(
+            "dead", 5, ["record"], now, now + timedelta(seconds=2), connection=connection
+        )
     assert len(claimed) == 5
     assert sweep(job_settings, runs_engine, kinds).claimed == 0
     time.sleep(2.1)
@@ -300,7 +336,12 @@ def test_an_unrenewed_lease_is_taken_over_within_the_lease(
     assert (summary.claimed, summary.done) == (5, 5)
     assert run_counts(runs_engine) == {job_id: 1 for job_id in ids}
     with runs_engine.begin() as connection:
-        assert store.renew(connection, "dead", utcnow() + timedelta(seconds=10)) == 0
+        assert (
+            JobStore(connection.engine).renew(
+                "dead", utcnow() + timedelta(seconds=10), connection=connection
+            )
+            == 0
+        )
 
 
 def test_a_stale_lease_is_renewed_on_demand_and_refused_when_the_database_is_gone(
@@ -311,7 +352,11 @@ def test_a_stale_lease_is_renewed_on_demand_and_refused_when_the_database_is_gon
     add(runs_engine, 2)
     now = utcnow()
     with runs_engine.begin() as connection:
-        assert len(store.claim(connection, "t", 2, ["record"], now, now + timedelta(seconds=3)))
+        assert len(
+            JobStore(connection.engine).claim(
+                "t", 2, ["record"], now, now + timedelta(seconds=3), connection=connection
+            )
+        )
     keeper = LeaseKeeper(runs_engine, 3, utcnow)
     keeper.hold("t", claimed_at=time.monotonic() - 2.5)  # the heartbeat is 2.5 s late
     assert not keeper.fresh()

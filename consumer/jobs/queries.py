@@ -1,0 +1,219 @@
+"""Every SQL statement on the ``jobs`` table, each named once; ``JobStore`` runs them.
+
+The claim differs by dialect (``FOR UPDATE SKIP LOCKED`` on PostgreSQL, a guarded ``UPDATE``
+under SQLite's single writer); every write after it is guarded by ``claimed_by`` and
+``status = 'running'``: zero rows means the lease was lost, and nothing is overwritten.
+
+The sweep's statements are built once per dialect, with bind parameters: SQLAlchemy reuses their
+cache keys and compiled forms, and psycopg prepares them server-side after a few runs.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from functools import cache
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Delete,
+    Integer,
+    Select,
+    String,
+    Text,
+    Update,
+    and_,
+    bindparam,
+    func,
+    or_,
+    select,
+    update,
+)
+
+from consumer.db import dialect as sql
+from consumer.db.types import UTCDateTime
+from consumer.jobs.model import FINISHED, Status
+from consumer.jobs.schema import JobId, jobs
+
+CLAIMED = (
+    jobs.c.id, jobs.c.kind, jobs.c.payload, jobs.c.priority, jobs.c.run_at, jobs.c.attempts,
+    jobs.c.max_attempts, jobs.c.idempotency_key, jobs.c.created_at, jobs.c.errors,
+)  # fmt: skip
+"""What a claim returns, in ``Job.from_claim`` order."""
+
+NOW = bindparam("now", type_=UTCDateTime())
+TOKEN = bindparam("token", type_=String())
+LIMIT = bindparam("limit", type_=Integer())
+LEASE = bindparam("lease", type_=UTCDateTime())
+OWNED = and_(jobs.c.claimed_by == TOKEN, jobs.c.status == Status.RUNNING.value)
+"""Rows the claim ``token`` still holds: every write after a claim says this."""
+
+
+@cache
+def enqueue(dialect: str) -> Any:
+    """New jobs (one row, or many as an executemany), returning the ids of those inserted: a row
+    whose idempotency key is taken is skipped, and the unique index decides, so concurrent
+    callers cannot both insert it."""
+    return sql.insert_ignore(jobs, dialect).returning(jobs.c.id)
+
+
+def id_of_key(key: str | None) -> Select[Any]:
+    return select(jobs.c.id).where(jobs.c.idempotency_key == key)
+
+
+# --- the sweep: claim, then guarded writes -------------------------------------------------------
+
+
+@cache
+def claim(dialect: str) -> Any:
+    """Up to ``:limit`` jobs of ``:kinds``: leases that expired first, then due pending jobs."""
+    expired, due = _candidates(dialect)
+    picked = (_picked_postgresql if dialect == sql.POSTGRESQL else _picked_sqlite)(expired, due)
+    claimable = or_(  # re-checked in the UPDATE itself: a row another claim took is left alone
+        jobs.c.status == Status.PENDING.value,
+        and_(jobs.c.status == Status.RUNNING.value, jobs.c.lease_until < NOW),
+    )
+    return (
+        update(jobs)
+        .where(picked, claimable)
+        .values(
+            status=Status.RUNNING.value, attempts=jobs.c.attempts + 1, claimed_by=TOKEN,
+            lease_until=LEASE, updated_at=NOW,
+        )
+        .returning(*CLAIMED)
+    )  # fmt: skip
+
+
+def _candidates(dialect: str) -> tuple[Select[Any], Select[Any]]:
+    """Running jobs whose lease expired (their sweeper died), and due pending jobs in order."""
+    kind = sql.among(jobs.c.kind, "kinds", dialect)
+    expired = select(jobs.c.id).where(
+        jobs.c.status == Status.RUNNING.value, jobs.c.lease_until < NOW, kind
+    )
+    due = (
+        select(jobs.c.id)
+        .where(jobs.c.status == Status.PENDING.value, jobs.c.run_at <= NOW, kind)
+        .order_by(jobs.c.priority.desc(), jobs.c.run_at, jobs.c.id)
+    )
+    return expired, due
+
+
+def _picked_postgresql(expired: Select[Any], due: Select[Any]) -> Any:
+    """Materialized CTEs lock their rows with SKIP LOCKED: concurrent sweepers take disjoint
+    batches without waiting. The union is read lazily, so at most ``limit`` rows are locked."""
+    expired_cte, due_cte = (
+        query.limit(LIMIT).with_for_update(skip_locked=True).cte(name).prefix_with("MATERIALIZED")
+        for name, query in (("expired", expired), ("due", due))
+    )
+    picked = select(expired_cte.c.id).union_all(select(due_cte.c.id)).limit(LIMIT).cte("picked")
+    return jobs.c.id == picked.c.id
+
+
+def _picked_sqlite(expired: Select[Any], due: Select[Any]) -> Any:
+    """SQLite has one writer (the engine begins IMMEDIATE): select and update are atomic."""
+    first, then = expired.limit(LIMIT).subquery(), due.limit(LIMIT).subquery()
+    return jobs.c.id.in_(select(first.c.id).union_all(select(then.c.id)).limit(LIMIT))
+
+
+def _ids(dialect: str) -> Any:
+    return sql.among(jobs.c.id, "ids", dialect, BigInteger())
+
+
+@cache
+def done(dialect: str) -> Any:
+    """The jobs ``:ids`` of the claim ``:token`` ran: ``done``."""
+    return (
+        update(jobs)
+        .where(_ids(dialect), OWNED)
+        .values(status=Status.DONE.value, lease_until=None, updated_at=NOW, finished_at=NOW)
+    )
+
+
+@cache
+def released(dialect: str) -> Any:
+    """Claimed but not run for lack of time: the claim was not an attempt."""
+    return (
+        update(jobs)
+        .where(_ids(dialect), OWNED)
+        .values(
+            status=Status.PENDING.value, attempts=jobs.c.attempts - 1, lease_until=None,
+            claimed_by=None, updated_at=NOW,
+        )
+    )  # fmt: skip
+
+
+RENEW = update(jobs).where(OWNED).values(lease_until=LEASE)
+"""Push a live sweeper's lease forward: only rows it still owns (a taken-over job stays with its
+new owner)."""
+
+FAILED = (
+    update(jobs)
+    .where(jobs.c.id == bindparam("job_id", type_=JobId), OWNED)
+    .values(
+        status=bindparam("new_status", type_=String()),
+        run_at=bindparam("new_run_at", type_=UTCDateTime()),
+        last_error=bindparam("error", type_=Text()),
+        errors=bindparam("history", type_=jobs.c.errors.type),
+        finished_at=bindparam("new_finished_at", type_=UTCDateTime()),
+        lease_until=None,
+        updated_at=NOW,
+    )
+)
+"""One failed run: back to ``pending`` at ``:new_run_at``, or ``dead``, with its error."""
+
+
+def due_by_kind(now: datetime) -> Select[Any]:
+    """Pending jobs whose time has come, plus expired leases, counted by kind."""
+    return (
+        select(jobs.c.kind, func.count())
+        .where(
+            or_(
+                and_(jobs.c.status == Status.PENDING.value, jobs.c.run_at <= now),
+                and_(jobs.c.status == Status.RUNNING.value, jobs.c.lease_until < now),
+            )
+        )
+        .group_by(jobs.c.kind)
+    )
+
+
+# --- operations: inspect, retry, cancel, purge ----------------------------------------------------
+
+
+def listed(status: Status | None, kind: str | None, limit: int) -> Select[Any]:
+    """Newest first."""
+    query = select(jobs).order_by(jobs.c.id.desc()).limit(limit)
+    if status is not None:
+        query = query.where(jobs.c.status == status.value)
+    if kind is not None:
+        query = query.where(jobs.c.kind == kind)
+    return query
+
+
+def revived(now: datetime) -> Update:
+    """Pending again with fresh attempts; the error history is kept. Callers say which rows."""
+    return update(jobs).values(
+        status=Status.PENDING.value,
+        attempts=0,
+        run_at=now,
+        lease_until=None,
+        claimed_by=None,
+        updated_at=now,
+        finished_at=None,
+    )
+
+
+def cancelled(job_id: int, now: datetime) -> Update:
+    """A pending job, cancelled (a running one cannot be stopped mid-effect)."""
+    return (
+        update(jobs)
+        .where(jobs.c.id == job_id, jobs.c.status == Status.PENDING.value)
+        .values(status=Status.CANCELLED.value, updated_at=now, finished_at=now)
+    )
+
+
+def purged(finished_before: datetime, limit: int | None) -> Delete:
+    """Finished jobs past the retention, at most ``limit`` of them."""
+    expired = and_(
+        jobs.c.finished_at < finished_before, jobs.c.status.in_([s.value for s in FINISHED])
+    )
+    return sql.purge(jobs, jobs.c.id, expired, limit)
