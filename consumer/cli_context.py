@@ -26,10 +26,14 @@ if TYPE_CHECKING:
 
 def load_settings(*, serves_push: bool = False, **overrides: Any) -> Settings:
     """Settings from the environment plus command-line overrides; only ``serve`` needs push
-    authentication configured."""
+    authentication configured. The plugins are loaded first, for their settings sections: a
+    broken one is the ``SettingsError`` naming it (exit 1), not a usage error."""
+    from consumer.plugins import plugin_sections
+
     env = {**os.environ, **as_env(overrides)}
+    sections = plugin_sections(env)
     try:
-        return Settings.from_env(env, serves_push=serves_push)
+        return Settings.from_env(env, serves_push=serves_push, sections=sections)
     except SettingsError as exc:
         raise click.UsageError(f"invalid settings: {exc}") from exc
 
@@ -140,7 +144,7 @@ def safe_url(url: str) -> str:
 def local_url(settings: Settings, path: str, *, configured: str = "") -> str:
     """``path`` on the server this machine runs at ``CONSUMER_BIND`` (a wildcard bind is reached
     on the loopback address), unless the setting named ``configured`` gives a URL."""
-    url = str(getattr(settings, configured, "") or "") if configured else ""
+    url = str(settings.value(configured) or "") if configured else ""
     if url:
         return url
     host, _, port = settings.bind.rpartition(":")
