@@ -53,7 +53,7 @@ def compose(
 ) -> Settings:
     from consumer.settings import part_classes
 
-    parts = {name: kind(**values.get(name, {})) for name, kind in part_classes().items()}
+    parts: dict[str, Any] = {n: kind(**values.get(n, {})) for n, kind in part_classes().items()}
     extra = {kind: kind(**values.get(kind, {})) for kind in plugins}
     return cls(**values.get("", {}), **parts, extra=extra)
 
