@@ -26,14 +26,10 @@ if TYPE_CHECKING:
 
 def load_settings(*, serves_push: bool = False, **overrides: Any) -> Settings:
     """Settings from the environment plus command-line overrides; only ``serve`` needs push
-    authentication configured. The plugins are loaded first, for their settings sections: a
-    broken one is the ``SettingsError`` naming it (exit 1), not a usage error."""
-    from consumer.plugins import plugin_sections
-
+    authentication configured."""
     env = {**os.environ, **as_env(overrides)}
-    sections = plugin_sections(env)
     try:
-        return Settings.from_env(env, serves_push=serves_push, sections=sections)
+        return Settings.from_env(env, serves_push=serves_push)
     except SettingsError as exc:
         raise click.UsageError(f"invalid settings: {exc}") from exc
 

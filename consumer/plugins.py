@@ -37,11 +37,17 @@ def build_registry(settings: Settings, extra_plugins: Iterable[str] = ()) -> Reg
     return registry
 
 
-def plugin_sections(env: Mapping[str, str]) -> tuple[type[Section], ...]:
-    """The settings sections the plugins declare, for ``Settings.from_env``: the plugins (those
-    of ``CONSUMER_PLUGINS`` in ``env`` and the entry points) are loaded into a registry that is
-    then dropped, since the settings must be whole before anything is built from them."""
-    return tuple(load_plugins(names(env.get("CONSUMER_PLUGINS", ""))).setting_sections.values())
+def plugin_sections(env: Mapping[str, str]) -> tuple[tuple[type[Section], ...], str | None]:
+    """The settings sections the plugins declare, for ``Settings.from_env``, and why loading
+    them failed (or None). The plugins (those of ``CONSUMER_PLUGINS`` in ``env`` and the entry
+    points) are loaded into a registry that is then dropped: the settings must be whole before
+    anything is built from them. A failure is not raised here: commands that never build the
+    registry keep working, and the others report it when they build it."""
+    try:
+        registry = load_plugins(names(env.get("CONSUMER_PLUGINS", "")))
+    except SettingsError as exc:
+        return (), str(exc)
+    return tuple(registry.setting_sections.values()), None
 
 
 def load_plugins(module_names: Iterable[str]) -> Registry:

@@ -136,14 +136,16 @@ class Settings(Section):
         """Build from ``CONSUMER_*`` variables; every problem is reported at once.
         ``serves_push=False`` (pull mode, CLI tools) has no endpoint to authenticate.
         ``sections``: the plugins' sections; by default the configured plugins are loaded to
-        learn them (``consumer.plugins.plugin_sections``)."""
+        learn them (``consumer.plugins.plugin_sections``); if one fails to load, its error is
+        reported only with the problems it may explain (its variables are then unknown)."""
         from consumer.settings_env import read_env
 
+        failure = None
         if sections is None:
             from consumer.plugins import plugin_sections
 
-            sections = plugin_sections(env)
-        settings = read_env(cls, env, tuple(sections))
+            sections, failure = plugin_sections(env)
+        settings = read_env(cls, env, tuple(sections), failure)
         settings.validate(serves_push=serves_push)
         if serves_push:
             settings.require_mail_transport()

@@ -26,9 +26,13 @@ PLUGIN_PREFIX = re.compile(r"[A-Z][A-Z0-9]*_")
 
 
 def read_env(
-    cls: type[Settings], env: Mapping[str, str], plugins: tuple[type[Section], ...]
+    cls: type[Settings],
+    env: Mapping[str, str],
+    plugins: tuple[type[Section], ...],
+    plugin_failure: str | None = None,
 ) -> Settings:
-    """Convert every ``CONSUMER_*`` variable with its field's converter, then compose."""
+    """Convert every ``CONSUMER_*`` variable with its field's converter, then compose. A plugin
+    that failed to load is named with the problems (its variables are unknown without it)."""
     known = catalog(plugins)
     values: dict[Owner, dict[str, Any]] = {}
     problems: list[str] = []
@@ -44,7 +48,7 @@ def read_env(
         except ValueError as exc:
             problems.append(f"{key}: {exc}")
     if problems:
-        raise SettingsError("; ".join(sorted(problems)))
+        raise SettingsError("; ".join([*sorted(problems), *filter(None, [plugin_failure])]))
     return compose(cls, values, plugins)
 
 
