@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 Owner = str | type[Section]
 """Where a field lives: ``""`` (``Settings`` itself), a built-in section's attribute, or a
 plugin section's class."""
-PLUGIN_PREFIX = re.compile(r"[A-Z][A-Z0-9]*_")
+PLUGIN_PREFIX = re.compile(r"[A-Z][A-Z0-9_]*_")
 
 
 def read_env(
@@ -124,7 +124,7 @@ def plugin_section_problem(kind: Any) -> str | None:
         return f"{kind!r} is not a dataclass subclassing consumer.settings.Section"
     prefix = f"{PREFIX}{kind.prefix}"
     if not PLUGIN_PREFIX.fullmatch(kind.prefix):
-        return f"{kind.__name__}.prefix must be capitals and digits ending in '_', e.g. 'BILLING_'"
+        return f"{kind.__name__}.prefix must be capitals, digits and _ ending in '_', e.g. 'BILLING_'"
     clash = next((name for name in builtin_catalog() if name.startswith(prefix)), None)
     if clash:
         return f"{kind.__name__}.prefix {kind.prefix!r} is taken by the built-in {clash}"

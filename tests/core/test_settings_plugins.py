@@ -118,7 +118,7 @@ class Unprefixed(Section):
     [
         (Clashing, SettingsError, "taken by the built-in CONSUMER_SMTP_"),
         (Overlapping, AlreadyRegistered, "overlaps BillingSettings"),
-        (Unprefixed, SettingsError, "capitals and digits ending in '_'"),
+        (Unprefixed, SettingsError, "capitals, digits and _ ending in '_'"),
         (dict, SettingsError, "not a dataclass subclassing"),
     ],
 )
@@ -134,7 +134,8 @@ def test_a_section_whose_variables_could_be_someone_elses_is_refused(
 def test_the_documented_plugin_section_works_as_written(tmp_path: Path) -> None:
     """docs/plugins.md's settings example, executed as written."""
     doc = (Path(__file__).parents[2] / "docs" / "plugins.md").read_text()
-    code = next(b.split("```", 1)[0] for b in doc.split("```python\n") if "registry.settings" in b)
+    blocks = [block.split("```", 1)[0] for block in doc.split("```python\n")[1:]]
+    code = next(block for block in blocks if "registry.settings(" in block)
     namespace: dict[str, Any] = {}
     exec(compile(code, "docs/plugins.md", "exec"), namespace)
     registry = Registry()
@@ -144,3 +145,11 @@ def test_the_documented_plugin_section_works_as_written(tmp_path: Path) -> None:
     assert Settings.from_env(env, sections=[section]).section(section).timeout_seconds == 10
     with pytest.raises(SettingsError, match=r"CONSUMER_CRM_TIMEOUT_SECONDS must be 1\.\.120"):
         Settings.from_env({**env, "CONSUMER_CRM_TIMEOUT_SECONDS": "0"}, sections=[section])
+
+
+def test_a_plugin_that_fails_to_load_is_named_beside_the_variables_it_would_have_read() -> None:
+    env = {"CONSUMER_LOCAL_MODE": "true", "CONSUMER_PLUGINS": "no.such.plugin"}
+    assert Settings.from_env(env).plugins == ("no.such.plugin",)  # the registry reports it later
+    message = refusal({**env, "CONSUMER_BILLING_BATCH": "20"})
+    assert "CONSUMER_BILLING_BATCH: unknown setting" in message
+    assert "CONSUMER_PLUGINS: cannot import 'no.such.plugin'" in message
