@@ -97,7 +97,7 @@ def bench_floor(rows: int) -> float:
 
 def bench_handler(rows: int, gcs_url: str) -> float:
     with fresh_database() as url:
-        settings = Settings(database_url=url, local_mode=True, storage_rules=RULES)
+        settings = Settings.of(database_url=url, local_mode=True, storage_rules=RULES)
         engine = make_engine(url)
         handler = StorageHandler(ObjectStore(lambda: stack.storage_client(gcs_url)))
         harness = Harness(gcs_url, settings, engine, handler, BUCKET)

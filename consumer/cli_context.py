@@ -143,7 +143,7 @@ def local_url(settings: Settings, path: str, *, configured: str = "") -> str:
     url = str(settings.value(configured) or "") if configured else ""
     if url:
         return url
-    host, _, port = settings.bind.rpartition(":")
+    host, _, port = settings.server.bind.rpartition(":")
     if host in ("", "0.0.0.0", "::", "[::]"):
         host = "127.0.0.1"
     return f"http://{host}:{port}{path}"

@@ -124,7 +124,9 @@ def plugin_section_problem(kind: Any) -> str | None:
         return f"{kind!r} is not a dataclass subclassing consumer.settings.Section"
     prefix = f"{PREFIX}{kind.prefix}"
     if not PLUGIN_PREFIX.fullmatch(kind.prefix):
-        return f"{kind.__name__}.prefix must be capitals, digits and _ ending in '_', e.g. 'BILLING_'"
+        return (
+            f"{kind.__name__}.prefix must be capitals, digits and _ ending in '_', e.g. 'BILLING_'"
+        )
     clash = next((name for name in builtin_catalog() if name.startswith(prefix)), None)
     if clash:
         return f"{kind.__name__}.prefix {kind.prefix!r} is taken by the built-in {clash}"

@@ -11,7 +11,6 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -168,9 +167,9 @@ def settings_env(settings: Settings, **extra: str) -> dict[str, str]:
     env = {
         "CONSUMER_DATABASE_URL": settings.database_url,
         "CONSUMER_LOCAL_MODE": "true" if settings.local_mode else "false",
-        "CONSUMER_ACK_DEADLINE_SECONDS": str(settings.ack_deadline_seconds),
-        "CONSUMER_SAFETY_MARGIN_SECONDS": str(settings.safety_margin_seconds),
-        "CONSUMER_MAX_ATTEMPTS": str(settings.max_attempts),
+        "CONSUMER_ACK_DEADLINE_SECONDS": str(settings.inbox.ack_deadline_seconds),
+        "CONSUMER_SAFETY_MARGIN_SECONDS": str(settings.inbox.safety_margin_seconds),
+        "CONSUMER_MAX_ATTEMPTS": str(settings.inbox.max_attempts),
         "CONSUMER_LOG_LEVEL": "WARNING",
     }
     if settings.plugins:
@@ -180,4 +179,4 @@ def settings_env(settings: Settings, **extra: str) -> dict[str, str]:
 
 
 def with_settings(settings: Settings, **changes: Any) -> Settings:
-    return replace(settings, **changes)
+    return settings.with_values(**changes)

@@ -27,8 +27,8 @@ RESERVE_SECONDS = 5.0
 
 def cleanup(context: HandlerContext, event: TickEvent) -> dict[str, Any]:
     settings, engine = context.settings, context.engine
-    inbox_before = utcnow() - timedelta(seconds=settings.inbox_retention_seconds)
-    jobs_before = utcnow() - timedelta(seconds=settings.job_retention_seconds)
+    inbox_before = utcnow() - timedelta(seconds=settings.inbox.retention_seconds)
+    jobs_before = utcnow() - timedelta(seconds=settings.jobs.retention_seconds)
     inbox_purged, more = _in_chunks(
         context, lambda limit: Inbox(engine).purge(inbox_before, limit=limit)
     )

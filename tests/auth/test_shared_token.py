@@ -19,7 +19,7 @@ TOKEN = "pV8sQ2-legacy-verification-token-7Kd"
 
 @pytest.fixture
 def client(sqlite_url: str) -> FlaskClient:
-    return create_app(Settings(database_url=sqlite_url, push_token=TOKEN)).test_client()
+    return create_app(Settings.of(database_url=sqlite_url, push_token=TOKEN)).test_client()
 
 
 def test_the_right_token_is_accepted(client: FlaskClient) -> None:

@@ -27,7 +27,7 @@ def test_running_rows_whose_lease_ended_over_the_retention_ago_are_purged(
     engine: Engine, settings: Settings
 ) -> None:
     now = datetime.now(UTC)
-    retention = timedelta(seconds=settings.inbox_retention_seconds)
+    retention = timedelta(seconds=settings.inbox.retention_seconds)
     abandoned = claim(engine, "abandoned", now - retention - timedelta(hours=1))
     recent = claim(engine, "expired-recently", now - timedelta(hours=1))
     live = claim(engine, "live", now)

@@ -37,7 +37,7 @@ def clock() -> Clock:
 
 @pytest.fixture
 def effect_settings(settings: Settings) -> Settings:
-    return Settings(
+    return Settings.of(
         database_url=settings.database_url, local_mode=True, plugins=("tests.plugins.effects",),
         max_attempts=3,
     )  # fmt: skip

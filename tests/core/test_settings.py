@@ -28,9 +28,9 @@ def test_values_are_converted() -> None:
             "PATH": "/usr/bin",  # not ours: ignored
         }
     )
-    assert settings.ack_deadline_seconds == 120
+    assert settings.inbox.ack_deadline_seconds == 120
     assert settings.plugins == ("a.b", "c.d")
-    assert settings.tick_periods == {"sweep": Every(60), "cleanup": Every(3600)}
+    assert settings.ticks.periods == {"sweep": Every(60), "cleanup": Every(3600)}
     assert settings.handler_budget_seconds == 110
     assert settings.lease_seconds > settings.gunicorn_timeout_seconds
 
@@ -61,7 +61,7 @@ def test_every_problem_is_reported_at_once() -> None:
 
 
 def test_secrets_stay_out_of_the_printed_settings() -> None:
-    settings = Settings(
+    settings = Settings.of(
         local_mode=True,
         push_token="token-that-must-not-leak",
         deploy_hook_secrets=("hook-secret-that-must-not-leak",),

@@ -82,7 +82,7 @@ def test_plain_http_certs_only_to_a_real_loopback_host(url: str) -> None:
     ],
 )
 def test_loopback_and_https_certs_urls_are_accepted(url: str) -> None:
-    assert Settings.from_env({**BASE, "CONSUMER_OIDC_CERTS_URL": url}).oidc_certs_url == url
+    assert Settings.from_env({**BASE, "CONSUMER_OIDC_CERTS_URL": url}).auth.oidc_certs_url == url
 
 
 @pytest.mark.parametrize(
@@ -94,7 +94,7 @@ def test_bind_needs_host_and_a_real_port(bind: str) -> None:
 
 @pytest.mark.parametrize("bind", ["0.0.0.0:8080", "[::1]:8080", "localhost:1"])
 def test_good_binds_are_accepted(bind: str) -> None:
-    assert Settings.from_env({**BASE, "CONSUMER_BIND": bind}).bind == bind
+    assert Settings.from_env({**BASE, "CONSUMER_BIND": bind}).server.bind == bind
 
 
 @pytest.mark.parametrize("target", ["https://ok.test:70000/", "http://u:p@ok.test/", "//x"])
