@@ -18,10 +18,9 @@ from typing import Any
 from consumer.errors import ConsumerError, SettingsError
 from consumer.registry import Registry
 from consumer.settings import Settings
+from consumer.settings_env import ENTRY_POINT_GROUP
 from consumer.settings_fields import Section
 from consumer.settings_parse import names
-
-ENTRY_POINT_GROUP = "consumer.plugins"
 
 
 def build_registry(settings: Settings, extra_plugins: Iterable[str] = ()) -> Registry:
@@ -43,8 +42,9 @@ def plugin_sections(env: Mapping[str, str]) -> tuple[tuple[type[Section], ...], 
     points) are loaded into a registry that is then dropped: the settings must be whole before
     anything is built from them. A failure is not raised here: commands that never build the
     registry keep working, and the others report it when they build it."""
+    module_names = names(env.get("CONSUMER_PLUGINS", ""))
     try:
-        registry = load_plugins(names(env.get("CONSUMER_PLUGINS", "")))
+        registry = load_plugins(module_names)
     except SettingsError as exc:
         return (), str(exc)
     return tuple(registry.setting_sections.values()), None

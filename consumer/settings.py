@@ -138,9 +138,11 @@ class Settings(Section):
         ``sections``: the plugins' sections; by default the configured plugins are loaded to
         learn them (``consumer.plugins.plugin_sections``); if one fails to load, its error is
         reported only with the problems it may explain (its variables are then unknown)."""
-        from consumer.settings_env import read_env
+        from consumer.settings_env import read_env, wants_plugins
 
         failure = None
+        if sections is None and not wants_plugins(env):
+            sections = ()
         if sections is None:
             from consumer.plugins import plugin_sections
 

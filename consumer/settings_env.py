@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import sys
 from collections.abc import Iterable, Mapping
 from functools import cache
+from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
 from consumer.errors import AlreadyRegistered, SettingsError
 from consumer.settings_fields import PREFIX, Section, settings_of, variables
+from consumer.settings_parse import names
 
 if TYPE_CHECKING:
     from consumer.settings import Settings
@@ -22,7 +25,22 @@ if TYPE_CHECKING:
 Owner = str | type[Section]
 """Where a field lives: ``""`` (``Settings`` itself), a built-in section's attribute, or a
 plugin section's class."""
+ENTRY_POINT_GROUP = "consumer.plugins"
+"""Where installed packages declare plugins (``consumer.plugins`` loads them)."""
 PLUGIN_PREFIX = re.compile(r"[A-Z][A-Z0-9_]*_")
+
+
+def wants_plugins(env: Mapping[str, str]) -> bool:
+    """Whether any plugin is configured (only a plugin may declare a section), checked without
+    importing the registry: the common case then costs nothing."""
+    return bool(names(env.get("CONSUMER_PLUGINS", ""))) or has_entry_points(tuple(sys.path))
+
+
+@cache
+def has_entry_points(_path: tuple[str, ...]) -> bool:
+    """Scanning every installed distribution costs tens of milliseconds: once per ``sys.path``
+    (a package installed later changes it, or needs a restart anyway)."""
+    return bool(entry_points(group=ENTRY_POINT_GROUP))
 
 
 def read_env(
