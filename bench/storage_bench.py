@@ -101,7 +101,7 @@ def bench_handler(rows: int, gcs_url: str, profiler: Any = None) -> float:
     """Seconds of one notification through the dispatcher in this process (under
     ``profiler``, a ``cProfile.Profile``, when given)."""
     with fresh_database() as url:
-        settings = Settings(database_url=url, local_mode=True, storage_rules=RULES)
+        settings = Settings.of(database_url=url, local_mode=True, storage_rules=RULES)
         engine = make_engine(url)
         handler = StorageHandler(ObjectStore(lambda: stack.storage_client(gcs_url)))
         harness = Harness(gcs_url, settings, engine, handler, BUCKET)

@@ -58,7 +58,7 @@ def consumer_worker(conninfo: str, batch: int, barrier: Any, results: Any) -> No
     from consumer.settings import Settings
 
     url = sqlalchemy_url(conninfo)
-    settings = Settings(database_url=url, local_mode=True, sweep_batch_size=batch)
+    settings = Settings.of(database_url=url, local_mode=True, sweep_batch_size=batch)
     engine = make_engine(url, pool_size=1)
     kinds = JobKinds()
     kinds.add("noop", lambda context, job: None)
@@ -282,7 +282,7 @@ def profile_consumer(conninfo: str, jobs: int, batch: int) -> None:
     engine = make_engine(url, pool_size=1)
     kinds = JobKinds()
     kinds.add("noop", lambda context, job: None)
-    settings = Settings(database_url=url, local_mode=True, sweep_batch_size=batch)
+    settings = Settings.of(database_url=url, local_mode=True, sweep_batch_size=batch)
     profiler = cProfile.Profile(time.process_time)
     profiler.runcall(Sweeper(settings, engine, kinds).run, time.monotonic() + 600)
     stats = pstats.Stats(profiler, stream=sys.stdout)

@@ -40,11 +40,13 @@ def create_app(
     app = Flask("consumer")
     # One byte over the limit: Werkzeug cuts a chunked body (no Content-Length) off at this size
     # without an error, so reading one byte more is how ``_body`` tells "at" from "over".
-    app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes + 1
+    app.config["MAX_CONTENT_LENGTH"] = settings.server.max_body_bytes + 1
     engine = engine or make_engine(settings.database_url)
     dispatcher = Dispatcher(settings, engine, registry or build_registry(settings), clock)
     authenticate = authenticate or authenticator_for(settings)
-    limits = Limits(settings.max_attributes, settings.max_json_depth, settings.max_json_nodes)
+    limits = Limits(
+        settings.inbox.max_attributes, settings.inbox.max_json_depth, settings.inbox.max_json_nodes
+    )
     app.before_request(logs.bind_request)  # trace ids for this request's log lines
     app.teardown_request(logs.unbind_request)
 
@@ -68,7 +70,7 @@ def _push_view(dispatcher: Dispatcher, authenticate: Authenticator, limits: Limi
         def receive() -> PushMessage:
             headers = dict(request.headers)
             authenticate(headers, request.args)
-            return parse_push(headers, _body(dispatcher.settings.max_body_bytes), limits)
+            return parse_push(headers, _body(dispatcher.settings.server.max_body_bytes), limits)
 
         return respond(dispatcher.decide(Source.PUSH, receive))
 
@@ -78,7 +80,7 @@ def _push_view(dispatcher: Dispatcher, authenticate: Authenticator, limits: Limi
 def _hook_view(dispatcher: Dispatcher) -> Any:
     """``POST /hooks/deploy``: verify the signature, then parse; the dispatcher decides."""
     settings = dispatcher.settings
-    verifier = Verifier(settings.deploy_hook_secrets, settings.deploy_hook_tolerance_seconds)
+    verifier = Verifier(settings.deploy_hook.secrets, settings.deploy_hook.tolerance_seconds)
 
     def deploy_hook() -> Response:
         def receive() -> DeployEvent:

@@ -38,12 +38,12 @@ class SharedTokenAuthenticator:
 
 
 def authenticator_for(settings: Settings) -> Authenticator:
-    if settings.push_audience and settings.push_service_accounts:
+    if settings.auth.push_audience and settings.auth.push_service_accounts:
         from consumer.oidc import OidcAuthenticator
 
         return OidcAuthenticator.from_settings(settings)
-    if settings.push_token:
-        return SharedTokenAuthenticator(settings.push_token)
+    if settings.auth.push_token:
+        return SharedTokenAuthenticator(settings.auth.push_token)
     if settings.local_mode:
         # Logged at every worker start, and never hidden by a quieter CONSUMER_LOG_LEVEL.
         level = max(logging.WARNING, log.getEffectiveLevel())

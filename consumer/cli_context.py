@@ -140,10 +140,10 @@ def safe_url(url: str) -> str:
 def local_url(settings: Settings, path: str, *, configured: str = "") -> str:
     """``path`` on the server this machine runs at ``CONSUMER_BIND`` (a wildcard bind is reached
     on the loopback address), unless the setting named ``configured`` gives a URL."""
-    url = str(getattr(settings, configured, "") or "") if configured else ""
+    url = str(settings.value(configured) or "") if configured else ""
     if url:
         return url
-    host, _, port = settings.bind.rpartition(":")
+    host, _, port = settings.server.bind.rpartition(":")
     if host in ("", "0.0.0.0", "::", "[::]"):
         host = "127.0.0.1"
     return f"http://{host}:{port}{path}"

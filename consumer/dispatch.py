@@ -145,7 +145,7 @@ class Dispatcher:
 
     def _terminal(self, claim: Claim, event: Event, stale: str) -> Verdict | None:
         """The outcomes decided before any handler runs."""
-        if claim.attempts > self.settings.max_attempts:
+        if claim.attempts > self.settings.inbox.max_attempts:
             return Verdict(Kind.DEAD, {}, "attempts exhausted (did a worker die?)")
         if self.registry.resolve(event) is None:
             return Verdict(Kind.UNROUTABLE, {}, self._unroutable(event))
@@ -186,7 +186,7 @@ class Dispatcher:
     def _invoke(self, context: HandlerContext, event: Event) -> Verdict:
         handler = self.registry.resolve(event)
         assert handler is not None  # unroutable events never get here
-        return invoke(handler, context, event, self.settings.max_attempts)
+        return invoke(handler, context, event, self.settings.inbox.max_attempts)
 
     def _renewer(self, delivery: Delivery) -> Callable[[], bool]:
         """The heartbeat of a long handler; a renewed lease also leaves recording more room."""
@@ -205,7 +205,7 @@ class Dispatcher:
         """Recording may retry until the lease ends, but not past the request's own deadline
         (gunicorn's timeout is the ack deadline: a killed worker records nothing)."""
         lease_end = leased_at + self.settings.lease_seconds
-        request_end = started + self.settings.ack_deadline_seconds
+        request_end = started + self.settings.inbox.ack_deadline_seconds
         return min(lease_end, request_end) - RECORD_SLACK_SECONDS
 
     def _finish(self, delivery: Delivery, verdict: Verdict) -> Outcome:
@@ -256,14 +256,14 @@ class Dispatcher:
         no row takes that slot's key (the genuine tick runs) and no completed slot advances."""
         if not isinstance(event, TickEvent):
             return ""
-        tolerance = self.settings.tick_future_tolerance_seconds
+        tolerance = self.settings.ticks.future_tolerance_seconds
         return schedule.future_reason(event.slot, self.clock(), tolerance)
 
     def _stale_reason(self, inbox: Inbox, event: Event) -> str:
         """Ticks from a backlog are coalesced: only the current slots run."""
         if not isinstance(event, TickEvent) or event.continuation:
             return ""  # a continuation carries on a run that was current
-        max_age = self.settings.tick_max_age_periods
+        max_age = self.settings.ticks.max_age_periods
         if old := schedule.stale_reason(event.schedule, event.slot, self.clock(), max_age):
             return old
         last = inbox.last_slot(event.task)

@@ -27,8 +27,8 @@ KEEPALIVE_SECONDS = 620
 
 def options(settings: Settings) -> dict[str, Any]:
     return {
-        "bind": settings.bind,
-        "workers": settings.workers,
+        "bind": settings.server.bind,
+        "workers": settings.server.workers,
         "worker_class": WORKER_CLASS,
         "worker_connections": WORKER_CONNECTIONS,
         "keepalive": KEEPALIVE_SECONDS,
@@ -38,7 +38,7 @@ def options(settings: Settings) -> dict[str, Any]:
         "access_log_format": ACCESS_LOG_FORMAT,  # the path without the query: no ?token= logged
         # gunicorn's own lines (access lines included) in the service's format: JSON in a pod.
         "logconfig_dict": gunicorn_logconfig(
-            settings.log_level, settings.log_format, settings.project_id
+            settings.logging.level, settings.logging.format, settings.logging.project_id
         ),
         # No runtime control socket: nothing in a pod uses it, its default home is not writable.
         "control_socket_disable": True,

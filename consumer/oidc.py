@@ -68,10 +68,10 @@ class OidcAuthenticator:
     @classmethod
     def from_settings(cls, settings: Settings) -> OidcAuthenticator:
         return cls(
-            audience=settings.push_audience,
-            accounts=settings.push_service_accounts,
-            certs=CachedCerts(settings.oidc_certs_url),
-            clock_skew_seconds=settings.oidc_clock_skew_seconds,
+            audience=settings.auth.push_audience,
+            accounts=settings.auth.push_service_accounts,
+            certs=CachedCerts(settings.auth.oidc_certs_url),
+            clock_skew_seconds=settings.auth.oidc_clock_skew_seconds,
         )
 
     def __call__(self, headers: Mapping[str, str], query: Mapping[str, str]) -> None:

@@ -10,7 +10,7 @@ names it, raised before anything serves.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from importlib.metadata import EntryPoint, entry_points
 from types import ModuleType
 from typing import Any
@@ -18,21 +18,48 @@ from typing import Any
 from consumer.errors import ConsumerError, SettingsError
 from consumer.registry import Registry
 from consumer.settings import Settings
-
-ENTRY_POINT_GROUP = "consumer.plugins"
+from consumer.settings_env import ENTRY_POINT_GROUP
+from consumer.settings_fields import Section
+from consumer.settings_parse import names
 
 
 def build_registry(settings: Settings, extra_plugins: Iterable[str] = ()) -> Registry:
-    """The registry a server runs with: built-ins first, so a plugin may replace one."""
+    """The registry a server runs with: built-ins first, so a plugin may replace one. A plugin
+    section ``settings`` was built without (tests, ``extra_plugins``) must pass its rules with
+    its defaults."""
+    registry = load_plugins((*settings.plugins, *extra_plugins))
+    registry.period_overrides = dict(settings.ticks.periods)
+    missing = [kind for kind in registry.setting_sections.values() if kind not in settings.extra]
+    problems = [problem for kind in missing for problem in kind().problems()]
+    if problems:
+        raise SettingsError("; ".join(problems))
+    return registry
+
+
+def plugin_sections(env: Mapping[str, str]) -> tuple[tuple[type[Section], ...], str | None]:
+    """The settings sections the plugins declare, for ``Settings.from_env``, and why loading
+    them failed (or None). The plugins (those of ``CONSUMER_PLUGINS`` in ``env`` and the entry
+    points) are loaded into a registry that is then dropped: the settings must be whole before
+    anything is built from them. A failure is not raised here: commands that never build the
+    registry keep working, and the others report it when they build it."""
+    module_names = names(env.get("CONSUMER_PLUGINS", ""))
+    try:
+        registry = load_plugins(module_names)
+    except SettingsError as exc:
+        return (), str(exc)
+    return tuple(registry.setting_sections.values()), None
+
+
+def load_plugins(module_names: Iterable[str]) -> Registry:
+    """The built-in handlers, the entry points (by name), then ``module_names`` in order."""
     from consumer.handlers import register_builtins
 
     registry = Registry()
     register_builtins(registry)
     for entry_point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: ep.name):
         load_entry_point(registry, entry_point)
-    for module_name in (*settings.plugins, *extra_plugins):
+    for module_name in module_names:
         load_plugin(registry, module_name)
-    registry.period_overrides = dict(settings.tick_periods)
     return registry
 
 

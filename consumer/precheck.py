@@ -29,9 +29,9 @@ def precheck_for(settings: Settings, authenticate: Authenticator | None = None) 
     """``authenticate``: the app's own, so both share one certificate cache (one fetch)."""
     if authenticate is None:
         authenticate = allow_all
-        if not settings.local_mode or settings.push_token or settings.push_audience:
+        if not settings.local_mode or settings.auth.push_token or settings.auth.push_audience:
             authenticate = authenticator_for(settings)
-    hook_enabled = bool(settings.deploy_hook_secrets)
+    hook_enabled = bool(settings.deploy_hook.secrets)
 
     def check(scope: Scope) -> ConsumerError | None:
         if scope.get("method") != "POST":

@@ -109,7 +109,7 @@ class PullConsumer:
 def run_pull(settings: Settings, subscription: str, max_messages: int) -> None:
     """``consumer pull``: run until SIGTERM or SIGINT, then drain and exit."""
     settings.require_mail_transport()  # pulled ticks run the sweep, and so the email kind
-    configure_logging(settings.log_level, settings.log_format, settings.project_id)
+    configure_logging(settings.logging.level, settings.logging.format, settings.logging.project_id)
     engine = make_engine(settings.database_url)
     dispatcher = Dispatcher(settings, engine, build_registry(settings))
     stop = threading.Event()

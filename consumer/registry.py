@@ -20,6 +20,7 @@ from consumer.errors import AlreadyRegistered, SettingsError
 from consumer.events import DeployEvent, Event, OtherEvent, Route, StorageEvent, TickEvent
 from consumer.extensions import Functions, Named, Warmers
 from consumer.schedule import Cron, Every, Schedule, ScheduleError, as_schedule
+from consumer.settings_fields import Section
 
 DEFAULT_TICK_PERIOD_SECONDS = 60
 DEFAULT_SCHEDULE = Every(DEFAULT_TICK_PERIOD_SECONDS)
@@ -31,6 +32,7 @@ StorageHandler = Callable[[HandlerContext, StorageEvent], HandlerResult]
 DeployHandler = Callable[[HandlerContext, DeployEvent], HandlerResult]
 MessageHandler = Callable[[HandlerContext, OtherEvent], HandlerResult]
 H = TypeVar("H", bound=Callable[..., Any])
+S = TypeVar("S", bound=type[Section])
 
 ROUTES = ("storage", "deploy", "message")
 """Routes a handler may be registered for; CloudEvent types have their own table."""
@@ -61,6 +63,18 @@ class Registry:
         """File processors a storage rule may name: ``@registry.processor("name")``."""
         self.warmers = Warmers()
         """Cache warmers run for each deploy: ``@registry.warmer("name", services=...)``."""
+        self.setting_sections: dict[str, type[Section]] = {}
+        """Plugins' settings sections by prefix: ``registry.settings(MySettings)``."""
+
+    def settings(self, section: S) -> S:
+        """Declare a plugin's settings section (also a class decorator): its
+        ``CONSUMER_<prefix>*`` variables are then read and validated with the built-in ones,
+        and handlers read it with ``context.settings.section(section)``."""
+        from consumer.settings_env import check_plugin_section
+
+        check_plugin_section(section, self.setting_sections)
+        self.setting_sections[section.prefix] = section
+        return section
 
     def tick(
         self,

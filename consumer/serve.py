@@ -63,7 +63,7 @@ def run(settings: Settings, overrides: Mapping[str, str]) -> None:
     """Serve until stopped. ``overrides`` (the command line's ``CONSUMER_*`` values) also go into
     this process's environment, for plugins that read their own variables."""
     owned_metrics_dir = _metrics_directory()
-    configure_logging(settings.log_level, settings.log_format, settings.project_id)
+    configure_logging(settings.logging.level, settings.logging.format, settings.logging.project_id)
     os.environ.update(overrides)
     try:
         build_registry(settings)
@@ -94,8 +94,8 @@ def _metrics_directory() -> str:
 
 
 def start_ticker(settings: Settings) -> LocalTicker | None:
-    if not (settings.local_mode and settings.local_tick_seconds > 0):
+    if not (settings.local_mode and settings.server.local_tick_seconds > 0):
         return None
-    ticker = LocalTicker(f"http://{settings.bind}/push", settings.local_tick_seconds)
+    ticker = LocalTicker(f"http://{settings.server.bind}/push", settings.server.local_tick_seconds)
     threading.Thread(target=ticker.run, name="local-ticker", daemon=True).start()
     return ticker

@@ -1,277 +1,224 @@
-"""Service settings: one frozen object, built from ``CONSUMER_*`` variables and validated at start.
+"""Service settings: one frozen object composed of sections, built from ``CONSUMER_*`` variables
+and validated at start as a whole (every problem of every section in one ``SettingsError``).
 
-Nothing reads the environment at import time; ``Settings.from_env`` is called by the CLI and the
-WSGI entry point, and tests build ``Settings(...)`` directly.
+Each feature owns its section (``consumer.jobs.settings``, ``consumer.storage.settings``...) and
+a plugin may declare its own (``registry.settings(MySettings)``). The feature sections are
+imported when a ``Settings`` is first built, never when this module is: importing ``consumer``
+stays cheap. Nothing reads the environment at import time; ``Settings.from_env`` is called by
+the CLI and the WSGI entry points, and tests build ``Settings.of(...)``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from importlib import import_module
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from consumer.errors import SettingsError
-from consumer.schedule import Cron, Every, Schedule
-from consumer.settings_parse import convert
-from consumer.settings_rules import (
-    Rule,
-    bind_problem,
-    database_url_problem,
-    header_object_problem,
-    named,
-    range_rules,
-    url_problem,
+from consumer.settings_core import (
+    DEFAULT_MAX_BODY_BYTES,
+    AuthSettings,
+    InboxSettings,
+    LoggingSettings,
+    ServerSettings,
+    TickSettings,
 )
+from consumer.settings_fields import PREFIX, Rule, Section, named, setting
+from consumer.settings_parse import boolean, names
+from consumer.settings_rules import database_url_problem
 
-PREFIX = "CONSUMER_"
+if TYPE_CHECKING:
+    from consumer.dashboard.settings import DashboardSettings
+    from consumer.deploy.settings import DeployHookSettings, WarmingSettings
+    from consumer.jobs.mail_settings import SmtpSettings
+    from consumer.jobs.settings import JobSettings
+    from consumer.storage.settings import StorageSettings
+
+__all__ = ["DEFAULT_DATABASE_URL", "DEFAULT_MAX_BODY_BYTES", "PREFIX", "Section", "Settings"]
 DEFAULT_DATABASE_URL = "sqlite:///consumer.db"
-# Pub/Sub's message limit is 10 MB; base64 inflates it by 4/3 and the envelope adds a little.
-DEFAULT_MAX_BODY_BYTES = 14 * 1024 * 1024
-NO_SMTP_HOST = (
-    "CONSUMER_SMTP_HOST is required outside local mode: without it the email job kind would "
-    "write messages to the pod's own filesystem (CONSUMER_MAILDIR_PATH) and mark them done"
-)
+S = TypeVar("S", bound=Section)
+
+
+SECTION = {"section": True}
+"""Metadata of the fields of ``Settings`` that are sections."""
+
+
+class Lazy:
+    """The default of a feature's section: its class, named ``"module:Class"``, is imported when
+    a ``Settings`` is built, so importing the core does not import the features."""
+
+    def __init__(self, home: str) -> None:
+        self.home = home
+
+    def __call__(self) -> Any:  # the section, typed by the field it is the default of
+        return self.section_class()()
+
+    def section_class(self) -> type[Section]:
+        module, _, name = self.home.partition(":")
+        kind: type[Section] = getattr(import_module(module), name)
+        return kind
 
 
 @dataclass(frozen=True, repr=False)
-class Settings:
-    """Every knob of the service. Field docs are the configuration reference (see README)."""
+class Settings(Section):
+    """Every knob of the service, section by section. Field docs are the configuration
+    reference (see README)."""
 
-    database_url: str = DEFAULT_DATABASE_URL
+    prefix: ClassVar[str] = ""
+    database_url: str = setting(DEFAULT_DATABASE_URL)
     """SQLAlchemy URL: a SQLite file (embedded default) or ``postgresql+psycopg://...``."""
-    local_mode: bool = False
+    local_mode: bool = setting(False, convert=boolean)
     """Insecure local mode: no push authentication. Must be asked for explicitly."""
-    push_audience: str = ""
-    """OIDC audience the push subscription was configured with (never derived from the request)."""
-    push_service_accounts: tuple[str, ...] = ()
-    """Service-account emails allowed to sign push requests."""
-    oidc_certs_url: str = "https://www.googleapis.com/oauth2/v1/certs"
-    """Where Google's ``{kid: certificate PEM}`` signing certificates are fetched (and cached)."""
-    oidc_clock_skew_seconds: int = 30
-    """Tolerance on the token's ``exp`` and ``iat`` for clocks that disagree (0..300)."""
-    push_token: str = field(default="", repr=False)
-    """Legacy shared verification token (``?token=``), for setups without OIDC."""
-    ack_deadline_seconds: int = 60
-    """The push subscription's ack deadline; for push it is also the request timeout."""
-    safety_margin_seconds: int = 10
-    """Handlers must finish this long before the ack deadline."""
-    max_attempts: int = 5
-    """Inbox attempts before an event is recorded ``dead``."""
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
-    """Larger push bodies get 413 before they are read (chunked ones are cut off at the limit)."""
-    max_attributes: int = 256
-    """Most message attributes accepted (Pub/Sub allows 100)."""
-    max_json_depth: int = 64
-    """Deepest JSON nesting accepted in a push body."""
-    max_json_nodes: int = 200_000
-    """Most JSON values (objects, arrays, strings, numbers...) in a push body or its data; bounds
-    a worker's memory (4.9 million ``{}`` fit in 14 MiB)."""
-    inbox_retention_seconds: int = 7 * 24 * 3600
-    """``cleanup`` purges finished inbox rows older than this (their keys can then recur)."""
-    tick_periods: Mapping[str, Schedule] = field(default_factory=dict)
-    """Overrides of the registered tick schedules, comma-separated: ``task=seconds`` or
-    ``task=cron:EXPRESSION[@TIME_ZONE]``, e.g. ``report=cron:0 9 * * 1-5@Europe/Madrid``."""
-    tick_max_age_periods: int = 2
-    """A tick older than this many of its task's latest slots (periods or cron fire times) is
-    stale: recorded ``skipped``, so a backlog is coalesced."""
-    tick_future_tolerance_seconds: int = 5
-    """A tick whose slot begins more than this far after our clock is refused, nothing recorded."""
-    plugins: tuple[str, ...] = ()
+    plugins: tuple[str, ...] = setting((), convert=names)
     """Modules with a ``register(registry)`` function that add user handlers."""
-    bind: str = "127.0.0.1:8080"
-    """``host:port`` gunicorn listens on (``0.0.0.0:8080`` inside a container)."""
-    workers: int = 2
-    """gunicorn worker processes (asyncio workers: each serves many connections)."""
-    threads: int = 4
-    """Requests one worker runs at once (its handler threads); more wait, already read whole."""
-    header_timeout_seconds: int = 10
-    """A new connection must send its request headers within this, or it is closed."""
-    body_timeout_seconds: int = 10
-    """A request body must arrive whole within this (408 otherwise); at most the handler budget."""
-    local_tick_seconds: int = 0
-    """In local mode, publish a ``sweep`` and ``cleanup`` tick this often (0: never)."""
-    send_to: str = ""
-    """URL ``consumer send`` posts to; empty: ``/push`` at ``bind`` on this host."""
-    log_level: str = "INFO"
-    """Level of the log lines on stderr."""
-    log_format: str = "auto"
-    """``json`` (one object per line, for Cloud Logging), ``text``, or ``auto``: text when stderr
-    is a terminal, else JSON (the container image sets ``json``)."""
-    project_id: str = ""
-    """Google Cloud project of the traces named in log lines (``projects/ID/traces/...``)."""
-    deploy_hook_secrets: tuple[str, ...] = field(default=(), repr=False)
-    """HMAC secrets accepted on ``POST /hooks/deploy``, comma-separated (two during a rotation).
-    Empty: the hook refuses every request."""
-    deploy_hook_tolerance_seconds: int = 300
-    """How far a hook's signed timestamp may be from our clock, either way (replay window)."""
-    warm_targets: tuple[str, ...] = ()
-    """URLs the built-in HTTP cache warmer requests once per release, comma-separated."""
-    warm_sitemap_url: str = ""
-    """A sitemap (or sitemap index) whose URLs the HTTP warmer requests too."""
-    warm_concurrency: int = 8
-    """HTTP warmer: requests in flight at once."""
-    warm_timeout_ms: int = 5000
-    """HTTP warmer: time limit of one request (also cut to the handler's remaining budget)."""
-    warm_retries: int = 2
-    """HTTP warmer: retries of a target after a timeout, connection error, 429 or 5xx."""
-    warm_backoff_ms: int = 200
-    """HTTP warmer: first retry delay; doubles per retry, with jitter."""
-    warm_headers: str = field(default="", repr=False)
-    """HTTP warmer: extra request headers as a JSON object, e.g. ``{"Authorization": "..."}``."""
-    warm_max_targets: int = 10000
-    """HTTP warmer: at most this many targets per run (a runaway sitemap is cut here)."""
-    sweep_batch_size: int = 100
-    """Jobs the sweep claims per statement; a sweeper killed mid-batch re-runs at most these."""
-    job_lease_seconds: int = 10
-    """Lease on a claimed job, renewed by the live sweeper every third of it: a killed sweeper's
-    batch is retried after about this long."""
-    job_max_attempts: int = 10
-    """Attempts of a job enqueued without its own ``max_attempts`` before it is ``dead``."""
-    job_retry_base_seconds: int = 10
-    """First retry delay of a failed job; doubles per attempt, with jitter, up to the max."""
-    job_retry_max_seconds: int = 3600
-    job_retention_seconds: int = 7 * 24 * 3600
-    """``cleanup`` purges finished jobs (freeing their idempotency keys) after this."""
-    smtp_host: str = ""
-    """SMTP server of the ``email`` job kind; required outside local mode (empty, in local mode:
-    deliver to ``maildir_path`` instead)."""
-    smtp_port: int = 0
-    """0: 465 with ``ssl``, 587 with ``starttls``, 25 with ``none``."""
-    smtp_security: str = "starttls"
-    """``starttls``, ``ssl`` or ``none`` (plain SMTP, for a relay on a trusted network)."""
-    smtp_username: str = ""
-    smtp_password: str = field(default="", repr=False)
-    smtp_timeout_seconds: int = 30
-    mail_from: str = "consumer@localhost"
-    """Default sender of the ``email`` job kind; its domain also names the Message-IDs."""
-    maildir_path: str = "maildir"
-    """Where the ``email`` kind delivers when no ``smtp_host`` is set (the embedded default)."""
-    continuation_topic: str = ""
-    """Pub/Sub topic (``projects/P/topics/T``, pushed to this service) on which a sweep that ran
-    out of budget with work left publishes a continuation; empty: the next tick carries on."""
-    continuation_fanout: int = 4
-    """Most continuations one tick's sweep publishes, so several pods drain a backlog."""
-    storage_rules: str = ""
-    """File-processing rules: a JSON list, or the path of a JSON file (see docs/storage.md)."""
-    dashboard_bind: str = "127.0.0.1:8081"
-    """``host:port`` of ``consumer dashboard`` (its own listener, never the push port)."""
-    dashboard_token: str = field(default="", repr=False)
-    """Admin token of the dashboard (login form or ``Authorization: Bearer``); at least 16
-    characters. Outside local mode the dashboard needs this or the IAP audience."""
-    dashboard_iap_audience: str = ""
-    """Accept Identity-Aware Proxy users: the ``/projects/NUMBER/global/backendServices/ID``
-    audience of the signed ``x-goog-iap-jwt-assertion`` header."""
-    dashboard_iap_keys_url: str = "https://www.gstatic.com/iap/verify/public_key-jwk"
-    """Where IAP's ES256 public keys (a JWK set) are fetched (and cached)."""
+    server: ServerSettings = field(default_factory=ServerSettings, metadata=SECTION)
+    auth: AuthSettings = field(default_factory=AuthSettings, metadata=SECTION)
+    inbox: InboxSettings = field(default_factory=InboxSettings, metadata=SECTION)
+    ticks: TickSettings = field(default_factory=TickSettings, metadata=SECTION)
+    logging: LoggingSettings = field(default_factory=LoggingSettings, metadata=SECTION)
+    jobs: JobSettings = field(
+        default_factory=Lazy("consumer.jobs.settings:JobSettings"), metadata=SECTION
+    )
+    smtp: SmtpSettings = field(
+        default_factory=Lazy("consumer.jobs.mail_settings:SmtpSettings"), metadata=SECTION
+    )
+    deploy_hook: DeployHookSettings = field(
+        default_factory=Lazy("consumer.deploy.settings:DeployHookSettings"), metadata=SECTION
+    )
+    warming: WarmingSettings = field(
+        default_factory=Lazy("consumer.deploy.settings:WarmingSettings"), metadata=SECTION
+    )
+    storage: StorageSettings = field(
+        default_factory=Lazy("consumer.storage.settings:StorageSettings"), metadata=SECTION
+    )
+    dashboard: DashboardSettings = field(
+        default_factory=Lazy("consumer.dashboard.settings:DashboardSettings"), metadata=SECTION
+    )
+    extra: Mapping[type[Section], Section] = field(default_factory=dict)
+    """The sections plugins declared, by class (read them with ``section``)."""
 
     @property
     def handler_budget_seconds(self) -> float:
         """How long a handler may run: the ack deadline less the safety margin."""
-        return float(self.ack_deadline_seconds - self.safety_margin_seconds)
+        return float(self.inbox.ack_deadline_seconds - self.inbox.safety_margin_seconds)
 
     @property
     def lease_seconds(self) -> int:
         """Inbox lease: outlives gunicorn's timeout (= ack deadline) so a live worker keeps it."""
-        return self.ack_deadline_seconds + self.safety_margin_seconds
+        return self.inbox.ack_deadline_seconds + self.inbox.safety_margin_seconds
 
     @property
     def gunicorn_timeout_seconds(self) -> int:
-        return self.ack_deadline_seconds
+        return self.inbox.ack_deadline_seconds
+
+    def section(self, kind: type[S]) -> S:
+        """The section of class ``kind`` (a plugin's, or a built-in one); a plugin section that
+        was never configured has its defaults."""
+        for value in self.sections():
+            if type(value) is kind:
+                return value
+        return kind()
+
+    def sections(self) -> list[Section]:
+        """The built-in sections, then the plugins'."""
+        return [getattr(self, name) for name in part_classes()] + list(self.extra.values())
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str], *, serves_push: bool = True) -> Settings:
+    def from_env(
+        cls,
+        env: Mapping[str, str],
+        *,
+        serves_push: bool = True,
+        sections: Iterable[type[Section]] | None = None,
+    ) -> Settings:
         """Build from ``CONSUMER_*`` variables; every problem is reported at once.
-        ``serves_push=False`` (pull mode, CLI tools) has no endpoint to authenticate."""
-        values: dict[str, Any] = {}
-        problems: list[str] = []
-        known = {f.name.upper(): f for f in dataclasses.fields(cls)}
-        for key, raw in env.items():
-            if not key.startswith(PREFIX):
-                continue
-            name = key[len(PREFIX) :]
-            spec = known.get(name)
-            if spec is None:
-                problems.append(f"{key}: unknown setting")
-                continue
-            try:
-                values[spec.name] = convert(spec, raw)
-            except ValueError as exc:
-                problems.append(f"{key}: {exc}")
-        if problems:
-            raise SettingsError("; ".join(sorted(problems)))
-        settings = cls(**values)
+        ``serves_push=False`` (pull mode, CLI tools) has no endpoint to authenticate.
+        ``sections``: the plugins' sections; by default the configured plugins are loaded to
+        learn them (``consumer.plugins.plugin_sections``); if one fails to load, its error is
+        reported only with the problems it may explain (its variables are then unknown)."""
+        from consumer.settings_env import read_env, wants_plugins
+
+        failure = None
+        if sections is None and not wants_plugins(env):
+            sections = ()
+        if sections is None:
+            from consumer.plugins import plugin_sections
+
+            sections, failure = plugin_sections(env)
+        settings = read_env(cls, env, tuple(sections), failure)
         settings.validate(serves_push=serves_push)
         if serves_push:
             settings.require_mail_transport()
         return settings
 
+    @classmethod
+    def of(cls, *sections: Section, **values: Any) -> Settings:
+        """Defaults changed by ``with_values`` (the way tests and tools build settings)."""
+        return cls().with_values(*sections, **values)
+
+    def with_values(self, *sections: Section, **values: Any) -> Settings:
+        """A copy with whole ``sections`` replaced and ``values`` changed, each named like its
+        variable without ``CONSUMER_`` (``smtp_host=``, ``job_lease_seconds=``) or like a field
+        of ``Settings`` (``database_url=``, ``jobs=JobSettings(...)``). Not validated."""
+        from consumer.settings_env import changed
+
+        return changed(self, sections, values)
+
+    def value(self, name: str) -> Any:
+        """A setting by its variable's name without ``CONSUMER_`` (``"send_to"``)."""
+        from consumer.settings_env import flat_index
+
+        owner, attribute = flat_index()[name]
+        return getattr(getattr(self, owner) if owner else self, attribute)
+
     def require_mail_transport(self) -> None:
         """A process that runs handlers (and so the ``email`` job kind) outside local mode needs
         an SMTP host; the CLI's tools, which send no mail, do not."""
-        if not (self.local_mode or self.smtp_host):
+        from consumer.jobs.mail_settings import NO_SMTP_HOST
+
+        if not (self.local_mode or self.smtp.host):
             raise SettingsError(NO_SMTP_HOST)
 
     def validate(self, *, serves_push: bool = True) -> None:
-        """Refuse settings that would break the delivery promise or leave the endpoint open."""
-        problems = [msg for ok, msg in self._rules(serves_push) if not ok]
+        """Refuse settings that would break the delivery promise or leave the endpoint open:
+        this object's rules, then every section's."""
+        problems = [message for ok, message in self._rules(serves_push) if not ok]
+        for value in self.sections():
+            problems += value.problems()
         if problems:
             raise SettingsError("; ".join(problems))
 
     def _rules(self, serves_push: bool) -> list[Rule]:
-        authenticated = bool(self.push_audience and self.push_service_accounts) or bool(
-            self.push_token
-        )
         return [
             (
-                self.local_mode or authenticated or not serves_push,
+                self.local_mode or self.auth.configured or not serves_push,
                 "push authentication is not configured: set CONSUMER_PUSH_AUDIENCE and "
                 "CONSUMER_PUSH_SERVICE_ACCOUNTS (OIDC) or CONSUMER_PUSH_TOKEN, "
                 "or CONSUMER_LOCAL_MODE=true for an insecure local run",
             ),
-            (
-                self.safety_margin_seconds < self.ack_deadline_seconds,
-                "CONSUMER_SAFETY_MARGIN_SECONDS must be below the ack deadline",
-            ),
-            (
-                self.job_retry_base_seconds <= self.job_retry_max_seconds,
-                "CONSUMER_JOB_RETRY_BASE_SECONDS must be at most CONSUMER_JOB_RETRY_MAX_SECONDS",
-            ),
-            (
-                all(isinstance(value, Every | Cron) for value in self.tick_periods.values()),
-                "CONSUMER_TICK_PERIODS: every value must be seconds or cron:EXPRESSION",
-            ),
-            (
-                self.log_format in ("auto", "json", "text"),
-                "CONSUMER_LOG_FORMAT must be auto, json or text",
-            ),
-            named("database_url", database_url_problem(self.database_url)),
-            named("bind", bind_problem(self.bind)),
-            *range_rules(self),
-            *_job_rules(self),
-            *_deploy_rules(self),
-            *_auth_rules(self),
-            *_storage_rules(self),
-            *_dashboard_rules(self),
+            named("CONSUMER_DATABASE_URL", database_url_problem(self.database_url)),
         ]
 
     def __repr__(self) -> str:
-        """Every field but the secrets; the database URL without its password."""
-        shown = []
-        for spec in dataclasses.fields(self):
-            value = getattr(self, spec.name)
-            if spec.name in SECRET_FIELDS:
-                value = "[redacted]" if value else value
-            elif spec.name == "database_url":
-                value = redacted_url(value)
-            shown.append(f"{spec.name}={value!r}")
+        """Every field but the secrets (each section hides its own); the database URL without
+        its password."""
+        own = f"database_url={redacted_url(self.database_url)!r}, local_mode={self.local_mode!r}"
+        shown = [own, f"plugins={self.plugins!r}"]
+        shown += [f"{name}={getattr(self, name)!r}" for name in part_classes()]
+        shown += [f"extra={list(self.extra.values())!r}"] if self.extra else []
         return f"Settings({', '.join(shown)})"
 
 
-SECRET_FIELDS = frozenset(
-    {"push_token", "deploy_hook_secrets", "smtp_password", "warm_headers", "dashboard_token"}
-)
+def part_classes() -> dict[str, type[Section]]:
+    """Attribute -> class of every built-in section, in the order of the reference."""
+    found: dict[str, type[Section]] = {}
+    for spec in dataclasses.fields(Settings):
+        if "section" in spec.metadata:
+            default: Any = spec.default_factory
+            found[spec.name] = default.section_class() if isinstance(default, Lazy) else default
+    return found
 
 
 def redacted_url(url: str) -> str:
@@ -282,85 +229,3 @@ def redacted_url(url: str) -> str:
         return make_url(url).render_as_string(hide_password=True)
     except Exception:  # any parse failure: show nothing that might be a secret
         return "[unparseable]"
-
-
-def _auth_rules(settings: Settings) -> list[Rule]:
-    """Push authentication (consumer.oidc): no half-configured OIDC, no certs over plain HTTP."""
-    return [
-        (
-            bool(settings.push_audience) == bool(settings.push_service_accounts),
-            "CONSUMER_PUSH_AUDIENCE and CONSUMER_PUSH_SERVICE_ACCOUNTS must be set together",
-        ),
-        (
-            not settings.push_token or len(settings.push_token) >= 16,
-            "CONSUMER_PUSH_TOKEN must be at least 16 characters (a guessable token is no check)",
-        ),
-        named("oidc_certs_url", url_problem(settings.oidc_certs_url, loopback_http=True)),
-    ]
-
-
-def _job_rules(settings: Settings) -> list[Rule]:
-    """The ``email`` job kind and the sweep's continuations (consumer.jobs); numbers are in
-    ``settings_rules.RANGES``."""
-    return [
-        (
-            settings.smtp_security in ("starttls", "ssl", "none"),
-            "CONSUMER_SMTP_SECURITY must be starttls, ssl or none",
-        ),
-        (
-            not settings.continuation_topic
-            or bool(re.fullmatch(r"projects/[^/]+/topics/[^/]+", settings.continuation_topic)),
-            "CONSUMER_CONTINUATION_TOPIC must be projects/PROJECT/topics/TOPIC",
-        ),
-    ]
-
-
-def _deploy_rules(settings: Settings) -> list[Rule]:
-    """The deploy hook and cache warmer settings (consumer.deploy)."""
-    targets = [url_problem(url) for url in settings.warm_targets]
-    sitemap = settings.warm_sitemap_url
-    return [
-        (
-            all(len(secret) >= 16 for secret in settings.deploy_hook_secrets),
-            "CONSUMER_DEPLOY_HOOK_SECRETS: every secret must be at least 16 characters",
-        ),
-        named("warm_targets", next((f"{p}" for p in targets if p), None)),
-        named("warm_sitemap_url", url_problem(sitemap) if sitemap else None),
-        (
-            settings.smtp_security in ("starttls", "ssl", "none"),
-            "CONSUMER_SMTP_SECURITY must be starttls, ssl or none",
-        ),
-        named("warm_headers", header_object_problem(settings.warm_headers)),
-    ]
-
-
-def _storage_rules(settings: Settings) -> list[Rule]:
-    """Parsed at start, so a bad rule set stops the service instead of the first upload."""
-    from consumer.storage.rules import problem_with
-
-    problem = problem_with(settings.storage_rules)
-    return [(not problem, f"CONSUMER_STORAGE_RULES: {problem}")]
-
-
-IAP_AUDIENCE = re.compile(r"/projects/\d+/global/backendServices/\d+")
-
-
-def _dashboard_rules(settings: Settings) -> list[tuple[bool, str]]:
-    """The dashboard's authentication (consumer.dashboard.access); format checks only, since
-    only ``consumer dashboard`` needs one of them configured."""
-    keys_url = settings.dashboard_iap_keys_url
-    audience = settings.dashboard_iap_audience
-    return [
-        (
-            not settings.dashboard_token or len(settings.dashboard_token) >= 16,
-            "CONSUMER_DASHBOARD_TOKEN must be at least 16 characters",
-        ),
-        (
-            not audience or IAP_AUDIENCE.fullmatch(audience) is not None,
-            "CONSUMER_DASHBOARD_IAP_AUDIENCE must be /projects/NUMBER/global/backendServices/ID",
-        ),
-        (
-            keys_url.startswith(("https://", "http://127.0.0.1:", "http://localhost:")),
-            "CONSUMER_DASHBOARD_IAP_KEYS_URL must be an https:// URL (plain http only on loopback)",
-        ),
-    ]

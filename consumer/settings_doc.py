@@ -1,5 +1,6 @@
-"""The configuration reference, rendered from ``Settings`` itself so the README cannot drift:
-each field's variable, default and the docstring written under it."""
+"""The configuration reference, rendered from the settings sections themselves so the README
+cannot drift: one table per section, each field's variable, default and the docstring written
+under it."""
 
 from __future__ import annotations
 
@@ -9,15 +10,16 @@ import inspect
 import itertools
 from typing import Any
 
-from consumer.settings import PREFIX, Settings
+from consumer.settings import Settings, part_classes
+from consumer.settings_fields import settings_of, variable_of
 
 BEGIN = "<!-- settings:begin -->"
 END = "<!-- settings:end -->"
 
 
-def field_docs() -> dict[str, str]:
+def field_docs(section: type[Any]) -> dict[str, str]:
     """Attribute docstrings (a string literal right under a field) by field name."""
-    tree = ast.parse(inspect.getsource(Settings))
+    tree = ast.parse(inspect.getsource(section))
     body = tree.body[0].body  # type: ignore[attr-defined]
     docs: dict[str, str] = {}
     for current, following in itertools.pairwise(body):
@@ -32,12 +34,20 @@ def field_docs() -> dict[str, str]:
 
 
 def markdown_table() -> str:
-    docs = field_docs()
-    rows = ["| variable | default | meaning |", "|---|---|---|"]
-    for spec in dataclasses.fields(Settings):
-        default = _default(spec)
+    """Every section under its own heading (``Settings``'s own fields first, as "core")."""
+    parts: list[tuple[str, str, type[Any]]] = [("core", "settings", Settings)]
+    parts += [(name, f"settings.{name}", kind) for name, kind in part_classes().items()]
+    return "\n\n".join(section_table(*part) for part in parts)
+
+
+def section_table(name: str, attribute: str, section: type[Any]) -> str:
+    """One section: a heading naming where code reads it and its class, then its variables."""
+    docs = field_docs(section)
+    where = f"`{attribute}`, `{section.__module__}.{section.__name__}`"
+    rows = [f"### {name} ({where})", "", "| variable | default | meaning |", "|---|---|---|"]
+    for spec in settings_of(section):
         meaning = docs.get(spec.name, "").replace("|", "\\|")
-        rows.append(f"| `{PREFIX}{spec.name.upper()}` | `{default}` | {meaning} |")
+        rows.append(f"| `{variable_of(section, spec)}` | `{_default(spec)}` | {meaning} |")
     return "\n".join(rows)
 
 

@@ -1,31 +1,23 @@
-"""Environment strings to typed setting values; a ValueError names what was expected."""
+"""Environment strings to typed setting values, one converter per field (``setting(convert=)``);
+a ValueError names what was expected. Numbers are range-checked later, with the other rules."""
 
 from __future__ import annotations
-
-import dataclasses
-from typing import Any
 
 from consumer.schedule import Schedule, parse_overrides
 
 
-def convert(spec: dataclasses.Field[Any], raw: str) -> Any:
-    """The value of ``raw`` for the field's type (numbers are range-checked later)."""
-    kind = spec.type if isinstance(spec.type, str) else getattr(spec.type, "__name__", "")
-    if kind == "bool":
-        return _to_bool(raw)
-    if kind == "int":
-        try:
-            return int(raw)
-        except ValueError:
-            raise ValueError(f"expected a whole number, got {raw!r}") from None
-    if kind.startswith("tuple"):
-        return tuple(item.strip() for item in raw.split(",") if item.strip())
-    if kind.startswith("Mapping"):
-        return _to_periods(raw)
+def text(raw: str) -> str:
     return raw
 
 
-def _to_bool(raw: str) -> bool:
+def whole(raw: str) -> int:
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"expected a whole number, got {raw!r}") from None
+
+
+def boolean(raw: str) -> bool:
     lowered = raw.strip().lower()
     if lowered in {"1", "true", "yes", "on"}:
         return True
@@ -34,7 +26,12 @@ def _to_bool(raw: str) -> bool:
     raise ValueError(f"expected true or false, got {raw!r}")
 
 
-def _to_periods(raw: str) -> dict[str, Schedule]:
+def names(raw: str) -> tuple[str, ...]:
+    """Comma-separated items, blanks dropped."""
+    return tuple(item.strip() for item in raw.split(",") if item.strip())
+
+
+def periods(raw: str) -> dict[str, Schedule]:
     """``task=seconds`` or ``task=cron:EXPRESSION[@ZONE]`` items; a ``ScheduleError`` is a
     ``ValueError`` naming the task."""
     return parse_overrides(raw)

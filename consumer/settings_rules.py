@@ -1,77 +1,19 @@
-"""The rules a ``Settings`` must pass before anything starts, each naming its variable and reason.
+"""Checks the settings sections share, each saying why a value is refused.
 
-Every number has a range (a value past it would overflow a date, a timer or a database column
-later, far from its cause), and every URL is read with a real URL parser: a check made on the
-string would let ``http://127.0.0.1:1@evil.example/certs`` pass as a loopback address.
+Every number has a range, declared on its field (a value past it would overflow a date, a timer
+or a database column later, far from its cause), and every URL is read with a real URL parser: a
+check made on the string would let ``http://127.0.0.1:1@evil.example/certs`` pass as a loopback
+address.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import json
-from typing import TYPE_CHECKING
 from urllib.parse import SplitResult, urlsplit
 
-if TYPE_CHECKING:
-    from consumer.settings import Settings
-
-Rule = tuple[bool, str]
 DAY = 24 * 3600
-# Inclusive ranges of every whole-number setting; wider than any sane configuration.
-RANGES: dict[str, tuple[int, int]] = {
-    "oidc_clock_skew_seconds": (0, 300),
-    "ack_deadline_seconds": (10, 600),  # Pub/Sub's own range
-    "safety_margin_seconds": (1, 599),
-    "max_attempts": (1, 1000),
-    "max_body_bytes": (1024, 32 * 1024 * 1024),
-    "max_attributes": (1, 10_000),
-    "max_json_depth": (1, 512),
-    "max_json_nodes": (16, 5_000_000),
-    "inbox_retention_seconds": (60, 3650 * DAY),
-    "tick_max_age_periods": (1, 1000),
-    "workers": (1, 64),
-    "threads": (1, 64),
-    "header_timeout_seconds": (1, 300),
-    "body_timeout_seconds": (1, 600),
-    "local_tick_seconds": (0, DAY),
-    "deploy_hook_tolerance_seconds": (1, DAY),
-    "warm_concurrency": (1, 256),
-    "warm_timeout_ms": (1, 600_000),
-    "warm_retries": (0, 10),
-    "warm_backoff_ms": (0, 600_000),
-    "warm_max_targets": (1, 1_000_000),
-    "sweep_batch_size": (1, 10_000),  # SQLite binds at most 32766 parameters
-    "job_lease_seconds": (1, 3600),
-    "continuation_fanout": (1, 100),
-    "tick_future_tolerance_seconds": (0, 60),
-    "job_max_attempts": (1, 1000),
-    "job_retry_base_seconds": (0, 30 * DAY),
-    "job_retry_max_seconds": (0, 30 * DAY),
-    "job_retention_seconds": (60, 3650 * DAY),
-    "smtp_port": (0, 65535),
-    "smtp_timeout_seconds": (1, 600),
-}
-TICK_PERIOD_RANGE = (1, 366 * DAY)
 LOOPBACK_NAMES = frozenset({"localhost"})
-
-
-def variable(name: str) -> str:
-    return f"CONSUMER_{name.upper()}"
-
-
-def range_rules(settings: Settings) -> list[Rule]:
-    """One rule per whole-number setting, and one per tick period."""
-    rules = [
-        (low <= getattr(settings, name) <= high, f"{variable(name)} must be {low}..{high}")
-        for name, (low, high) in RANGES.items()
-    ]
-    low, high = TICK_PERIOD_RANGE
-    for task, schedule in settings.tick_periods.items():
-        period = getattr(schedule, "seconds", low)  # a cron schedule was checked when parsed
-        rules.append(
-            (low <= period <= high, f"CONSUMER_TICK_PERIODS: {task}'s period must be {low}..{high}")
-        )
-    return rules
 
 
 def url_problem(url: str, *, loopback_http: bool = False) -> str | None:
@@ -149,7 +91,3 @@ def header_object_problem(raw: str) -> str | None:
         if problem:
             return problem
     return None
-
-
-def named(name: str, problem: str | None) -> Rule:
-    return (problem is None, f"{variable(name)}: {problem}")

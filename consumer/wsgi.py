@@ -32,7 +32,7 @@ WORKER_BOOT_ERROR = 3  # gunicorn's Arbiter.WORKER_BOOT_ERROR: halt, do not resp
 
 def app() -> Flask:
     settings = settings_or_exit()
-    configure_logging(settings.log_level, settings.log_format, settings.project_id)
+    configure_logging(settings.logging.level, settings.logging.format, settings.logging.project_id)
     logging.getLogger("consumer").info("worker started", extra={"local_mode": settings.local_mode})
     return _or_exit(lambda: create_app(settings))
 
@@ -44,14 +44,16 @@ def asgi() -> BufferedWsgi:
 
 def asgi_app(settings: Settings, flask_app: Flask | None = None) -> BufferedWsgi:
     """The service as gunicorn's ASGI worker serves it."""
-    configure_logging(settings.log_level, settings.log_format, settings.project_id)
+    configure_logging(settings.logging.level, settings.logging.format, settings.logging.project_id)
     logging.getLogger("consumer").info("worker started", extra={"local_mode": settings.local_mode})
     limits = BridgeLimits(
-        max_body_bytes=settings.max_body_bytes,
+        max_body_bytes=settings.server.max_body_bytes,
         # Capped so a slow body cannot outlast what Pub/Sub waits for the whole request.
-        body_timeout_seconds=min(settings.body_timeout_seconds, settings.handler_budget_seconds),
-        header_timeout_seconds=settings.header_timeout_seconds,
-        threads=settings.threads,
+        body_timeout_seconds=min(
+            settings.server.body_timeout_seconds, settings.handler_budget_seconds
+        ),
+        header_timeout_seconds=settings.server.header_timeout_seconds,
+        threads=settings.server.threads,
     )
     if flask_app is not None:
         return BufferedWsgi(flask_app, limits, precheck_for(settings))

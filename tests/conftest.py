@@ -12,7 +12,6 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
@@ -309,9 +308,9 @@ def settings_env(settings: Settings, **extra: str) -> dict[str, str]:
     env = {
         "CONSUMER_DATABASE_URL": settings.database_url,
         "CONSUMER_LOCAL_MODE": "true" if settings.local_mode else "false",
-        "CONSUMER_ACK_DEADLINE_SECONDS": str(settings.ack_deadline_seconds),
-        "CONSUMER_SAFETY_MARGIN_SECONDS": str(settings.safety_margin_seconds),
-        "CONSUMER_MAX_ATTEMPTS": str(settings.max_attempts),
+        "CONSUMER_ACK_DEADLINE_SECONDS": str(settings.inbox.ack_deadline_seconds),
+        "CONSUMER_SAFETY_MARGIN_SECONDS": str(settings.inbox.safety_margin_seconds),
+        "CONSUMER_MAX_ATTEMPTS": str(settings.inbox.max_attempts),
         "CONSUMER_LOG_LEVEL": "WARNING",
     }
     if settings.plugins:
@@ -321,4 +320,4 @@ def settings_env(settings: Settings, **extra: str) -> dict[str, str]:
 
 
 def with_settings(settings: Settings, **changes: Any) -> Settings:
-    return replace(settings, **changes)
+    return settings.with_values(**changes)

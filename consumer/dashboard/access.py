@@ -39,18 +39,18 @@ class Access:
     def from_settings(cls, settings: Settings) -> Access:
         """Refuses to build (``SettingsError``) when nothing would guard the actions."""
         iap = None
-        if settings.dashboard_iap_audience:
+        if settings.dashboard.iap_audience:
             iap = IapVerifier(
-                settings.dashboard_iap_audience,
-                settings.dashboard_iap_keys_url,
-                settings.oidc_clock_skew_seconds,
+                settings.dashboard.iap_audience,
+                settings.dashboard.iap_keys_url,
+                settings.auth.oidc_clock_skew_seconds,
             )
-        if not (settings.local_mode or settings.dashboard_token or iap):
+        if not (settings.local_mode or settings.dashboard.token or iap):
             raise SettingsError(
                 "the dashboard needs authentication outside local mode: set "
                 "CONSUMER_DASHBOARD_TOKEN or CONSUMER_DASHBOARD_IAP_AUDIENCE"
             )
-        return cls(settings.dashboard_token, iap, settings.local_mode)
+        return cls(settings.dashboard.token, iap, settings.local_mode)
 
     def who(self, headers: Any, cookies: Mapping[str, str]) -> str | None:
         """The caller's name for the action log, or ``None`` if not let in. ``headers``: a

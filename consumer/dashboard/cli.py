@@ -47,9 +47,11 @@ def dashboard(local: bool, bind: str | None, workers: int) -> None:
         Access.from_settings(settings)
     except SettingsError as exc:
         raise click.UsageError(str(exc)) from exc
-    if settings.dashboard_bind == settings.bind:
+    if settings.dashboard.bind == settings.server.bind:
         raise click.UsageError("the dashboard must not listen on the push port (CONSUMER_BIND)")
-    command = gunicorn_command(settings.dashboard_bind, workers, settings.ack_deadline_seconds)
+    command = gunicorn_command(
+        settings.dashboard.bind, workers, settings.inbox.ack_deadline_seconds
+    )
     # gunicorn replaces this process: a signal to our PID reaches it (no orphaned server).
     os.execvpe(command[0], command, {**os.environ, **env})
 

@@ -14,5 +14,5 @@ from consumer.settings import Settings
 
 def app() -> Flask:
     settings = Settings.from_env(os.environ, serves_push=False)
-    configure_logging(settings.log_level)
+    configure_logging(settings.logging.level)
     return create_dashboard(settings)

@@ -58,7 +58,7 @@ def hook(
 ) -> None:
     """POST a signed deploy hook. The secret is the first of CONSUMER_DEPLOY_HOOK_SECRETS (the
     server's own setting: the newest during a rotation), else DEPLOY_HOOK_SECRET."""
-    secrets = cli.settings.deploy_hook_secrets
+    secrets = cli.settings.deploy_hook.secrets
     secret = secrets[0] if secrets else os.environ.get("DEPLOY_HOOK_SECRET", "")
     if not secret:
         raise click.UsageError("set CONSUMER_DEPLOY_HOOK_SECRETS (or DEPLOY_HOOK_SECRET)")

@@ -51,13 +51,13 @@ class HttpPolicy:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> HttpPolicy:
-        extra = json.loads(settings.warm_headers) if settings.warm_headers.strip() else {}
+        extra = json.loads(settings.warming.headers) if settings.warming.headers.strip() else {}
         return cls(
-            timeout_seconds=settings.warm_timeout_ms / 1000,
-            retries=settings.warm_retries,
-            backoff_seconds=settings.warm_backoff_ms / 1000,
-            concurrency=settings.warm_concurrency,
-            max_targets=settings.warm_max_targets,
+            timeout_seconds=settings.warming.timeout_ms / 1000,
+            retries=settings.warming.retries,
+            backoff_seconds=settings.warming.backoff_ms / 1000,
+            concurrency=settings.warming.concurrency,
+            max_targets=settings.warming.max_targets,
             headers={"User-Agent": USER_AGENT, **extra},
         )
 

@@ -27,14 +27,14 @@ class HttpWarmer:
 
     def __call__(self, context: HandlerContext, event: DeployEvent) -> WarmReport | None:
         settings = context.settings
-        if not (settings.warm_targets or settings.warm_sitemap_url):
+        if not (settings.warming.targets or settings.warming.sitemap_url):
             return None
         started = time.monotonic()
         policy, budget = HttpPolicy.from_settings(settings), Budget(context.remaining)
         problems: list[TargetResult] = []
-        targets = list(settings.warm_targets)
-        if settings.warm_sitemap_url:
-            targets += _from_sitemap(settings.warm_sitemap_url, policy, budget, problems)
+        targets = list(settings.warming.targets)
+        if settings.warming.sitemap_url:
+            targets += _from_sitemap(settings.warming.sitemap_url, policy, budget, problems)
         targets, cut = _capped(_unique(targets), policy.max_targets)
         results, not_reached = warm_all(targets, policy, budget)
         note = f"target list cut at CONSUMER_WARM_MAX_TARGETS={policy.max_targets}" if cut else ""

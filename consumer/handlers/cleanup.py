@@ -26,8 +26,8 @@ RESERVE_SECONDS = 5.0
 
 def cleanup(context: HandlerContext, event: TickEvent) -> dict[str, Any]:
     settings, engine, now = context.settings, context.engine, context.clock()
-    inbox_before = now - timedelta(seconds=settings.inbox_retention_seconds)
-    jobs_before = now - timedelta(seconds=settings.job_retention_seconds)
+    inbox_before = now - timedelta(seconds=settings.inbox.retention_seconds)
+    jobs_before = now - timedelta(seconds=settings.jobs.retention_seconds)
     inbox_purged, more = _in_chunks(
         context, lambda limit: Inbox(engine).purge(inbox_before, limit=limit)
     )

@@ -36,8 +36,8 @@ def send(context: JobContext, job: Job) -> None:
     """The ``email`` job kind. Payload: ``to`` (address or list), ``subject``, ``text``, and
     optionally ``html``, ``from``, ``cc``, ``bcc``, ``reply_to``, ``headers``."""
     message = build_message(job, context.settings)
-    if not context.settings.smtp_host:
-        mailbox.Maildir(context.settings.maildir_path, create=True).add(message)
+    if not context.settings.smtp.host:
+        mailbox.Maildir(context.settings.smtp.maildir_path, create=True).add(message)
         return
     smtp = context.resource("smtp", lambda: smtp_session(context.settings, context.remaining()))
     try:
@@ -73,7 +73,7 @@ def build_message(job: Job, settings: Settings) -> EmailMessage:
 
 def _build(job: Job, payload: Mapping[str, Any], settings: Settings) -> EmailMessage:
     message = EmailMessage()
-    sender = str(payload.get("from") or settings.mail_from)
+    sender = str(payload.get("from") or settings.smtp.mail_from)
     message["From"] = sender
     for name in ADDRESS_FIELDS:
         if payload.get(name):
@@ -107,19 +107,19 @@ def _addresses(value: Any) -> list[str]:
 @contextmanager
 def smtp_session(settings: Settings, remaining: float) -> Iterator[smtplib.SMTP]:
     """One authenticated SMTP connection, shared by the jobs of a batch."""
-    port = settings.smtp_port or DEFAULT_PORTS[settings.smtp_security]
-    timeout = max(1.0, min(float(settings.smtp_timeout_seconds), remaining))
+    port = settings.smtp.port or DEFAULT_PORTS[settings.smtp.security]
+    timeout = max(1.0, min(float(settings.smtp.timeout_seconds), remaining))
     smtp: smtplib.SMTP
-    if settings.smtp_security == "ssl":
+    if settings.smtp.security == "ssl":
         context = ssl.create_default_context()
-        smtp = smtplib.SMTP_SSL(settings.smtp_host, port, timeout=timeout, context=context)
+        smtp = smtplib.SMTP_SSL(settings.smtp.host, port, timeout=timeout, context=context)
     else:
-        smtp = smtplib.SMTP(settings.smtp_host, port, timeout=timeout)
+        smtp = smtplib.SMTP(settings.smtp.host, port, timeout=timeout)
     try:
-        if settings.smtp_security == "starttls":
+        if settings.smtp.security == "starttls":
             smtp.starttls(context=ssl.create_default_context())
-        if settings.smtp_username:
-            smtp.login(settings.smtp_username, settings.smtp_password)
+        if settings.smtp.username:
+            smtp.login(settings.smtp.username, settings.smtp.password)
         yield smtp
     finally:
         _close(smtp)

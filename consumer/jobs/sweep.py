@@ -113,7 +113,7 @@ class Batch:
 
 
 def job_lease_seconds(settings: Settings) -> int:
-    return settings.job_lease_seconds
+    return settings.jobs.lease_seconds
 
 
 class Sweeper:
@@ -173,7 +173,7 @@ class Sweeper:
         """As many jobs as the budget can cover at the pace seen so far (the lease is renewed,
         so it does not bound a batch)."""
         available = deadline - time.monotonic() - self.pace.reserve()
-        return self.pace.batch_size(available, self.settings.sweep_batch_size, first)
+        return self.pace.batch_size(available, self.settings.jobs.sweep_batch_size, first)
 
     def _exchange(
         self,
@@ -251,7 +251,7 @@ class Sweeper:
                 pace.observe_job(monotonic() - started)
 
     def _run(self, context: JobContext, job: Job, batch: Batch) -> None:
-        limit = job.max_attempts or self.settings.job_max_attempts
+        limit = job.max_attempts or self.settings.jobs.max_attempts
         if job.attempts > limit:
             error = f"attempts exhausted: claimed {job.attempts} times (did a sweeper die?)"
             batch.failures.append(self._failure(job, error, dead=True))
@@ -271,7 +271,7 @@ class Sweeper:
 
     def _failure(self, job: Job, error: str, dead: bool) -> Failure:
         now = self.clock()
-        base, cap = self.settings.job_retry_base_seconds, self.settings.job_retry_max_seconds
+        base, cap = self.settings.jobs.retry_base_seconds, self.settings.jobs.retry_max_seconds
         return Failure(
             job_id=job.id,
             dead=dead,

@@ -30,12 +30,12 @@ def register(registry: Registry) -> None:
     def sweep(context: HandlerContext, event: TickEvent) -> dict[str, Any]:
         """The same sweep for a tick, a continuation and ``consumer sweep --once``."""
         settings = context.settings
-        reserve = PUBLISH_RESERVE_SECONDS if settings.continuation_topic else 0.0
+        reserve = PUBLISH_RESERVE_SECONDS if settings.jobs.continuation_topic else 0.0
         sweeper = Sweeper(settings, context.engine, registry.job_kinds, context.clock)
         summary = sweeper.run(context.deadline - reserve)
         count = continuations_wanted(settings, event, summary)
         published = continuation.publish(
-            settings.continuation_topic, {"task": event.task}, count, context.remaining()
+            settings.jobs.continuation_topic, {"task": event.task}, count, context.remaining()
         )
         return {"task": event.task, **summary.as_dict(), "continuations": len(published)}
 
@@ -46,8 +46,8 @@ def continuations_wanted(settings: Settings, event: TickEvent, summary: SweepSum
     """How many slices of this sweep's size the due backlog needs, capped: a tick's sweep fans
     out, a continuation's sweep only carries its own chain on."""
     backlog = summary.still_due - sum(summary.unknown_kinds.values())
-    if not settings.continuation_topic or summary.stopped != "budget" or backlog <= 0:
+    if not settings.jobs.continuation_topic or summary.stopped != "budget" or backlog <= 0:
         return 0
     per_slice = max(1, summary.done + summary.retried + summary.dead)
-    limit = 1 if event.continuation else settings.continuation_fanout
+    limit = 1 if event.continuation else settings.jobs.continuation_fanout
     return min(limit, math.ceil(backlog / per_slice))

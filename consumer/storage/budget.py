@@ -36,7 +36,7 @@ class Pacer:
         self.context = context
         self.clock = clock
         self.every = max(context.settings.lease_seconds / 4, 1.0)
-        publishing = PUBLISH_RESERVE_SECONDS if context.settings.continuation_topic else 0.0
+        publishing = PUBLISH_RESERVE_SECONDS if context.settings.jobs.continuation_topic else 0.0
         self.reserve = MIN_RESERVE_SECONDS + publishing
         self.last_beat = clock()
 

@@ -63,7 +63,7 @@ def files_rules() -> None:
     cli = current_cli()
     known = cli.registry.processors.names()
     missing = []
-    for number, rule in enumerate(load_rules(cli.settings.storage_rules).rules, 1):
+    for number, rule in enumerate(load_rules(cli.settings.storage.rules).rules, 1):
         flag = "" if rule.processor in known else "   <- NOT REGISTERED"
         if flag:
             missing.append(rule.processor)

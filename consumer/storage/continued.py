@@ -54,7 +54,7 @@ def attributes(obj: StoredObject) -> dict[str, str]:
 def hand_on(context: HandlerContext, event: StorageEvent, obj: StoredObject) -> str:
     """Publish one continuation of ``obj``; its inbox key, or ``""`` when there is no topic or
     publishing failed (the caller then nacks, as without continuations)."""
-    topic = context.settings.continuation_topic
+    topic = context.settings.jobs.continuation_topic
     published = continuation.publish(topic, attributes(obj), 1, context.remaining())
     if not published:
         return ""

@@ -47,7 +47,7 @@ class StorageHandler:
         self.objects = objects or ObjectStore()
 
     def __call__(self, context: HandlerContext, event: StorageEvent) -> dict[str, Any]:
-        rules = load_rules(context.settings.storage_rules)
+        rules = load_rules(context.settings.storage.rules)
         obj = self._typed(rules, event)
         content_type = obj.content_type if obj else event.content_type
         rule = rules.select(event.event_type, event.bucket, event.name, content_type)

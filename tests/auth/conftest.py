@@ -29,7 +29,7 @@ def certs_server(google_key: SigningKey) -> Iterator[CertsServer]:
 
 @pytest.fixture
 def oidc_settings(sqlite_url: str, certs_server: CertsServer) -> Settings:
-    return Settings(
+    return Settings.of(
         database_url=sqlite_url,
         push_audience=AUDIENCE,
         push_service_accounts=(ACCOUNT, "second@project.iam.gserviceaccount.com"),

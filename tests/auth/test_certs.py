@@ -170,7 +170,7 @@ def test_the_cache_lifetime_follows_max_age_within_bounds(cache_control: str, se
 
 
 def _settings(database_url: str, certs_url: str) -> Settings:
-    return Settings(
+    return Settings.of(
         database_url=database_url,
         push_audience=AUDIENCE,
         push_service_accounts=(ACCOUNT,),

@@ -23,7 +23,7 @@ LIMIT = 64 * 1024
 
 
 def limited(sqlite_url: str) -> Settings:
-    return Settings(
+    return Settings.of(
         database_url=sqlite_url,
         local_mode=True,
         max_body_bytes=LIMIT,

@@ -18,7 +18,7 @@ TOKEN = "pV8sQ2-legacy-verification-token-7Kd"
 
 @pytest.fixture
 def app_settings(sqlite_url: str) -> Settings:
-    return Settings(database_url=sqlite_url, push_token=TOKEN)
+    return Settings.of(database_url=sqlite_url, push_token=TOKEN)
 
 
 def test_the_right_token_is_accepted(client: FlaskClient) -> None:

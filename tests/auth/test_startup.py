@@ -58,12 +58,12 @@ def test_each_way_of_authenticating_is_accepted() -> None:
         "CONSUMER_PUSH_AUDIENCE": "https://consumer.example.com/push",
         "CONSUMER_PUSH_SERVICE_ACCOUNTS": "a@p.iam.gserviceaccount.com,b@p.iam.gserviceaccount.com",
     }
-    assert Settings.from_env(oidc).push_service_accounts == (
+    assert Settings.from_env(oidc).auth.push_service_accounts == (
         "a@p.iam.gserviceaccount.com",
         "b@p.iam.gserviceaccount.com",
     )
     token = "s3cret-" * 3
-    assert Settings.from_env({**smtp, "CONSUMER_PUSH_TOKEN": token}).push_token == token
+    assert Settings.from_env({**smtp, "CONSUMER_PUSH_TOKEN": token}).auth.push_token == token
     assert Settings.from_env({"CONSUMER_LOCAL_MODE": "true"}).local_mode
 
 

@@ -96,7 +96,7 @@ def test_storage_event_with_bad_generation_is_rejected(client: FlaskClient, engi
 
 
 def test_body_over_the_limit_gets_413(settings: Settings, engine: Engine) -> None:
-    small = Settings(database_url=settings.database_url, local_mode=True, max_body_bytes=4096)
+    small = Settings.of(database_url=settings.database_url, local_mode=True, max_body_bytes=4096)
     client = create_app(small, engine=engine).test_client()
     data = base64.b64encode(b"x" * 8192)
     body = (

@@ -34,7 +34,7 @@ def test_running_rows_whose_lease_ended_over_the_retention_ago_are_purged(
     engine: Engine, settings: Settings
 ) -> None:
     now = datetime.now(UTC)
-    retention = timedelta(seconds=settings.inbox_retention_seconds)
+    retention = timedelta(seconds=settings.inbox.retention_seconds)
     abandoned = claim(engine, "abandoned", now - retention - timedelta(hours=1))
     recent = claim(engine, "expired-recently", now - timedelta(hours=1))
     live = claim(engine, "live", now)
@@ -68,8 +68,8 @@ def test_cleanup_purges_exactly_what_is_past_the_retention_at_the_services_clock
     engine: Engine, settings: Settings, clock: Clock
 ) -> None:
     minute = timedelta(minutes=1)
-    inbox_retention = timedelta(seconds=settings.inbox_retention_seconds)
-    job_retention = timedelta(seconds=settings.job_retention_seconds)
+    inbox_retention = timedelta(seconds=settings.inbox.retention_seconds)
+    job_retention = timedelta(seconds=settings.jobs.retention_seconds)
     finished_event(engine, "old", FAKE_NOW - inbox_retention - minute)
     finished_event(engine, "young", FAKE_NOW - inbox_retention + minute)
     finished_job(engine, "old-job", FAKE_NOW - job_retention - minute)

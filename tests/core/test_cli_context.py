@@ -68,6 +68,6 @@ def test_one_context_per_command_closed_when_it_ends() -> None:
     ],
 )
 def test_local_url_follows_the_bind(bind: str, expected: str) -> None:
-    assert local_url(Settings(bind=bind), "/push", configured="send_to") == expected
-    chosen = Settings(bind=bind, send_to="http://elsewhere/push")
+    assert local_url(Settings.of(bind=bind), "/push", configured="send_to") == expected
+    chosen = Settings.of(bind=bind, send_to="http://elsewhere/push")
     assert local_url(chosen, "/push", configured="send_to") == "http://elsewhere/push"

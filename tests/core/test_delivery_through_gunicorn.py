@@ -41,7 +41,7 @@ def pg_engine(postgres_url: str) -> Iterator[Engine]:
 
 
 def effect_settings(url: str, **changes: Any) -> Settings:
-    return Settings(database_url=url, local_mode=True, plugins=(EFFECTS,), **changes)
+    return Settings.of(database_url=url, local_mode=True, plugins=(EFFECTS,), **changes)
 
 
 def test_same_event_50_times_from_8_workers_takes_effect_once(

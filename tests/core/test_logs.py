@@ -7,7 +7,6 @@ import io
 import json
 import logging
 from collections.abc import Iterator
-from dataclasses import replace
 from datetime import datetime
 
 import pytest
@@ -124,7 +123,7 @@ def app_lines() -> Iterator[io.StringIO]:
 def test_a_push_writes_one_line_carrying_its_trace(
     settings: Settings, engine: Engine, app_lines: io.StringIO
 ) -> None:
-    client = create_app(replace(settings, project_id="acme"), engine=engine).test_client()
+    client = create_app(settings.with_values(project_id="acme"), engine=engine).test_client()
     headers = {"traceparent": f"00-{TRACE}-00f067aa0ba902b7-01"}
     assert client.post("/push", json=tick_body("cleanup"), headers=headers).status_code == 200
     assert client.post("/push", json=tick_body("cleanup")).status_code == 200

@@ -4,7 +4,6 @@ cached query; and the sweep counts its results by kind."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -95,7 +94,7 @@ def test_a_failing_database_gives_state_up_zero_not_an_error(tmp_path: Path) -> 
 
 def test_ticks_inbox_and_sweep_results_through_the_app(settings: Settings, engine: Engine) -> None:
     kinds_plugin.runs_metadata.create_all(engine)
-    app = create_app(replace(settings, plugins=("tests.jobs.kinds_plugin",)), engine=engine)
+    app = create_app(settings.with_values(plugins=("tests.jobs.kinds_plugin",)), engine=engine)
     client = app.test_client()
     before = client.get("/metrics").get_data(as_text=True)
     enqueue(engine, "record", {}, allow_unknown=True)

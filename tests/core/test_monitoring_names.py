@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -69,7 +68,7 @@ def exported(settings: Settings, engine: Engine) -> dict[str, set[str]]:
     """What a real app's /metrics shows after a sweep, a rejected push and an unroutable one,
     plus the declared process metrics."""
     kinds_plugin.runs_metadata.create_all(engine)
-    app = create_app(replace(settings, plugins=("tests.jobs.kinds_plugin",)), engine=engine)
+    app = create_app(settings.with_values(plugins=("tests.jobs.kinds_plugin",)), engine=engine)
     client = app.test_client()
     enqueue(engine, "record", {"fail": "permanent"})
     client.post("/push", json=tick_body("sweep"))

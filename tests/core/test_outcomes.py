@@ -26,7 +26,7 @@ pytestmark = pytest.mark.clock(datetime(2026, 11, 29, 12, 0, 1, tzinfo=UTC))
 
 @pytest.fixture
 def effect_settings(settings: Settings) -> Settings:
-    return Settings(
+    return Settings.of(
         database_url=settings.database_url, local_mode=True, plugins=("tests.plugins.effects",),
         max_attempts=3,
     )  # fmt: skip

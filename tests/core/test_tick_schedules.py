@@ -82,7 +82,7 @@ def test_a_tick_within_the_tolerance_runs(settings: Settings, engine: Engine) ->
 
 
 def test_the_tolerance_is_a_setting(settings: Settings, engine: Engine) -> None:
-    strict = Settings(database_url=settings.database_url, local_mode=True,
+    strict = Settings.of(database_url=settings.database_url, local_mode=True,
                       tick_future_tolerance_seconds=0)  # fmt: skip
     clock = Clock(datetime(2026, 11, 30, 12, 0, 8, tzinfo=UTC))
     client = client_at(strict, engine, clock, registry())

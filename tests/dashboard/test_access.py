@@ -26,8 +26,8 @@ def test_refuses_to_start_without_authentication_outside_local_mode() -> None:
     with pytest.raises(SettingsError, match="CONSUMER_DASHBOARD_TOKEN"):
         Access.from_settings(Settings())
     assert Access.from_settings(Settings(local_mode=True)).local
-    assert Access.from_settings(Settings(dashboard_token=TOKEN)).token == TOKEN
-    assert Access.from_settings(Settings(dashboard_iap_audience=AUDIENCE)).iap is not None
+    assert Access.from_settings(Settings.of(dashboard_token=TOKEN)).token == TOKEN
+    assert Access.from_settings(Settings.of(dashboard_iap_audience=AUDIENCE)).iap is not None
 
 
 @pytest.mark.parametrize(
@@ -60,7 +60,7 @@ def test_the_command_refuses_an_unguarded_or_push_port_listener(tmp_path: Path) 
 def test_an_action_is_logged_with_who_did_it(
     sqlite_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    app = create_dashboard(Settings(database_url=sqlite_url, dashboard_token=TOKEN))
+    app = create_dashboard(Settings.of(database_url=sqlite_url, dashboard_token=TOKEN))
     job_id = store.enqueue(
         app.extensions["dashboard"].engine, "report", {}, allow_unknown=True
     ).job_id
@@ -123,7 +123,7 @@ def test_iap_users_are_let_in_over_http(
 
 def test_the_login_form_sets_the_token_cookie(sqlite_url: str) -> None:
     client = create_dashboard(
-        Settings(database_url=sqlite_url, dashboard_token=TOKEN)
+        Settings.of(database_url=sqlite_url, dashboard_token=TOKEN)
     ).test_client()
     assert client.get("/").status_code == 401
     assert client.get("/login").status_code == 200
@@ -143,8 +143,8 @@ def test_the_login_form_sets_the_token_cookie(sqlite_url: str) -> None:
 def test_ready_only_once_the_schema_is_at_head(tmp_path: Path, sqlite_url: str) -> None:
     """A dashboard rolled out before the migration Job finished stays out of rotation."""
     bare = f"sqlite:///{tmp_path / 'unmigrated.db'}"
-    unmigrated = create_dashboard(Settings(database_url=bare, dashboard_token=TOKEN))
+    unmigrated = create_dashboard(Settings.of(database_url=bare, dashboard_token=TOKEN))
     assert unmigrated.test_client().get("/readyz").status_code == 503
-    migrated = create_dashboard(Settings(database_url=sqlite_url, dashboard_token=TOKEN))
+    migrated = create_dashboard(Settings.of(database_url=sqlite_url, dashboard_token=TOKEN))
     answer = migrated.test_client().get("/readyz")
     assert answer.status_code == 200 and answer.get_json() == {"status": "ready"}

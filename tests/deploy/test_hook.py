@@ -35,7 +35,7 @@ def urls(targets: TargetServer) -> list[str]:
 
 @pytest.fixture
 def app_settings(settings: Settings, urls: list[str]) -> Settings:
-    return Settings(
+    return Settings.of(
         database_url=settings.database_url, local_mode=True, warm_targets=tuple(urls),
         deploy_hook_secrets=(SECRET, OLD_SECRET), deploy_hook_tolerance_seconds=300,
     )  # fmt: skip
@@ -129,7 +129,9 @@ def test_unauthenticated_hooks_are_401_and_nothing_runs(
 def test_a_hook_without_configured_secrets_is_401(
     settings: Settings, engine: Engine, targets: TargetServer, urls: list[str]
 ) -> None:
-    config = Settings(database_url=settings.database_url, local_mode=True, warm_targets=(urls[0],))
+    config = Settings.of(
+        database_url=settings.database_url, local_mode=True, warm_targets=(urls[0],)
+    )
     status, body = hook(create_app(config, engine=engine).test_client())
     assert status == 401 and "no secrets" in body["error"]
     assert nothing_ran(engine, targets, urls)
@@ -196,7 +198,7 @@ def test_only_post_is_allowed(client: FlaskClient) -> None:
 def test_any_signed_body_gets_a_200_or_a_clear_400_never_a_500(
     sqlite_url: str, document: Any
 ) -> None:
-    config = Settings(database_url=sqlite_url, local_mode=True, deploy_hook_secrets=(SECRET,))
+    config = Settings.of(database_url=sqlite_url, local_mode=True, deploy_hook_secrets=(SECRET,))
     engine = make_engine(sqlite_url)
     try:
         client = create_app(config, engine=engine).test_client()

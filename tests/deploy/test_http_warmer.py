@@ -32,7 +32,7 @@ def local_engine(tmp_path: Path) -> Iterator[Engine]:
 
 
 def warm(engine: Engine, budget: float = 30.0, **settings: Any) -> WarmReport:
-    config = Settings(local_mode=True, **settings)
+    config = Settings.of(local_mode=True, **settings)
     deadline = time.monotonic() + budget
     context = HandlerContext(config, engine, EVENT.key, attempt=1, deadline=deadline)
     report = HttpWarmer()(context, EVENT)

@@ -26,8 +26,8 @@ def test_the_variables_are_read() -> None:
             "CONSUMER_WARM_HEADERS": '{"Authorization": "Bearer x, y", "X-Warm": "1"}',
         }
     )
-    assert settings.deploy_hook_secrets == ("new-secret-0123456789", "old-secret-0123456789")
-    assert settings.warm_targets == ("https://example.test/", "https://example.test/pricing")
+    assert settings.deploy_hook.secrets == ("new-secret-0123456789", "old-secret-0123456789")
+    assert settings.warming.targets == ("https://example.test/", "https://example.test/pricing")
     policy = HttpPolicy.from_settings(settings)
     assert (policy.timeout_seconds, policy.retries, policy.backoff_seconds) == (2.5, 3, 0.1)
     assert policy.concurrency == 16 and policy.headers["Authorization"] == "Bearer x, y"

@@ -19,7 +19,9 @@ from tests.deploy.targets import TargetServer
 
 
 def runner(settings: Settings, engine: Engine, urls: list[str]) -> Dispatcher:
-    config = Settings(database_url=settings.database_url, local_mode=True, warm_targets=tuple(urls))
+    config = Settings.of(
+        database_url=settings.database_url, local_mode=True, warm_targets=tuple(urls)
+    )
     return Dispatcher(config, engine, build_registry(config))
 
 

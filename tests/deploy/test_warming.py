@@ -35,7 +35,7 @@ def fresh_plugin_calls() -> Iterator[None]:
 def dispatcher(
     settings: Settings, engine: Engine, clock: Clock | None = None, **changes: Any
 ) -> Dispatcher:
-    config = Settings(database_url=settings.database_url, local_mode=True, **changes)
+    config = Settings.of(database_url=settings.database_url, local_mode=True, **changes)
     return Dispatcher(config, engine, build_registry(config), clock or Clock())
 
 

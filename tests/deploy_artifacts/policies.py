@@ -102,7 +102,7 @@ def availability(docs: list[Doc]) -> list[str]:
 
 def ack_deadline(docs: list[Doc]) -> int:
     env = config_env(docs)
-    return int(env.get("CONSUMER_ACK_DEADLINE_SECONDS", Settings().ack_deadline_seconds))
+    return int(env.get("CONSUMER_ACK_DEADLINE_SECONDS", Settings().inbox.ack_deadline_seconds))
 
 
 def grace_period(docs: list[Doc]) -> list[str]:

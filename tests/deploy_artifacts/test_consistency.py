@@ -83,7 +83,7 @@ def test_gunicorn_follows_a_changed_ack_deadline(docs: list[Doc], module: Module
 
 
 def test_push_audience_and_host_agree(docs: list[Doc], values: dict[str, Any]) -> None:
-    audience = service_settings(docs).push_audience
+    audience = service_settings(docs).auth.push_audience
     assert audience == (values["push_audience"] or values["push_endpoint"])
     url = urlparse(audience)
     ingress_rule = one(docs, "Ingress")["spec"]["rules"][0]
@@ -97,7 +97,7 @@ def test_push_service_account_is_the_one_terraform_signs_with(
 ) -> None:
     account = evaluate(module.resource("google_service_account", "push")["account_id"], values)
     email = f"{account}@{values['project_id']}.iam.gserviceaccount.com"
-    assert service_settings(docs).push_service_accounts == (email,)
+    assert service_settings(docs).auth.push_service_accounts == (email,)
     oidc = module.resource("google_pubsub_subscription", "push")["push_config"][0]["oidc_token"][0]
     assert oidc["service_account_email"] == "${google_service_account.push.email}"
 
@@ -123,7 +123,7 @@ def test_load_balancer_health_check_is_the_readiness_endpoint(docs: list[Doc]) -
     health = one(docs, "BackendConfig")["spec"]["healthCheck"]
     assert health["requestPath"] == container["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert health["port"] == port["containerPort"]
-    assert service_settings(docs).bind.rsplit(":", 1)[1] == str(port["containerPort"])
+    assert service_settings(docs).server.bind.rsplit(":", 1)[1] == str(port["containerPort"])
     service = one(docs, "Service", "consumer")
     assert service["spec"]["ports"][0]["targetPort"] == port["name"]
     annotation = json.loads(service["metadata"]["annotations"]["cloud.google.com/backend-config"])

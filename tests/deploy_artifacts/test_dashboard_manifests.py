@@ -97,7 +97,7 @@ def test_the_dashboard_requires_its_token_and_serves_its_own_app(docs: list[Doc]
     values = {**config_env(docs), "CONSUMER_DASHBOARD_TOKEN": "t" * 32}
     values["CONSUMER_DASHBOARD_BIND"] = env["CONSUMER_DASHBOARD_BIND"]["value"]
     settings = Settings.from_env(values, serves_push=False)
-    assert not settings.local_mode and settings.dashboard_bind != settings.bind
+    assert not settings.local_mode and settings.dashboard.bind != settings.server.bind
     Access.from_settings(settings)
 
 

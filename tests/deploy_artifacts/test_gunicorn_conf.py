@@ -84,7 +84,9 @@ def test_values_follow_the_settings_with_the_watchdog_worker(conf: ModuleType) -
 
 def test_consumer_serve_resolves_what_the_config_module_does(conf: ModuleType) -> None:
     """``serve`` (in-process, gunicorn's application API) and the image's config module agree."""
-    served = Server(Settings(local_mode=True, ack_deadline_seconds=45, bind="127.0.0.1:9999")).cfg
+    served = Server(
+        Settings.of(local_mode=True, ack_deadline_seconds=45, bind="127.0.0.1:9999")
+    ).cfg
     for name in ("bind", "timeout", "graceful_timeout", "worker_class", "keepalive"):
         expected = getattr(conf, name)
         assert served.settings[name].get() in (expected, [expected]), name

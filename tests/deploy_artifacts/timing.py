@@ -60,9 +60,9 @@ def gather(docs: list[Doc], module: Module, values: dict[str, object]) -> Chain:
     gunicorn = container_gunicorn(docs)
     subscriptions = module.of_kind("google_pubsub_subscription")["push"]
     return Chain(
-        service_default_ack=Settings().ack_deadline_seconds,
+        service_default_ack=Settings().inbox.ack_deadline_seconds,
         terraform_default_ack=int(module.default("ack_deadline_seconds")),
-        configmap_ack=settings.ack_deadline_seconds,
+        configmap_ack=settings.inbox.ack_deadline_seconds,
         subscription_acks=frozenset({int(evaluate(subscriptions["ack_deadline_seconds"], values))}),
         handler_budget=settings.handler_budget_seconds,
         lease=settings.lease_seconds,
@@ -74,7 +74,7 @@ def gather(docs: list[Doc], module: Module, values: dict[str, object]) -> Chain:
         liveness_tolerance=int(liveness["periodSeconds"]) * int(liveness["failureThreshold"]),
         lb_timeout=int(backend["timeoutSec"]),
         lb_draining=int(backend["connectionDraining"]["drainingTimeoutSec"]),
-        inbox_max_attempts=settings.max_attempts,
+        inbox_max_attempts=settings.inbox.max_attempts,
         max_delivery_attempts=int(
             evaluate(subscriptions["dead_letter_policy"][0]["max_delivery_attempts"], values)
         ),

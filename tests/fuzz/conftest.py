@@ -48,7 +48,7 @@ def fuzz_postgres_url(postgres_admin: str) -> Iterator[str]:
 @contextmanager
 def fuzz_app(database_url: str, **changes: Any) -> Iterator[Flask]:
     """The app on its own engine, disposed of before the database is dropped."""
-    settings = Settings(
+    settings = Settings.of(
         database_url=database_url,
         local_mode=True,
         max_body_bytes=256 * 1024,

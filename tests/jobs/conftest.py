@@ -33,7 +33,7 @@ def kinds() -> JobKinds:
 
 @pytest.fixture
 def job_settings(database_url: str) -> Settings:
-    return Settings(
+    return Settings.of(
         database_url=database_url,
         local_mode=True,
         sweep_batch_size=20,

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -48,7 +47,7 @@ def last_slot(engine: Engine) -> object:
 def test_a_continuation_delivered_twice_runs_once_and_never_moves_the_slot(
     runs_engine: Engine, settings: Settings
 ) -> None:
-    registry = build_registry(replace(settings, plugins=("tests.jobs.kinds_plugin",)))
+    registry = build_registry(settings.with_values(plugins=("tests.jobs.kinds_plugin",)))
     dispatcher = Dispatcher(settings, runs_engine, registry)
     assert (
         dispatcher.dispatch(PushMessage("t1", utcnow(), attributes={"task": "sweep"})).kind
@@ -84,12 +83,12 @@ def test_a_continuation_delivered_twice_runs_once_and_never_moves_the_slot(
 def test_continuations_wanted(
     stopped: str, due: int, unknown: dict[str, int], from_continuation: bool, wanted: int
 ) -> None:
-    settings = Settings(local_mode=True, continuation_topic=TOPIC, continuation_fanout=4)
+    settings = Settings.of(local_mode=True, continuation_topic=TOPIC, continuation_fanout=4)
     summary = SweepSummary(done=100, still_due=due, unknown_kinds=unknown, stopped=stopped)
     message = continuation("m", "u") if from_continuation else PushMessage("m", utcnow())
     event = TickEvent("sweep", utcnow(), 300, message, continuation="u" * from_continuation)
     assert continuations_wanted(settings, event, summary) == wanted
-    assert continuations_wanted(replace(settings, continuation_topic=""), event, summary) == 0
+    assert continuations_wanted(settings.with_values(continuation_topic=""), event, summary) == 0
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +113,7 @@ def test_a_backlog_drains_through_continuations_pushed_by_the_emulator(
     start_server: Callable[..., Server],
     tmp_path: Path,
 ) -> None:
-    settings = Settings(
+    settings = Settings.of(
         database_url=postgres_url, local_mode=True, ack_deadline_seconds=10,
         safety_margin_seconds=7, plugins=("tests.jobs.kinds_plugin",),
     )  # fmt: skip

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import mailbox
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +42,7 @@ def kinds() -> JobKinds:
 
 
 def smtp_settings(db: Engine, port: int, **changes: Any) -> Settings:
-    settings = Settings(
+    settings = Settings.of(
         database_url=str(db.url),
         local_mode=True,
         smtp_host="127.0.0.1",
@@ -51,7 +50,7 @@ def smtp_settings(db: Engine, port: int, **changes: Any) -> Settings:
         smtp_security="none",
         mail_from="Shop <shop@shop.example>",
     )
-    return replace(settings, **changes)
+    return settings.with_values(**changes)
 
 
 def test_a_batch_is_sent_over_one_connection_with_job_derived_message_ids(
@@ -180,7 +179,7 @@ def test_tls_with_credentials(
         assert sweep(good, db, kinds).done == 1
         assert len(recorder.messages) == 1
         enqueue(db, "email", MAIL)
-        bad = replace(good, smtp_password="wrong")
+        bad = good.with_values(smtp_password="wrong")
         assert sweep(bad, db, kinds).retried == 1  # a credentials problem is not the job's fault
         assert len(recorder.messages) == 1
     finally:
@@ -190,7 +189,7 @@ def test_tls_with_credentials(
 def test_without_an_smtp_host_mail_goes_to_the_maildir(
     db: Engine, kinds: JobKinds, tmp_path: Path
 ) -> None:
-    settings = Settings(
+    settings = Settings.of(
         database_url=str(db.url), local_mode=True, maildir_path=str(tmp_path / "md")
     )
     job_id = enqueue(db, "email", MAIL).job_id

@@ -140,5 +140,5 @@ def test_outside_local_mode_the_email_kind_needs_an_smtp_host() -> None:
     tools = Settings.from_env(env, serves_push=False)  # CLI tools that send no mail start
     with pytest.raises(SettingsError, match="CONSUMER_SMTP_HOST is required"):
         tools.require_mail_transport()  # what pull mode and `sweep --once` call: they send mail
-    assert Settings.from_env({**env, "CONSUMER_SMTP_HOST": "smtp.example.com"}).smtp_host
-    assert not Settings.from_env({"CONSUMER_LOCAL_MODE": "true"}).smtp_host  # maildir locally
+    assert Settings.from_env({**env, "CONSUMER_SMTP_HOST": "smtp.example.com"}).smtp.host
+    assert not Settings.from_env({"CONSUMER_LOCAL_MODE": "true"}).smtp.host  # maildir locally

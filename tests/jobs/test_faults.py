@@ -61,7 +61,7 @@ def test_database_cuts_during_record_writes_send_each_email_once(
     controller = smtp_server.start(recorder)
     add_emails(db, 300)
     proxied = postgres_url.replace("127.0.0.1:5432", f"127.0.0.1:{proxy.port}")
-    settings = Settings(
+    settings = Settings.of(
         database_url=proxied, local_mode=True, smtp_host="127.0.0.1", smtp_port=recorder.port,
         smtp_security="none",
     )  # fmt: skip
@@ -99,7 +99,7 @@ def test_a_killed_sweepers_batch_is_finished_within_seconds(
     smtp.delay = 0
     assert 0 < status_counts(db).get("running", 0) <= batch
 
-    settings = Settings(
+    settings = Settings.of(
         database_url=postgres_url, local_mode=True, smtp_host="127.0.0.1", smtp_port=smtp.port,
         smtp_security="none", sweep_batch_size=batch,
     )  # fmt: skip

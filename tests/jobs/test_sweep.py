@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -194,7 +193,7 @@ def test_a_job_whose_sweepers_keep_dying_ends_dead(
     runs_engine: Engine, job_settings: Settings, kinds: JobKinds, clock: Clock
 ) -> None:
     (job_id,) = add(runs_engine, 1)
-    for _ in range(job_settings.job_max_attempts):
+    for _ in range(job_settings.jobs.max_attempts):
         now = clock()
         with runs_engine.begin() as connection:
             assert JobStore(connection.engine).claim(
@@ -297,7 +296,7 @@ def test_a_batch_that_outlasts_its_lease_is_kept_by_the_heartbeat(
     runs_engine: Engine, job_settings: Settings, kinds: JobKinds
 ) -> None:
     ids = add(runs_engine, 2, sleep=2.3)  # each job alone outlasts the 2 s lease
-    settings = replace(job_settings, job_lease_seconds=2)
+    settings = job_settings.with_values(job_lease_seconds=2)
     rivals: list[int] = []
     finished = threading.Event()
 

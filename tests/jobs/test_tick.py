@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -31,7 +30,7 @@ def tick(task: str, message_id: str = "m1") -> PushMessage:
 def test_the_sweep_tick_runs_built_in_email_jobs_once(
     engine: Engine, settings: Settings, tmp_path: Path
 ) -> None:
-    settings = replace(settings, maildir_path=str(tmp_path / "md"))
+    settings = settings.with_values(maildir_path=str(tmp_path / "md"))
     registry = build_registry(settings)
     assert registry.schedule_of("sweep") == Every(300) and "email" in registry.job_kinds
     enqueue(engine, "email", {"to": "a@example.com", "text": "hi"})

@@ -99,7 +99,7 @@ class Harness:
             return int(connection.scalar(select(func.count()).select_from(jobs)) or 0)
 
     def with_rules(self, rules: Sequence[dict[str, Any]], **changes: Any) -> Harness:
-        settings = replace(self.settings, storage_rules=json.dumps(list(rules)), **changes)
+        settings = self.settings.with_values(storage_rules=json.dumps(list(rules)), **changes)
         return replace(self, settings=settings)
 
 
@@ -113,7 +113,7 @@ def harness(
     client.create_bucket(bucket)
     handler = StorageHandler(ObjectStore(lambda: stack.storage_client(gcs_url)))
     rule = {**IMPORT_RULE, "bucket": bucket}
-    settings = replace(settings, storage_rules=json.dumps([rule]))
+    settings = settings.with_values(storage_rules=json.dumps([rule]))
     return Harness(gcs_url, settings, engine, handler, bucket, clock)
 
 

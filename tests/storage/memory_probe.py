@@ -71,7 +71,7 @@ def main(argv: list[str]) -> None:
     gcs_url, database_url, bucket, warmup, *objects = argv
     rules = json.dumps([{"bucket": bucket, "processor": "import-jobs"}])
     # A budget large enough for a 100 MB file in one delivery (the maximum ack deadline).
-    settings = Settings(
+    settings = Settings.of(
         database_url=database_url, local_mode=True, storage_rules=rules,
         ack_deadline_seconds=600, safety_margin_seconds=10,
     )  # fmt: skip

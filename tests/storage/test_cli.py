@@ -13,7 +13,7 @@ from tests.storage.conftest import Harness, email_csv
 def run(harness: Harness, *args: str, exit_code: int = 0) -> str:
     env = {
         "CONSUMER_DATABASE_URL": harness.settings.database_url,
-        "CONSUMER_STORAGE_RULES": harness.settings.storage_rules,
+        "CONSUMER_STORAGE_RULES": harness.settings.storage.rules,
     }
     result = CliRunner(env=env).invoke(main, ["files", *args], catch_exceptions=False)
     assert result.exit_code == exit_code, result.output

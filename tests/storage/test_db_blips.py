@@ -51,7 +51,7 @@ def cut(gcs_url: str, postgres_url: str) -> Iterator[Cut]:
     # 30 batches of 100 rows, each commit held 0.1 s: about 3 s of import to cut into.
     rule = {"bucket": bucket, "processor": "slow-import", "options": {"delay": 0.1,
             "batch_rows": 100}}  # fmt: skip
-    settings = Settings(database_url=proxied_url, local_mode=True,
+    settings = Settings.of(database_url=proxied_url, local_mode=True,
                         storage_rules=json.dumps([rule]))  # fmt: skip
     engine, direct = make_engine(proxied_url), make_engine(postgres_url)
     registry = Registry()

@@ -193,7 +193,7 @@ def test_a_file_too_large_for_one_budget_is_imported_once_through_continuations(
 ) -> None:
     """A 3 s budget (1.5 s of work) against 60,000 rows: each delivery that stops publishes one
     continuation, pushed back by the emulator, and every delivery is acknowledged."""
-    settings = Settings(
+    settings = Settings.of(
         database_url=postgres_url, local_mode=True, ack_deadline_seconds=10,
         safety_margin_seconds=7,
     )  # fmt: skip

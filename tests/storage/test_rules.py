@@ -88,7 +88,7 @@ def test_bad_rules_stop_the_service_at_start() -> None:
     with pytest.raises(SettingsError, match="CONSUMER_STORAGE_RULES: rule 1"):
         Settings.from_env(env)
     env["CONSUMER_STORAGE_RULES"] = json.dumps(RULES)
-    assert Settings.from_env(env).storage_rules == json.dumps(RULES)
+    assert Settings.from_env(env).storage.rules == json.dumps(RULES)
 
 
 @pytest.mark.parametrize(
