@@ -30,15 +30,13 @@ def counting_verifier(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def test_a_reused_token_is_signature_checked_once(
-    oidc_client: FlaskClient, google_key: SigningKey, monkeypatch: pytest.MonkeyPatch
+    client: FlaskClient, google_key: SigningKey, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     checked = counting_verifier(monkeypatch)
     token = google_key.sign(claims())
     for number in range(5):
         body = wrapped_body(data=b"hello", message_id=f"reused-{number}")
-        response = oidc_client.post(
-            "/push", json=body, headers={"Authorization": f"Bearer {token}"}
-        )
+        response = client.post("/push", json=body, headers={"Authorization": f"Bearer {token}"})
         assert response.status_code == 200
     assert checked == [token]
 
