@@ -33,8 +33,9 @@ class JobSettings(Section):
     retention_seconds: int = setting(7 * DAY, convert=whole, within=(60, 3650 * DAY))
     """``cleanup`` purges finished jobs (freeing their idempotency keys) after this."""
     continuation_topic: str = setting("", env="CONTINUATION_TOPIC")
-    """Pub/Sub topic (``projects/P/topics/T``, pushed to this service) on which a sweep that ran
-    out of budget with work left publishes a continuation; empty: the next tick carries on."""
+    """Pub/Sub topic (``projects/P/topics/T``, pushed to this service) on which a sweep or a file
+    import that ran out of budget with work left publishes a continuation; empty: the next tick
+    (or, for an import, Pub/Sub's redelivery) carries on."""
     continuation_fanout: int = setting(4, convert=whole, within=(1, 100), env="CONTINUATION_FANOUT")
     """Most continuations one tick's sweep publishes, so several pods drain a backlog."""
 
