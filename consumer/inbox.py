@@ -15,11 +15,11 @@ from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import Connection, Engine, and_, or_, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 
 from consumer.db import dialect as sql
 from consumer.db.engine import unavailable_on_db_fault
 from consumer.db.schema import inbox, tick_progress
+from consumer.db.store import Store
 from consumer.inbox_queries import queries_for
 from consumer.message import PushMessage
 
@@ -70,13 +70,14 @@ class InboxRow:
         return cls(**values)
 
 
-class Inbox:
-    """Named queries over the ``inbox`` and ``tick_progress`` tables."""
+class Inbox(Store):
+    """Named queries over the ``inbox`` and ``tick_progress`` tables. Besides the store's
+    ``connection=`` (join the caller's transaction), an inbox can be bound to one connection
+    (``on``): its statements then each run in a transaction of their own on that checkout."""
 
     def __init__(self, engine: Engine, connection: Connection | None = None) -> None:
-        self.engine = engine
+        super().__init__(engine)
         self.connection = connection
-        self._insert = postgresql.insert if engine.dialect.name == "postgresql" else sqlite.insert
         self._queries = queries_for(engine.dialect)
 
     def on(self, connection: Connection) -> Inbox:
@@ -85,18 +86,32 @@ class Inbox:
         return Inbox(self.engine, connection)
 
     @contextmanager
-    def _begin(self) -> Iterator[Connection]:
-        """A transaction on the bound connection, or on one checked out for it."""
+    def _write(self, connection: Connection | None = None) -> Iterator[Connection]:
+        """The caller's connection as it is; else a transaction on the bound connection, or on
+        one checked out for it. One flat block: the claim and finish of every delivery pass
+        here."""
         with unavailable_on_db_fault():
-            if self.connection is None:
-                with self.engine.begin() as connection:
-                    yield connection
+            if connection is not None:
+                yield connection
+            elif self.connection is None:
+                with self.engine.begin() as own:
+                    yield own
             else:
                 with self.connection.begin():
                     yield self.connection
 
+    # Reads too: on the bound connection a read must end its transaction before the next begins.
+    _read = _write
+
     def claim(
-        self, key: str, route: str, message: PushMessage, now: datetime, lease: timedelta
+        self,
+        key: str,
+        route: str,
+        message: PushMessage,
+        now: datetime,
+        lease: timedelta,
+        *,
+        connection: Connection | None = None,
     ) -> Claim | None:
         """Insert the key as running, or take over a failed or lease-expired row; ``None`` if
         another delivery holds it or it is finished."""
@@ -106,8 +121,8 @@ class Inbox:
             "message_id": message.message_id, "message": message.to_json(), "created_at": now,
             "updated_at": now,
         }  # fmt: skip
-        with self._begin() as connection:
-            row = self._queries.claim.execute(connection, values).first()
+        with self._write(connection) as conn:
+            row = self._queries.claim.execute(conn, values).first()
         if row is None:
             return None
         # Inserted or taken over, the row's lease is the one bound here.
@@ -121,6 +136,8 @@ class Inbox:
         result: Any = None,
         error: str | None = None,
         refund_attempt: bool = False,
+        *,
+        connection: Connection | None = None,
     ) -> bool:
         """Record the outcome of a claim; ``False`` if the lease was lost meanwhile.
         ``refund_attempt``: the attempt made committed progress, so it does not count."""
@@ -129,38 +146,53 @@ class Inbox:
             "b_error": error, "b_now": now, "b_refund": int(refund_attempt),
             "b_finished_at": now if status in FINAL else None,
         }  # fmt: skip
-        with self._begin() as connection:
-            changed = self._queries.finish.execute(connection, values).rowcount
+        with self._write(connection) as conn:
+            changed = self._queries.finish.execute(conn, values).rowcount
         return changed == 1
 
-    def finished_as(self, claim: Claim, status: Status) -> bool:
+    def finished_as(
+        self, claim: Claim, status: Status, *, connection: Connection | None = None
+    ) -> bool:
         """Whether this claim's own write already recorded ``status`` (a commit whose reply was
         lost looks like a lost lease to the retry)."""
         query = select(inbox.c.key).where(
             inbox.c.key == claim.key, inbox.c.claimed_by == claim.token, inbox.c.status == status
         )
-        with self._begin() as connection:
-            return connection.execute(query).first() is not None
+        with self._read(connection) as conn:
+            return conn.execute(query).first() is not None
 
-    def heartbeat(self, claim: Claim, lease_until: datetime, now: datetime) -> bool:
+    def heartbeat(
+        self,
+        claim: Claim,
+        lease_until: datetime,
+        now: datetime,
+        *,
+        connection: Connection | None = None,
+    ) -> bool:
         """Extend the lease of a long handler; ``False`` if it was lost."""
         statement = self._owned(claim).values(lease_until=lease_until, updated_at=now)
-        with self._begin() as connection:
-            return connection.execute(statement).rowcount == 1
+        with self._write(connection) as conn:
+            return conn.execute(statement).rowcount == 1
 
-    def get(self, key: str) -> InboxRow | None:
-        with self._begin() as connection:
-            row = connection.execute(select(inbox).where(inbox.c.key == key)).first()
+    def get(self, key: str, *, connection: Connection | None = None) -> InboxRow | None:
+        with self._read(connection) as conn:
+            row = conn.execute(select(inbox).where(inbox.c.key == key)).first()
         return InboxRow.from_row(row) if row else None
 
-    def list(self, status: Status | None = None, limit: int = 50) -> Sequence[InboxRow]:
+    def list(
+        self,
+        status: Status | None = None,
+        limit: int = 50,
+        *,
+        connection: Connection | None = None,
+    ) -> Sequence[InboxRow]:
         query = select(inbox).order_by(inbox.c.updated_at.desc()).limit(limit)
         if status is not None:
             query = query.where(inbox.c.status == status)
-        with self._begin() as connection:
-            return [InboxRow.from_row(row) for row in connection.execute(query)]
+        with self._read(connection) as conn:
+            return [InboxRow.from_row(row) for row in conn.execute(query)]
 
-    def rearm(self, key: str, now: datetime) -> bool:
+    def rearm(self, key: str, now: datetime, *, connection: Connection | None = None) -> bool:
         """Make a dead, unroutable or failed row claimable again with fresh attempts (replay)."""
         statement = (
             update(inbox)
@@ -168,10 +200,16 @@ class Inbox:
             .where(inbox.c.status.in_([Status.DEAD, Status.UNROUTABLE, Status.FAILED]))
             .values(status=Status.FAILED, attempts=0, updated_at=now)
         )
-        with self._begin() as connection:
-            return connection.execute(statement).rowcount == 1
+        with self._write(connection) as conn:
+            return conn.execute(statement).rowcount == 1
 
-    def purge(self, finished_before: datetime, limit: int | None = None) -> int:
+    def purge(
+        self,
+        finished_before: datetime,
+        limit: int | None = None,
+        *,
+        connection: Connection | None = None,
+    ) -> int:
         """Delete finished rows, failed rows nobody retried, and running rows whose lease ran
         out, older than the retention; at most ``limit`` in one transaction (callers loop, so no
         lock is held past a deadline)."""
@@ -182,24 +220,28 @@ class Inbox:
             # A delivery that died and whose message never came back: nobody will finish it.
             and_(inbox.c.status == Status.RUNNING, inbox.c.lease_until < finished_before),
         )
-        with self._begin() as connection:
-            return connection.execute(sql.purge(inbox, inbox.c.key, expired, limit)).rowcount
+        with self._write(connection) as conn:
+            return conn.execute(sql.purge(inbox, inbox.c.key, expired, limit)).rowcount
 
-    def last_slot(self, task: str) -> datetime | None:
+    def last_slot(self, task: str, *, connection: Connection | None = None) -> datetime | None:
         query = select(tick_progress.c.last_slot).where(tick_progress.c.task == task)
-        with self._begin() as connection:
-            return connection.execute(query).scalar()
+        with self._read(connection) as conn:
+            return conn.execute(query).scalar()
 
-    def advance_slot(self, task: str, slot: datetime) -> None:
+    def advance_slot(
+        self, task: str, slot: datetime, *, connection: Connection | None = None
+    ) -> None:
         """Remember the latest completed slot; never move it backwards."""
-        statement = self._insert(tick_progress).values(task=task, last_slot=slot)
-        statement = statement.on_conflict_do_update(
-            index_elements=[tick_progress.c.task],
-            set_={"last_slot": statement.excluded.last_slot},
-            where=tick_progress.c.last_slot < statement.excluded.last_slot,
+        statement = sql.upsert(
+            tick_progress,
+            self.dialect,
+            {"task": task, "last_slot": slot},
+            conflict=[tick_progress.c.task],
+            set_=lambda excluded: {"last_slot": excluded.last_slot},
+            where=lambda excluded: tick_progress.c.last_slot < excluded.last_slot,
         )
-        with self._begin() as connection:
-            connection.execute(statement)
+        with self._write(connection) as conn:
+            conn.execute(statement)
 
     @staticmethod
     def _owned(claim: Claim) -> Any:

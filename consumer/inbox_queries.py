@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection, CursorResult, and_, bindparam, func, or_, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Dialect
 
+from consumer.db import dialect as sql
 from consumer.db.schema import inbox
 
 RUNNING, FAILED = "running", "failed"
@@ -73,17 +73,13 @@ def queries_for(dialect: Dialect) -> InboxQueries:
 
 
 def _claim(dialect: str) -> Any:
-    insert_of = postgresql.insert if dialect == "postgresql" else sqlite.insert
     values = {name: bindparam(name, type_=inbox.c[name].type) for name in CLAIMED_COLUMNS}
-    insert = insert_of(inbox).values(status=RUNNING, attempts=1, **values)
-    excluded = insert.excluded
-    taken_over = or_(
-        inbox.c.status == FAILED,
-        and_(inbox.c.status == RUNNING, inbox.c.lease_until < excluded.updated_at),
-    )
-    return insert.on_conflict_do_update(
-        index_elements=[inbox.c.key],
-        set_={
+    return sql.upsert(
+        inbox,
+        dialect,
+        {"status": RUNNING, "attempts": 1, **values},
+        conflict=[inbox.c.key],
+        set_=lambda excluded: {
             "status": RUNNING,
             "attempts": inbox.c.attempts + 1,
             "lease_until": excluded.lease_until,
@@ -92,7 +88,10 @@ def _claim(dialect: str) -> Any:
             "message": excluded.message,
             "updated_at": excluded.updated_at,
         },
-        where=taken_over,
+        where=lambda excluded: or_(
+            inbox.c.status == FAILED,
+            and_(inbox.c.status == RUNNING, inbox.c.lease_until < excluded.updated_at),
+        ),
     ).returning(inbox.c.attempts)
 
 

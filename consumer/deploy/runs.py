@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import (
     JSON,
     Column,
-    Engine,
+    Connection,
     Float,
     Index,
     Integer,
@@ -25,8 +25,8 @@ from sqlalchemy import (
     select,
 )
 
-from consumer.db.engine import unavailable_on_db_fault
 from consumer.db.schema import metadata
+from consumer.db.store import Store
 from consumer.db.types import UTCDateTime
 from consumer.deploy.report import WarmReport
 from consumer.events import DeployEvent
@@ -87,14 +87,17 @@ class WarmRun:
         return cls(**dict(row._mapping))
 
 
-class WarmRuns:
+class WarmRuns(Store):
     """Named queries over ``warm_runs``."""
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-
     def record(
-        self, event: DeployEvent, attempt: int, started_at: datetime, report: WarmReport
+        self,
+        event: DeployEvent,
+        attempt: int,
+        started_at: datetime,
+        report: WarmReport,
+        *,
+        connection: Connection | None = None,
     ) -> None:
         """Store one warmer's run of one release. Text is made storable and cut to its column,
         since an event built through the Python API was never checked by the classifier."""
@@ -105,21 +108,22 @@ class WarmRuns:
             warmer=storable(report.warmer, MAX_NAME), attempt=attempt,
             started_at=started_at, **_figures(report),
         )  # fmt: skip
-        with unavailable_on_db_fault(), self.engine.begin() as connection:
-            connection.execute(statement)
+        with self._write(connection) as conn:
+            conn.execute(statement)
 
-    def for_key(self, key: str) -> Sequence[WarmRun]:
+    def for_key(self, key: str, *, connection: Connection | None = None) -> Sequence[WarmRun]:
         """The runs of one release, oldest first."""
         query = select(warm_runs).where(warm_runs.c.key == key).order_by(warm_runs.c.id)
-        return self._fetch(query)
+        return self._fetch(query, connection)
 
-    def recent(self, limit: int = 20) -> Sequence[WarmRun]:
+    def recent(self, limit: int = 20, *, connection: Connection | None = None) -> Sequence[WarmRun]:
         """The latest runs, newest first."""
-        return self._fetch(select(warm_runs).order_by(warm_runs.c.id.desc()).limit(limit))
+        query = select(warm_runs).order_by(warm_runs.c.id.desc()).limit(limit)
+        return self._fetch(query, connection)
 
-    def _fetch(self, query: Any) -> Sequence[WarmRun]:
-        with unavailable_on_db_fault(), self.engine.connect() as connection:
-            return [WarmRun.from_row(row) for row in connection.execute(query)]
+    def _fetch(self, query: Any, connection: Connection | None) -> Sequence[WarmRun]:
+        with self._read(connection) as conn:
+            return [WarmRun.from_row(row) for row in conn.execute(query)]
 
 
 def _figures(report: WarmReport) -> dict[str, Any]:

@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Update, and_, select, update
+from sqlalchemy import Connection, Update, and_, select, update
 
 from consumer.context import LeaseLost
 from consumer.db import dialect as sql
-from consumer.db.engine import unavailable_on_db_fault
+from consumer.db.store import Store
 from consumer.storage.model import FileRow, FileStatus, Progress, StoredObject
 from consumer.storage.schema import processed_files as files
 
@@ -47,17 +47,22 @@ def _new_row(
     }  # fmt: skip
 
 
-class ProcessedFiles:
+class ProcessedFiles(Store):
     """Named queries over ``processed_files``."""
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-
-    def begin(self, obj: StoredObject, processor: str, owner: str, now: datetime) -> FileRow:
+    def begin(
+        self,
+        obj: StoredObject,
+        processor: str,
+        owner: str,
+        now: datetime,
+        *,
+        connection: Connection | None = None,
+    ) -> FileRow:
         """Start (or take over) the run of ``obj``; a finished row is returned untouched."""
         statement = sql.upsert(
             files,
-            self.engine.dialect.name,
+            self.dialect,
             {"owner": owner, **_new_row(obj, processor, FileStatus.RUNNING, now)},
             conflict=[files.c.bucket, files.c.name, files.c.generation],
             set_=lambda excluded: {
@@ -68,10 +73,10 @@ class ProcessedFiles:
             },
             where=lambda excluded: files.c.status == FileStatus.RUNNING,
         ).returning(*files.c)
-        with unavailable_on_db_fault(), self.engine.begin() as connection:
-            row = connection.execute(statement).first()
+        with self._write(connection) as conn:
+            row = conn.execute(statement).first()
             if row is None:
-                row = connection.execute(self._select(obj)).first()
+                row = conn.execute(self._select(obj)).first()
         return FileRow.from_row(row)
 
     def checkpoint(
@@ -82,10 +87,11 @@ class ProcessedFiles:
         progress: Progress,
         now: datetime,
     ) -> None:
-        """Record progress inside the caller's transaction (the one adding the work it covers)."""
+        """Record progress inside the caller's transaction (the one adding the work it covers):
+        its ``connection`` is required, since progress without that work would skip it."""
         statement = self._owned(obj, owner).values(updated_at=now, **_progress_values(progress))
-        with unavailable_on_db_fault():
-            if connection.execute(statement).rowcount != 1:
+        with self._write(connection) as conn:
+            if conn.execute(statement).rowcount != 1:
                 raise FileTakenOver(f"{obj.url} was taken over by a newer run")
 
     def finish(
@@ -99,55 +105,82 @@ class ProcessedFiles:
         checksum: str | None = None,
         result: Any = None,
         error: str = "",
+        connection: Connection | None = None,
     ) -> None:
         """Record the outcome; raise ``FileTakenOver`` if a newer run owns the row."""
         statement = self._owned(obj, owner).values(
             status=status, checksum=checksum, result=result, updated_at=now, finished_at=now,
             last_error=error[:MAX_ERROR_CHARS] or None, owner=None, **_progress_values(progress),
         )  # fmt: skip
-        with unavailable_on_db_fault(), self.engine.begin() as connection:
-            if connection.execute(statement).rowcount != 1:
+        with self._write(connection) as conn:
+            if conn.execute(statement).rowcount != 1:
                 raise FileTakenOver(f"{obj.url} was taken over by a newer run")
 
-    def note_error(self, obj: StoredObject, owner: str, error: str, now: datetime) -> None:
+    def note_error(
+        self,
+        obj: StoredObject,
+        owner: str,
+        error: str,
+        now: datetime,
+        *,
+        connection: Connection | None = None,
+    ) -> None:
         """Keep why the last attempt failed; the row stays ``running`` for the retry."""
         statement = self._owned(obj, owner).values(
             last_error=error[:MAX_ERROR_CHARS], updated_at=now
         )
-        with unavailable_on_db_fault(), self.engine.begin() as connection:
-            connection.execute(statement)
+        with self._write(connection) as conn:
+            conn.execute(statement)
 
-    def record_skip(self, obj: StoredObject, owner: str, reason: str, now: datetime) -> None:
+    def record_skip(
+        self,
+        obj: StoredObject,
+        owner: str,
+        reason: str,
+        now: datetime,
+        *,
+        connection: Connection | None = None,
+    ) -> None:
         """The generation cannot be read (deleted, superseded): record why, finished. Guarded
         like every write: raise ``FileTakenOver`` if a newer run owns the row."""
         statement = self._owned(obj, owner).values(
             status=FileStatus.SKIPPED, last_error=reason[:MAX_ERROR_CHARS], owner=None,
             updated_at=now, finished_at=now,
         )  # fmt: skip
-        with unavailable_on_db_fault(), self.engine.begin() as connection:
-            if connection.execute(statement).rowcount != 1:
+        with self._write(connection) as conn:
+            if conn.execute(statement).rowcount != 1:
                 raise FileTakenOver(f"{obj.url} was taken over by a newer run")
 
-    def owned_progress(self, obj: StoredObject, owner: str) -> Progress | None:
+    def owned_progress(
+        self, obj: StoredObject, owner: str, *, connection: Connection | None = None
+    ) -> Progress | None:
         """The progress recorded by ``owner``'s run, while it still owns the row."""
         query = self._owned_select(obj, owner)
-        with unavailable_on_db_fault(), self.engine.connect() as connection:
-            row = connection.execute(query).first()
+        with self._read(connection) as conn:
+            row = conn.execute(query).first()
         return FileRow.from_row(row).progress if row else None
 
-    def get(self, bucket: str, name: str, generation: int) -> FileRow | None:
+    def get(
+        self, bucket: str, name: str, generation: int, *, connection: Connection | None = None
+    ) -> FileRow | None:
         obj = StoredObject(bucket, name, generation)
-        with unavailable_on_db_fault(), self.engine.connect() as connection:
-            row = connection.execute(self._select(obj)).first()
+        with self._read(connection) as conn:
+            row = conn.execute(self._select(obj)).first()
         return FileRow.from_row(row) if row else None
 
-    def list(self, status: FileStatus | None = None, limit: int = 50) -> Sequence[FileRow]:
+    def list(
+        self,
+        status: FileStatus | None = None,
+        limit: int = 50,
+        *,
+        connection: Connection | None = None,
+    ) -> Sequence[FileRow]:
         """Most recently updated first."""
         query = select(files).order_by(files.c.updated_at.desc()).limit(limit)
         if status is not None:
             query = query.where(files.c.status == status)
-        with unavailable_on_db_fault(), self.engine.connect() as connection:
-            return [FileRow.from_row(row) for row in connection.execute(query)]
+        with self._read(connection) as conn:
+            return [FileRow.from_row(row) for row in conn.execute(query)]
 
     def _select(self, obj: StoredObject) -> Any:
         return select(files).where(self._identity(obj))

@@ -83,3 +83,35 @@ def test_a_stale_run_cannot_mark_a_newer_runs_file_skipped(engine: Engine) -> No
     files.finish(OBJ, "run-b", FileStatus.DONE, Progress(rows_accepted=1), utcnow())
     with pytest.raises(FileTakenOver):
         files.record_skip(OBJ, "run-b", "deleted", utcnow())  # finished rows stay finished
+
+
+class Rollback(Exception):
+    """Raised inside the caller's transaction to roll it back."""
+
+
+def test_writes_given_the_callers_connection_roll_back_with_it(engine: Engine) -> None:
+    files = ProcessedFiles(engine)
+    with pytest.raises(Rollback), engine.begin() as connection:
+        files.begin(OBJ, "import-jobs", "run-a", utcnow(), connection=connection)
+        files.note_error(OBJ, "run-a", "RuntimeError: boom", utcnow(), connection=connection)
+        progress = files.owned_progress(OBJ, "run-a", connection=connection)
+        assert progress == Progress()  # the caller sees its own writes
+        files.finish(OBJ, "run-a", FileStatus.DONE, Progress(), utcnow(), connection=connection)
+        row = files.get(OBJ.bucket, OBJ.name, OBJ.generation, connection=connection)
+        assert row is not None and row.status is FileStatus.DONE
+        assert len(files.list(FileStatus.DONE, connection=connection)) == 1
+        raise Rollback
+    assert files.get(OBJ.bucket, OBJ.name, OBJ.generation) is None and files.list() == []
+    files.begin(OBJ, "import-jobs", "run-b", utcnow())  # without one: committed on its own
+    assert files.owned_progress(OBJ, "run-b") == Progress()
+
+
+def test_a_skip_refused_on_the_callers_connection_writes_nothing(engine: Engine) -> None:
+    files = ProcessedFiles(engine)
+    files.begin(OBJ, "import-jobs", "run-a", utcnow())
+    with pytest.raises(FileTakenOver), engine.begin() as connection:
+        files.begin(OBJ, "import-jobs", "run-b", utcnow(), connection=connection)
+        files.record_skip(OBJ, "run-a", "deleted", utcnow(), connection=connection)
+    row = files.get(OBJ.bucket, OBJ.name, OBJ.generation)
+    assert row is not None and row.attempts == 1 and row.status is FileStatus.RUNNING
+    assert files.owned_progress(OBJ, "run-a") is not None  # run B's takeover rolled back

@@ -1,0 +1,68 @@
+"""The inbox as a store: given the caller's ``connection``, its writes join the caller's
+transaction and roll back with it; without one they commit on their own. SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import Engine
+
+from consumer.inbox import Inbox, Status
+from consumer.message import PushMessage
+
+NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
+LEASE = timedelta(seconds=30)
+MESSAGE = PushMessage(message_id="1", publish_time=NOW, data=b"{}")
+
+
+class Rollback(Exception):
+    """Raised inside the caller's transaction to roll it back."""
+
+
+def dead_row(inbox: Inbox, key: str) -> None:
+    claim = inbox.claim(key, "deploy", MESSAGE, NOW, LEASE)
+    assert claim is not None and inbox.finish(claim, Status.DEAD, NOW, error="gave up")
+
+
+def test_claim_finish_and_slot_join_the_callers_transaction(engine: Engine) -> None:
+    inbox = Inbox(engine)
+    with pytest.raises(Rollback), engine.begin() as connection:
+        claim = inbox.claim("k", "deploy", MESSAGE, NOW, LEASE, connection=connection)
+        assert claim is not None
+        assert inbox.finish(claim, Status.DONE, NOW, {"ok": 1}, connection=connection)
+        assert inbox.finished_as(claim, Status.DONE, connection=connection)
+        inbox.advance_slot("sweep", NOW, connection=connection)
+        row = inbox.get("k", connection=connection)  # the caller sees its own writes
+        assert row is not None and row.status is Status.DONE and row.result == {"ok": 1}
+        assert inbox.last_slot("sweep", connection=connection) == NOW
+        raise Rollback
+    assert inbox.get("k") is None and inbox.last_slot("sweep") is None and inbox.list() == []
+    inbox.advance_slot("sweep", NOW)  # without a connection: its own transaction, committed
+    assert inbox.last_slot("sweep") == NOW
+
+
+def test_rearm_and_purge_roll_back_with_the_caller(engine: Engine) -> None:
+    inbox = Inbox(engine)
+    dead_row(inbox, "k")
+    with pytest.raises(Rollback), engine.begin() as connection:
+        assert inbox.rearm("k", NOW, connection=connection)
+        listed = inbox.list(Status.FAILED, connection=connection)
+        assert [row.key for row in listed] == ["k"]
+        assert inbox.purge(NOW + timedelta(days=1), limit=10, connection=connection) == 1
+        assert inbox.get("k", connection=connection) is None
+        raise Rollback
+    row = inbox.get("k")
+    assert row is not None and row.status is Status.DEAD and row.attempts == 1
+
+
+def test_a_bound_inbox_still_joins_a_connection_it_is_given(engine: Engine) -> None:
+    """``on`` binds a checkout for a delivery; ``connection=`` still means the caller's."""
+    with engine.connect() as checkout, engine.connect() as caller:
+        bound = Inbox(engine).on(checkout)
+        with pytest.raises(Rollback), caller.begin():
+            assert bound.claim("k", "deploy", MESSAGE, NOW, LEASE, connection=caller)
+            raise Rollback
+        assert bound.get("k") is None
+        assert bound.claim("k", "deploy", MESSAGE, NOW, LEASE) is not None  # own, committed
+    assert Inbox(engine).get("k") is not None
