@@ -29,6 +29,15 @@ _lock = threading.Lock()
 _clients: dict[int, Any] = {}
 
 
+PUBLISH_RESERVE_SECONDS = 1.0
+"""Kept back from a budget-bound handler's time to publish its continuations."""
+
+
+def publish_reserve(topic: str) -> float:
+    """Seconds a handler keeps back to publish continuations on ``topic`` (none without one)."""
+    return PUBLISH_RESERVE_SECONDS if topic else 0.0
+
+
 def publisher() -> Any:
     """This process's ``PublisherClient`` (a forked worker makes its own: gRPC channels do not
     survive a fork)."""

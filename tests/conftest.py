@@ -39,6 +39,10 @@ PG_ADMIN_DSN = os.environ.get("TESTS_PG_ADMIN_DSN", "postgresql://postgres@127.0
 REQUIRE_POSTGRES = os.environ.get("TESTS_REQUIRE_POSTGRES") == "1"
 
 
+class Rollback(Exception):
+    """Raised inside the caller's transaction to roll it back."""
+
+
 def _postgres_available() -> bool:
     try:
         with psycopg.connect(PG_ADMIN_DSN, connect_timeout=3):

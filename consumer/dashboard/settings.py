@@ -7,7 +7,8 @@ import re
 from dataclasses import dataclass
 from typing import ClassVar
 
-from consumer.settings_fields import Rule, Section, setting
+from consumer.settings_fields import Rule, Section, named, setting
+from consumer.settings_rules import url_problem
 
 IAP_AUDIENCE = re.compile(r"/projects/\d+/global/backendServices/\d+")
 
@@ -31,7 +32,6 @@ class DashboardSettings(Section):
     def checks(self) -> list[Rule]:
         audience = self.iap_audience
         keys_url = self.iap_keys_url
-        loopback = ("http://127.0.0.1:", "http://localhost:")
         return [
             (
                 not self.token or len(self.token) >= 16,
@@ -42,9 +42,7 @@ class DashboardSettings(Section):
                 "CONSUMER_DASHBOARD_IAP_AUDIENCE must be "
                 "/projects/NUMBER/global/backendServices/ID",
             ),
-            (
-                keys_url.startswith(("https://", *loopback)),
-                "CONSUMER_DASHBOARD_IAP_KEYS_URL must be an https:// URL "
-                "(plain http only on loopback)",
-            ),
+            # the same URL rule as the OIDC certificates: a prefix check would let
+            # http://127.0.0.1:1@evil.example through
+            named("CONSUMER_DASHBOARD_IAP_KEYS_URL", url_problem(keys_url, loopback_http=True)),
         ]

@@ -20,8 +20,6 @@ from consumer.registry import Registry
 from consumer.settings import Settings
 
 SWEEP_PERIOD_SECONDS = 300
-PUBLISH_RESERVE_SECONDS = 1.0
-"""Kept back from the sweep's budget to publish its continuations."""
 
 
 def register(registry: Registry) -> None:
@@ -30,7 +28,7 @@ def register(registry: Registry) -> None:
     def sweep(context: HandlerContext, event: TickEvent) -> dict[str, Any]:
         """The same sweep for a tick, a continuation and ``consumer sweep --once``."""
         settings = context.settings
-        reserve = PUBLISH_RESERVE_SECONDS if settings.jobs.continuation_topic else 0.0
+        reserve = continuation.publish_reserve(settings.jobs.continuation_topic)
         sweeper = Sweeper(settings, context.engine, registry.job_kinds, context.clock)
         summary = sweeper.run(context.deadline - reserve)
         count = continuations_wanted(settings, event, summary)

@@ -15,12 +15,11 @@ import logging
 import time
 from collections.abc import Callable
 
+from consumer import continuation
 from consumer.context import HandlerContext
 from consumer.errors import Retryable, Unavailable
 
 MIN_RESERVE_SECONDS = 0.5
-PUBLISH_RESERVE_SECONDS = 1.0
-"""Kept back, when continuations are on, to publish one (``consumer.storage.continued``)."""
 RETRY_BEAT_SECONDS = 1.0
 log = logging.getLogger("consumer.storage")
 
@@ -36,8 +35,8 @@ class Pacer:
         self.context = context
         self.clock = clock
         self.every = max(context.settings.lease_seconds / 4, 1.0)
-        publishing = PUBLISH_RESERVE_SECONDS if context.settings.jobs.continuation_topic else 0.0
-        self.reserve = MIN_RESERVE_SECONDS + publishing
+        topic = context.settings.jobs.continuation_topic
+        self.reserve = MIN_RESERVE_SECONDS + continuation.publish_reserve(topic)
         self.last_beat = clock()
 
     def tick(self) -> None:

@@ -10,14 +10,11 @@ from sqlalchemy import Engine
 
 from consumer.inbox import Inbox, Status
 from consumer.message import PushMessage
+from tests.conftest import Rollback
 
 NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
 LEASE = timedelta(seconds=30)
 MESSAGE = PushMessage(message_id="1", publish_time=NOW, data=b"{}")
-
-
-class Rollback(Exception):
-    """Raised inside the caller's transaction to roll it back."""
 
 
 def dead_row(inbox: Inbox, key: str) -> None:

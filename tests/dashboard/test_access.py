@@ -36,6 +36,7 @@ def test_refuses_to_start_without_authentication_outside_local_mode() -> None:
         ("CONSUMER_DASHBOARD_TOKEN", "short"),
         ("CONSUMER_DASHBOARD_IAP_AUDIENCE", "https://dashboard.example.com"),
         ("CONSUMER_DASHBOARD_IAP_KEYS_URL", "http://keys.example.com/jwk"),
+        ("CONSUMER_DASHBOARD_IAP_KEYS_URL", "http://127.0.0.1:1@evil.example/jwk"),
     ],
 )
 def test_bad_authentication_settings_are_refused(name: str, value: str) -> None:

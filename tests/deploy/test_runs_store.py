@@ -12,14 +12,11 @@ from consumer.deploy.report import TargetResult, WarmReport
 from consumer.deploy.runs import WarmRuns
 from consumer.events import DeployEvent
 from consumer.message import PushMessage
+from tests.conftest import Rollback
 
 NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
 EVENT = DeployEvent("web", "v1", PushMessage(message_id="1", publish_time=NOW), "prod")
 REPORT = WarmReport("http", (TargetResult("https://web.example/", True, 0.1, status=200),))
-
-
-class Rollback(Exception):
-    """Raised inside the caller's transaction to roll it back."""
 
 
 def test_a_run_recorded_on_the_callers_connection_rolls_back_with_it(engine: Engine) -> None:

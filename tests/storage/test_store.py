@@ -11,6 +11,7 @@ from consumer.jobs.schema import jobs
 from consumer.storage.model import FileStatus, Progress, StoredObject
 from consumer.storage.store import FileTakenOver, ProcessedFiles
 from consumer.timeutil import utcnow
+from tests.conftest import Rollback
 
 OBJ = StoredObject("b", "dir/a.csv", 1700000000000001, size=10, content_type="text/csv")
 
@@ -83,10 +84,6 @@ def test_a_stale_run_cannot_mark_a_newer_runs_file_skipped(engine: Engine) -> No
     files.finish(OBJ, "run-b", FileStatus.DONE, Progress(rows_accepted=1), utcnow())
     with pytest.raises(FileTakenOver):
         files.record_skip(OBJ, "run-b", "deleted", utcnow())  # finished rows stay finished
-
-
-class Rollback(Exception):
-    """Raised inside the caller's transaction to roll it back."""
 
 
 def test_writes_given_the_callers_connection_roll_back_with_it(engine: Engine) -> None:
