@@ -16,11 +16,12 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, and_, or_, select, update
 
+from consumer import inbox_queries
 from consumer.db import dialect as sql
 from consumer.db.engine import unavailable_on_db_fault
+from consumer.db.prepared import prepared
 from consumer.db.schema import inbox, tick_progress
 from consumer.db.store import Store
-from consumer.inbox_queries import queries_for
 from consumer.message import PushMessage
 
 
@@ -78,7 +79,8 @@ class Inbox(Store):
     def __init__(self, engine: Engine, connection: Connection | None = None) -> None:
         super().__init__(engine)
         self.connection = connection
-        self._queries = queries_for(engine.dialect)
+        self._claim = prepared(inbox_queries.claim, engine.dialect)
+        self._finish = prepared(inbox_queries.finish, engine.dialect)
 
     def on(self, connection: Connection) -> Inbox:
         """The same queries on one connection (a delivery's claim and finish share it). After a
@@ -122,7 +124,7 @@ class Inbox(Store):
             "updated_at": now,
         }  # fmt: skip
         with self._write(connection) as conn:
-            row = self._queries.claim.execute(conn, values).first()
+            row = self._claim.first(conn, values)
         if row is None:
             return None
         # Inserted or taken over, the row's lease is the one bound here.
@@ -147,7 +149,7 @@ class Inbox(Store):
             "b_finished_at": now if status in FINAL else None,
         }  # fmt: skip
         with self._write(connection) as conn:
-            changed = self._queries.finish.execute(conn, values).rowcount
+            changed = self._finish.rowcount(conn, values)
         return changed == 1
 
     def finished_as(

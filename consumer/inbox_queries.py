@@ -1,17 +1,11 @@
-"""The inbox's hot statements (the claim and the finish of every delivery), compiled once per
-dialect: a delivery binds its values into SQL text that is already built, instead of going
-through SQLAlchemy's statement compilation, parameter construction and result set-up twice per
-request. Execution still goes through the ``Connection``, so database faults are translated and a
-dead connection is invalidated exactly as for any other statement."""
+"""The inbox's hot statements, the claim and the finish of every delivery; ``Inbox`` runs them
+as ``consumer.db.prepared`` statements (compiled once per dialect)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, CursorResult, and_, bindparam, func, or_, update
-from sqlalchemy.engine import Dialect
+from sqlalchemy import and_, bindparam, func, or_, update
 
 from consumer.db import dialect as sql
 from consumer.db.schema import inbox
@@ -23,56 +17,9 @@ CLAIMED_COLUMNS = (
 )  # fmt: skip
 
 
-@dataclass(frozen=True)
-class Prepared:
-    """One statement compiled for one dialect: its SQL text, the values of its constant binds,
-    and the conversions its column types apply to bound values (JSON, UTC datetimes)."""
-
-    sql: str
-    defaults: Mapping[str, Any]
-    processors: Mapping[str, Callable[[Any], Any]]
-    positions: tuple[str, ...] | None
-    """Bind names in order, for a positional paramstyle (SQLite's ``?``)."""
-
-    @classmethod
-    def compile(cls, statement: Any, dialect: Dialect) -> Prepared:
-        compiled = statement.compile(dialect=dialect)
-        positions = tuple(compiled.positiontup) if compiled.positional else None
-        defaults = compiled.construct_params(_check=False)
-        return cls(compiled.string, defaults, dict(compiled._bind_processors), positions)
-
-    def execute(self, connection: Connection, values: Mapping[str, Any]) -> CursorResult[Any]:
-        params = {**self.defaults, **values}
-        for name, process in self.processors.items():
-            params[name] = process(params[name])
-        if self.positions is not None:
-            return connection.exec_driver_sql(self.sql, tuple(params[n] for n in self.positions))
-        return connection.exec_driver_sql(self.sql, params)
-
-
-@dataclass(frozen=True)
-class InboxQueries:
-    claim: Prepared
+def claim(dialect: str) -> Any:
     """Insert the key as running, or take over a failed or lease-expired row; returns the
     attempt count (no row: held elsewhere, or finished). The lease is the one bound."""
-    finish: Prepared
-    """Record the outcome of a claim, guarded by its token; ``refund`` 1 gives the attempt back,
-    ``finished_at`` NULL keeps the column as it was."""
-
-
-_COMPILED: dict[tuple[str, str], InboxQueries] = {}
-
-
-def queries_for(dialect: Dialect) -> InboxQueries:
-    """The statements for ``dialect``, compiled on first use (per dialect and driver)."""
-    name = (dialect.name, dialect.driver)
-    if name not in _COMPILED:
-        claim = Prepared.compile(_claim(dialect.name), dialect)
-        _COMPILED[name] = InboxQueries(claim, Prepared.compile(_finish(), dialect))
-    return _COMPILED[name]
-
-
-def _claim(dialect: str) -> Any:
     values = {name: bindparam(name, type_=inbox.c[name].type) for name in CLAIMED_COLUMNS}
     return sql.upsert(
         inbox,
@@ -95,7 +42,9 @@ def _claim(dialect: str) -> Any:
     ).returning(inbox.c.attempts)
 
 
-def _finish() -> Any:
+def finish(dialect: str) -> Any:
+    """Record the outcome of a claim, guarded by its token; ``refund`` 1 gives the attempt back,
+    ``finished_at`` NULL keeps the column as it was."""
     return (
         update(inbox)
         .where(

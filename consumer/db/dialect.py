@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, Delete, Dialect, Table, any_, bindparam, delete, select
+from sqlalchemy import ColumnElement, Delete, Table, any_, bindparam, delete, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.types import TypeEngine
 
@@ -56,24 +56,6 @@ def purge(table: Table, key: Any, expired: ColumnElement[bool], limit: int | Non
         return delete(table).where(expired)
     chunk = select(key).where(expired).limit(limit).scalar_subquery()
     return delete(table).where(key.in_(chunk))
-
-
-DriverStatement = tuple[str, dict[str, Any]]
-"""SQL text in the driver's parameter style, and the constants the statement binds."""
-_COMPILED: dict[tuple[Any, str, str, str], DriverStatement] = {}
-
-
-def for_driver(build: Callable[[str], Any], dialect: Dialect) -> DriverStatement:
-    """The statement ``build(dialect.name)`` as the driver receives it, compiled once per driver,
-    for ``connection.exec_driver_sql(text, {**constants, **values})``: the same SQL, without
-    SQLAlchemy's per-execution cache lookup, bind and result processing. For hot statements on
-    PostgreSQL, whose driver takes named parameters and adapts Python values itself (results
-    come back as the driver makes them: aware datetimes in the session's time zone)."""
-    key = (build, dialect.name, dialect.driver, dialect.paramstyle)
-    if key not in _COMPILED:
-        compiled = build(dialect.name).compile(dialect=dialect)
-        _COMPILED[key] = (compiled.string, dict(compiled.params))
-    return _COMPILED[key]
 
 
 def among(

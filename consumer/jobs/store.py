@@ -13,7 +13,8 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, select
 
-from consumer.db.dialect import POSTGRESQL, for_driver
+from consumer.db.dialect import POSTGRESQL
+from consumer.db.prepared import prepared
 from consumer.db.store import Store
 from consumer.jobs import queries
 from consumer.jobs.kinds import known_kinds
@@ -128,10 +129,9 @@ class JobStore(Store):
         }  # fmt: skip
         with self._write(connection) as conn:
             if self.dialect == POSTGRESQL:
-                text, constants = for_driver(queries.claim, conn.dialect)
-                result = conn.exec_driver_sql(text, {**constants, **params})
-                with result:  # the driver's own tuples: no Row objects for a hundred rows
-                    claimed = [Job.from_driver_claim(row) for row in result.cursor.fetchall()]
+                # The driver's own tuples: no Row objects for a hundred rows.
+                tuples = prepared(queries.claim, conn.dialect).all(conn, params)
+                claimed = [Job.from_driver_claim(row) for row in tuples]
             else:
                 rows = conn.execute(queries.claim(self.dialect), params).all()
                 claimed = [Job.from_claim(row) for row in rows]
@@ -166,13 +166,12 @@ class JobStore(Store):
         return Written(done_count, counts[False], counts[True], released_count)
 
     def _done(self, conn: Connection, base: dict[str, Any], ids: Sequence[int]) -> int:
-        """The batch's ``done`` write; on PostgreSQL as driver SQL (it runs once per batch)."""
+        """The batch's ``done`` write; on PostgreSQL a prepared statement (one array of ids)."""
         if not ids:
             return 0
         if self.dialect != POSTGRESQL:
             return _for_ids(conn, queries.done(self.dialect), base, ids)
-        text, constants = for_driver(queries.done, conn.dialect)
-        return conn.exec_driver_sql(text, {**constants, **base, "ids": list(ids)}).rowcount
+        return prepared(queries.done, conn.dialect).rowcount(conn, {**base, "ids": list(ids)})
 
     def due_by_kind(self, now: datetime, *, connection: Connection | None = None) -> dict[str, int]:
         """Due pending jobs plus expired leases, by kind (whatever the kind: a sweep reports the

@@ -1,0 +1,106 @@
+"""The hot statements (a delivery's claim and finish, a sweep batch's claim and done), compiled
+once per dialect and run on the driver's own cursor.
+
+They run thousands of times a second. ``Connection.execute`` spends about a third of their CPU on
+work that never changes between runs: the compiled-cache lookup, parameter processing, the
+execution context and the result's set-up. A ``Prepared`` statement is compiled once, binds its
+values through its column types' own processors (JSON, UTC datetimes), and runs on the DBAPI
+cursor of the SQLAlchemy ``Connection`` it is given, inside that connection's transaction. A
+driver fault is translated as SQLAlchemy translates it: a ``DBAPIError``, and a dead connection
+invalidated (it reconnects on its next use), so ``unavailable_on_db_fault`` and
+``retry_on_stale`` treat it exactly as a fault of any other statement. Rows come back as the
+driver makes them (no result processing: aware datetimes in the session's zone on PostgreSQL).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, cast
+
+from sqlalchemy import Connection, Dialect
+from sqlalchemy.exc import DBAPIError, StatementError
+
+Build = Callable[[str], Any]
+"""A function of the dialect's name returning a SQLAlchemy statement."""
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """One statement compiled for one dialect: its SQL text, the values of its constant binds,
+    and the conversions its bind types apply to values."""
+
+    sql: str
+    defaults: Mapping[str, Any]
+    processors: Mapping[str, Callable[[Any], Any]]
+    positions: tuple[str, ...] | None
+    """Bind names in order, for a positional paramstyle (SQLite's ``?``)."""
+
+    @classmethod
+    def compile(cls, statement: Any, dialect: Dialect) -> Prepared:
+        compiled = statement.compile(dialect=dialect)
+        processors = {}
+        for bind, name in compiled.bind_names.items():
+            process = bind.type.dialect_impl(dialect).bind_processor(dialect)
+            if process is not None:
+                processors[name] = process
+        positions = tuple(compiled.positiontup) if compiled.positional else None
+        return cls(compiled.string, dict(compiled.params), processors, positions)
+
+    def first(self, connection: Connection, values: Mapping[str, Any]) -> Any:
+        """The first row the statement returns, or ``None``."""
+        return self._run(connection, values, lambda cursor: cursor.fetchone())
+
+    def all(self, connection: Connection, values: Mapping[str, Any]) -> list[Any]:
+        return self._run(connection, values, lambda cursor: cursor.fetchall())
+
+    def rowcount(self, connection: Connection, values: Mapping[str, Any]) -> int:
+        """How many rows the statement changed."""
+        return self._run(connection, values, lambda cursor: cursor.rowcount)
+
+    def _run(
+        self, connection: Connection, values: Mapping[str, Any], read: Callable[[Any], Any]
+    ) -> Any:
+        params = {**self.defaults, **values}
+        for name, process in self.processors.items():
+            params[name] = process(params[name])
+        args = params if self.positions is None else tuple(params[n] for n in self.positions)
+        if not connection.in_transaction():
+            connection.begin()  # as ``execute`` begins one: the caller commits it
+        driver = connection.connection.dbapi_connection
+        assert driver is not None  # a connection in a transaction is checked out
+        cursor = driver.cursor()
+        try:
+            cursor.execute(self.sql, args)
+            return read(cursor)
+        except connection.dialect.loaded_dbapi.Error as exc:
+            raise translated(connection, driver, self.sql, args, exc) from exc
+        finally:
+            cursor.close()
+
+
+def translated(
+    connection: Connection, driver: Any, statement: str, args: Any, exc: Exception
+) -> StatementError:
+    """``exc`` as SQLAlchemy raises a driver fault; a connection the fault killed is invalidated
+    first, so the connection reconnects on its next use (``retry_on_stale`` relies on it)."""
+    dialect = connection.dialect
+    gone = dialect.is_disconnect(cast(Any, exc), driver, None)
+    if gone and not connection.invalidated:
+        connection.invalidate(exc)
+    return DBAPIError.instance(
+        statement, args, exc, dialect.loaded_dbapi.Error, connection_invalidated=gone,
+        dialect=dialect,
+    )  # fmt: skip
+
+
+_COMPILED: dict[tuple[Build, str, str, str], Prepared] = {}
+
+
+def prepared(build: Build, dialect: Dialect) -> Prepared:
+    """``build(dialect.name)`` compiled on first use, per dialect, driver and paramstyle."""
+    key = (build, dialect.name, dialect.driver, dialect.paramstyle)
+    found = _COMPILED.get(key)
+    if found is None:
+        found = _COMPILED.setdefault(key, Prepared.compile(build(dialect.name), dialect))
+    return found
