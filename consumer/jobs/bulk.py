@@ -20,6 +20,7 @@ from sqlalchemy import Connection, Integer, String, Text, bindparam, text
 
 from consumer.db import dialect as sql
 from consumer.db.engine import unavailable_on_db_fault
+from consumer.db.prepared import translated
 from consumer.db.types import UTCDateTime
 from consumer.jobs.model import InvalidJob, NewJob, Status
 from consumer.jobs.schema import jobs
@@ -163,10 +164,13 @@ def _copy_and_move(connection: Connection, text: str, params: dict[str, Any], re
     the one the caller's transaction runs on, so both statements are inside it."""
     driver = connection.connection.dbapi_connection
     assert driver is not None
-    with driver.cursor() as cursor:  # type: ignore[attr-defined]
-        cursor.execute(f"{CREATE_STAGE}; {RELAX_COMMIT}" if relaxed else CREATE_STAGE)
-        with cursor.copy(COPY_STAGE) as copy:
-            copy.write(text)
+    try:
+        with driver.cursor() as cursor:  # type: ignore[attr-defined]
+            cursor.execute(f"{CREATE_STAGE}; {RELAX_COMMIT}" if relaxed else CREATE_STAGE)
+            with cursor.copy(COPY_STAGE) as copy:
+                copy.write(text)
+    except connection.dialect.loaded_dbapi.Error as exc:  # a cut: Unavailable, as for any statement
+        raise translated(connection, driver, COPY_STAGE, None, exc) from exc
     return connection.execute(MOVE_STAGE, params).rowcount
 
 

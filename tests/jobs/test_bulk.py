@@ -14,9 +14,13 @@ from click.testing import CliRunner, Result
 from sqlalchemy import Engine, select
 
 from consumer.cli import main
+from consumer.db.engine import make_engine
+from consumer.errors import Unavailable
 from consumer.jobs import InvalidJob
 from consumer.jobs.bulk import JobTemplate, insert_jobs
 from consumer.jobs.schema import jobs
+from tests.support.cuts import Cutter, on_statement, sql
+from tests.support.tcpproxy import TcpProxy
 
 
 def stored(engine: Engine) -> list[tuple[str, Any, str, int, int | None]]:
@@ -174,3 +178,26 @@ def test_enqueue_from_refuses_bad_usage_clearly(
     source.write_text("")
     result = invoke("jobs", "enqueue", "email", "--from", str(source), *args, status=2)
     assert message in result.output
+
+
+@pytest.mark.postgres
+def test_a_cut_during_the_copy_is_an_outage_and_inserts_nothing(postgres_url: str) -> None:
+    """The COPY runs on the driver's cursor: a connection cut there is ``Unavailable`` (a 503,
+    redelivered) like a cut of any other statement, and the transaction leaves no job."""
+    proxy = TcpProxy(5432)
+    proxy.start()
+    cutter = Cutter(proxy, 0.5)
+    proxy.watch = on_statement(cutter, sql(b"COPY jobs_stage"), 1)
+    proxied = make_engine(postgres_url.replace("127.0.0.1:5432", f"127.0.0.1:{proxy.port}"))
+    direct = make_engine(postgres_url)
+    try:
+        with pytest.raises(Unavailable), proxied.begin() as connection:
+            insert_jobs(connection, JobTemplate("email"), [("k:1", "{}"), ("k:2", "{}")])
+        assert cutter.made and stored(direct) == []
+        cutter.ended.wait(5)
+        with proxied.begin() as connection:  # the dead connection was replaced
+            assert insert_jobs(connection, JobTemplate("email"), [("k:1", "{}")]) == 1
+    finally:
+        proxied.dispose()
+        direct.dispose()
+        proxy.stop()
