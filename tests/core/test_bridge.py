@@ -6,7 +6,6 @@ outlived the ack deadline."""
 from __future__ import annotations
 
 import json
-import signal
 import socket
 import subprocess
 import sys
@@ -17,9 +16,10 @@ from dataclasses import dataclass
 import pytest
 import requests
 
+from consumer.demo.processes import descendants
 from consumer.envelopes_out import wrapped_body
-from tests.conftest import free_port, wait_until
-from tests.core.test_serve import children, clean_env
+from tests.conftest import free_port, stop_process, wait_until
+from tests.core.test_serve import clean_env
 
 pytestmark = pytest.mark.slow
 TOKEN = "push-token-0123456789abcdef"
@@ -55,8 +55,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         wait_until(lambda: requests.get(f"{base}/healthz", timeout=2).ok)
         yield Served(base, port, process)
     finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(timeout=60)
+        stop_process(process, timeout=60)
 
 
 def exchange(port: int, head: bytes, wait: float = 5.0) -> tuple[bytes, float]:
@@ -142,21 +141,21 @@ def test_the_servers_own_refusals_are_plain_text(served: Served, case: str) -> N
 def test_a_request_within_the_ack_deadline_keeps_its_worker(served: Served) -> None:
     """A handler using 7 s of the 10 s ack deadline (beyond half of it, gunicorn's heartbeat
     interval) is not ended: ending it mid-sweep would re-send the batch it was sending."""
-    (worker,) = children(served.process.pid)
+    (worker,) = descendants(served.process.pid)
     deploy = json.dumps({"event": "deploy", "service": "web", "release": "within"}).encode()
     body = wrapped_body(data=deploy, attributes={"event": "deploy", "hang": "7"})
     answer = requests.post(f"{served.base}/push?token={TOKEN}", json=body, timeout=30)
     assert answer.status_code == 200, answer.text
-    assert children(served.process.pid) == {worker}
+    assert descendants(served.process.pid) == {worker}
 
 
 def test_a_request_past_the_ack_deadline_ends_its_worker(served: Served) -> None:
     """The sync worker's timeout, kept: the hung handler's worker is replaced (and the push
     answered by the new one only on redelivery), so no second copy runs beside it."""
-    (worker,) = children(served.process.pid)
+    (worker,) = descendants(served.process.pid)
     body = wrapped_body(attributes={"task": "effect", "hang": "30"})
     with pytest.raises(requests.ConnectionError):
         requests.post(f"{served.base}/push?token={TOKEN}", json=body, timeout=30)
-    wait_until(lambda: children(served.process.pid) - {worker} != set(), timeout=30)
-    assert worker not in children(served.process.pid)
+    wait_until(lambda: descendants(served.process.pid) - {worker} != set(), timeout=30)
+    assert worker not in descendants(served.process.pid)
     assert requests.get(f"{served.base}/healthz", timeout=5).ok
