@@ -26,7 +26,7 @@ from consumer.events import (
     TickEvent,
 )
 from consumer.int64 import NotInt64, int64_text
-from consumer.json_limits import DEFAULT_MAX_NODES, too_many_values
+from consumer.json_limits import too_many_values
 from consumer.message import PushMessage
 from consumer.schedule import Schedule, ScheduleError, as_schedule
 from consumer.text import is_storable
@@ -58,7 +58,7 @@ def classify(message: PushMessage, schedule_of: ScheduleLookup) -> Event:
     attributes = message.attributes
     if _gcs_attributes(attributes):
         return _storage_from_notification(message)
-    data = _json_object(message.data)
+    data = _json_object(message)
     if "task" in attributes or "task" in data:
         return _tick(message, data, schedule_of)
     if attributes.get("event") == "deploy" or data.get("event") == "deploy":
@@ -80,7 +80,7 @@ def _storage_from_notification(message: PushMessage) -> StorageEvent:
         event_type = StorageEventType(attributes["eventType"])
     except ValueError:
         raise InvalidEvent(f"unknown storage eventType {attributes['eventType']!r}") from None
-    resource = _resource(message.data) if attributes.get("payloadFormat") == "JSON_API_V1" else {}
+    resource = _resource(message) if attributes.get("payloadFormat") == "JSON_API_V1" else {}
     return StorageEvent(
         event_type=event_type,
         bucket=_name(attributes.get("bucketId"), "bucketId"),
@@ -95,7 +95,7 @@ def _storage_from_notification(message: PushMessage) -> StorageEvent:
 
 def _storage_from_cloudevent(message: PushMessage) -> StorageEvent:
     assert message.cloudevent is not None
-    resource = _resource(message.data)
+    resource = _resource(message)
     if not resource:
         raise InvalidEvent("storage CloudEvent data must be the object resource")
     return StorageEvent(
@@ -139,12 +139,13 @@ def _deploy(message: PushMessage, data: Mapping[str, Any]) -> DeployEvent:
     )
 
 
-def _json_object(data: bytes, **options: Any) -> dict[str, Any]:
+def _json_object(message: PushMessage, **options: Any) -> dict[str, Any]:
     """The data as a JSON object, or ``{}`` when it is not one (ticks may carry no data)."""
+    data, limit = message.data, message.max_json_nodes
     if not data or data.lstrip()[:1] != b"{":
         return {}
-    if too_many_values(data, DEFAULT_MAX_NODES):  # bounds a worker's memory (json_limits)
-        raise InvalidEvent(f"message data has more than {DEFAULT_MAX_NODES} JSON values")
+    if too_many_values(data, limit):  # bounds a worker's memory (json_limits)
+        raise InvalidEvent(f"message data has more than {limit} JSON values")
     try:
         value = json.loads(data, **options)
     except (UnicodeDecodeError, ValueError, RecursionError):
@@ -152,10 +153,10 @@ def _json_object(data: bytes, **options: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _resource(data: bytes) -> dict[str, Any]:
+def _resource(message: PushMessage) -> dict[str, Any]:
     """An object resource: numbers with a fraction or exponent kept exact (``Decimal``), so an
     int64 written as ``96883251.0`` is read as what was sent, never a rounded float."""
-    return _json_object(data, parse_float=Decimal)
+    return _json_object(message, parse_float=Decimal)
 
 
 def _name(value: Any, label: str, limit: int = MAX_NAME_LENGTH) -> str:

@@ -12,7 +12,7 @@ import binascii
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -111,6 +111,7 @@ def parse_wrapped(document: Mapping[str, Any], limits: Limits) -> PushMessage:
         ordering_key=_optional_str(message, "orderingKey"),
         delivery_attempt=_delivery_attempt(document.get("deliveryAttempt")),
         format=Format.WRAPPED,
+        max_json_nodes=limits.max_json_nodes,
     )
 
 
@@ -129,6 +130,7 @@ def _parse_unwrapped(headers: dict[str, str], body: bytes, limits: Limits) -> Pu
         subscription=headers.get(f"{PUBSUB_HEADER}subscription-name", ""),
         ordering_key=headers.get(f"{PUBSUB_HEADER}ordering-key", ""),
         format=Format.UNWRAPPED,
+        max_json_nodes=limits.max_json_nodes,
     )
 
 
@@ -137,7 +139,7 @@ def _parse_binary_cloudevent(headers: dict[str, str], body: bytes, limits: Limit
     if meta.type == MESSAGE_PUBLISHED:
         document = load_json_object(body, limits)
         return _from_message_published(meta, document, limits, Format.CLOUDEVENT_BINARY)
-    return _storage_cloudevent(meta, body, Format.CLOUDEVENT_BINARY)
+    return _storage_cloudevent(meta, body, limits, Format.CLOUDEVENT_BINARY)
 
 
 def _parse_structured_cloudevent(document: Mapping[str, Any], limits: Limits) -> PushMessage:
@@ -152,33 +154,25 @@ def _parse_structured_cloudevent(document: Mapping[str, Any], limits: Limits) ->
             raise InvalidEnvelope("messagePublished data must be a push body object")
         return _from_message_published(meta, data, limits, Format.CLOUDEVENT_STRUCTURED)
     raw = data if isinstance(data, bytes) else json.dumps(data).encode()
-    return _storage_cloudevent(meta, raw, Format.CLOUDEVENT_STRUCTURED)
+    return _storage_cloudevent(meta, raw, limits, Format.CLOUDEVENT_STRUCTURED)
 
 
 def _from_message_published(
     meta: CloudEventMeta, document: Mapping[str, Any], limits: Limits, fmt: Format
 ) -> PushMessage:
-    inner = parse_wrapped(document, limits)
-    return PushMessage(
-        message_id=inner.message_id,
-        publish_time=inner.publish_time,
-        data=inner.data,
-        attributes=inner.attributes,
-        subscription=inner.subscription,
-        ordering_key=inner.ordering_key,
-        delivery_attempt=inner.delivery_attempt,
-        format=fmt,
-        cloudevent=meta,
-    )
+    return replace(parse_wrapped(document, limits), format=fmt, cloudevent=meta)
 
 
-def _storage_cloudevent(meta: CloudEventMeta, body: bytes, fmt: Format) -> PushMessage:
+def _storage_cloudevent(
+    meta: CloudEventMeta, body: bytes, limits: Limits, fmt: Format
+) -> PushMessage:
     return PushMessage(
         message_id=meta.id,
         publish_time=_timestamp(meta.time),
         data=body,
         format=fmt,
         cloudevent=meta,
+        max_json_nodes=limits.max_json_nodes,
     )
 
 

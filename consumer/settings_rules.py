@@ -12,6 +12,8 @@ import ipaddress
 import json
 from urllib.parse import SplitResult, urlsplit
 
+from consumer.headers import checked_headers
+
 DAY = 24 * 3600
 LOOPBACK_NAMES = frozenset({"localhost"})
 
@@ -73,21 +75,18 @@ def database_url_problem(url: str) -> str | None:
 
 
 def header_object_problem(raw: str) -> str | None:
-    """A JSON object of string header values with valid names (values are never quoted back)."""
+    """A JSON object of string header values with valid names (values are never quoted back);
+    the names and values are judged by ``checked_headers``, as a job's email headers are."""
     if not raw.strip():
         return None
     try:
         value = json.loads(raw)
     except ValueError:
         return "is not JSON"
-    if not isinstance(value, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
-    ):
-        return "must be a JSON object of string header values"
-    from consumer.headers import header_problem
-
-    for name, text in value.items():
-        problem = header_problem(name, text)
-        if problem:
-            return problem
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        return "must be a JSON object of string header values"  # (JSON keys are strings)
+    try:
+        checked_headers(value)
+    except ValueError as exc:
+        return str(exc)
     return None

@@ -5,13 +5,14 @@ per test), the service's clock moved by hand, a test client of the app, and real
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
@@ -26,6 +27,7 @@ from sqlalchemy import Engine
 from consumer.app import create_app
 from consumer.db.engine import make_engine
 from consumer.db.migrate import upgrade
+from consumer.demo.processes import descendants
 from consumer.settings import Settings
 from consumer.timeutil import utcnow
 
@@ -212,13 +214,26 @@ class Server:
             raise RuntimeError(f"{error}\n{self.text()}") from None
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process)
+
+
+def stop_process(
+    process: subprocess.Popen[Any], stop: int = signal.SIGTERM, timeout: float = 15
+) -> None:
+    """Stop a server the test started, by its PID: send ``stop``; if it has not exited after
+    ``timeout`` seconds, SIGKILL it and every process it forked, so a hung server (or a worker
+    stuck in a handler) never outlives the test."""
+    if process.poll() is None:
+        process.send_signal(stop)
+        with suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=timeout)
+    if process.poll() is None:
+        forked = descendants(process.pid)  # read while they are still its children
+        process.kill()
+        for pid in forked:
+            with suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        process.wait()
 
 
 def gunicorn_command(

@@ -92,12 +92,13 @@ def jobs() -> str:
         _choice("status", JobStatus), request.args.get("kind") or None, LIMIT
     )
     statuses = [s.value for s in JobStatus]
+    by_kind = queries.job_counts(ctx.engine)  # also the filter's kinds: one scan, not two
     dead_by_kind = {
         kind: counts[JobStatus.DEAD]
-        for kind, counts in queries.job_counts(ctx.engine).items()
+        for kind, counts in by_kind.items()
         if counts.get(JobStatus.DEAD)
     }
-    kinds = queries.job_kinds(ctx.engine)
+    kinds = list(by_kind)
     return _page(
         "jobs.html", rows=rows, statuses=statuses, kinds=kinds, dead_by_kind=dead_by_kind,
         refresh=True,

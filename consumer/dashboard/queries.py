@@ -103,7 +103,8 @@ def event_totals(engine: Engine) -> dict[str, int]:
 
 
 def job_counts(engine: Engine) -> dict[str, dict[str, int]]:
-    """Jobs by kind, then status."""
+    """Jobs by kind (sorted), then status: one ``GROUP BY kind, status`` in the database, never
+    the rows themselves (the overview's table, the jobs page's kinds and retry-all counts)."""
     query = select(jobs.c.kind, jobs.c.status, func.count()).group_by(jobs.c.kind, jobs.c.status)
     counts: dict[str, dict[str, int]] = {}
     for kind, status, count in _counts(engine, query):
@@ -182,11 +183,5 @@ def dead_keys(engine: Engine, route: str, limit: int) -> list[str]:
         .order_by(inbox.c.updated_at)
         .limit(limit)
     )
-    with unavailable_on_db_fault(), engine.connect() as connection:
-        return list(connection.execute(query).scalars())
-
-
-def job_kinds(engine: Engine) -> list[str]:
-    query = select(jobs.c.kind).distinct().order_by(jobs.c.kind)
     with unavailable_on_db_fault(), engine.connect() as connection:
         return list(connection.execute(query).scalars())

@@ -1,5 +1,6 @@
 """Limits on hostile input: body size (413, before the body is read into memory, chunked or not),
-JSON nesting depth and attribute count (400). Nothing is stored for a refused request."""
+JSON nesting depth, JSON values and attribute count (400). Nothing is stored for a refused
+request."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from flask.testing import FlaskClient
 from sqlalchemy import func, select
 
+from consumer.app import create_app
 from consumer.db.engine import make_engine
 from consumer.db.migrate import upgrade
 from consumer.db.schema import inbox
@@ -84,6 +86,28 @@ def test_more_attributes_than_the_limit_get_400(client: FlaskClient, sqlite_url:
     response = client.post("/push", json=wrapped_body(attributes={**five, "a5": "v"}))
     assert response.status_code == 400
     assert "more than 5 attributes" in response.json["error"]
+    assert stored(sqlite_url) == 1
+
+
+def deploy_with_values(values: int) -> dict[str, Any]:
+    """A wrapped deploy whose data holds ``values`` JSON values (at least 10; the body: 19)."""
+    extra = [0] * (values - 9)  # 8 keys and values, the list, then its items
+    payload = {"event": "deploy", "service": "web", "release": "r1", "extra": extra}
+    return wrapped_body(data=json.dumps(payload).encode(), attributes={"event": "deploy"})
+
+
+def test_data_with_more_values_than_the_configured_limit_gets_400(sqlite_url: str) -> None:
+    """``CONSUMER_MAX_JSON_NODES`` bounds the message's data as well as the body around it."""
+    settings = Settings.of(database_url=sqlite_url, local_mode=True, max_json_nodes=24)
+    engine = make_engine(sqlite_url)
+    try:
+        client = create_app(settings, engine=engine).test_client()
+        assert client.post("/push", json=deploy_with_values(24)).status_code == 200
+        response = client.post("/push", json=deploy_with_values(25))
+    finally:
+        engine.dispose()
+    assert response.status_code == 400
+    assert response.json["error"] == "message data has more than 24 JSON values"
     assert stored(sqlite_url) == 1
 
 

@@ -5,7 +5,6 @@ logs (stdout and stderr, access log included), ``consumer settings`` or a settin
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +12,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.conftest import free_port, wait_until
+from tests.conftest import free_port, stop_process, wait_until
 from tests.core.test_serve import clean_env
 
 pytestmark = pytest.mark.slow
@@ -80,8 +79,7 @@ def test_a_serving_server_shows_no_secret(tmp_path: Path) -> None:
         assert answers[0].status_code == 503 and answers[1].status_code == 503
         assert [a.status_code for a in answers[2:]] == [401, 401, 404]
     finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(timeout=60)
+        stop_process(process, timeout=60)
     assert not leaked("\n".join(bodies)), bodies
     text = log.read_text()
     assert "GET /readyz" in text  # the access log was written

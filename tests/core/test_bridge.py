@@ -1,11 +1,11 @@
 """The served request path, over real sockets against ``consumer serve``: what is refused from
 the headers alone (before a body is read), the header and body deadlines, the size limit, the
-server's own 431, and the watchdog that ends a worker whose request outlived the ack deadline."""
+server's own plain-text refusals (431, 414), and the watchdog that ends a worker whose request
+outlived the ack deadline."""
 
 from __future__ import annotations
 
 import json
-import signal
 import socket
 import subprocess
 import sys
@@ -16,9 +16,10 @@ from dataclasses import dataclass
 import pytest
 import requests
 
+from consumer.demo.processes import descendants
 from consumer.envelopes_out import wrapped_body
-from tests.conftest import free_port, wait_until
-from tests.core.test_serve import children, clean_env
+from tests.conftest import free_port, stop_process, wait_until
+from tests.core.test_serve import clean_env
 
 pytestmark = pytest.mark.slow
 TOKEN = "push-token-0123456789abcdef"
@@ -54,8 +55,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         wait_until(lambda: requests.get(f"{base}/healthz", timeout=2).ok)
         yield Served(base, port, process)
     finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(timeout=60)
+        stop_process(process, timeout=60)
 
 
 def exchange(port: int, head: bytes, wait: float = 5.0) -> tuple[bytes, float]:
@@ -114,32 +114,48 @@ def test_a_declared_body_over_the_limit_is_a_413_unread(served: Served) -> None:
     assert json_of(response)["outcome"] == "rejected"
 
 
-def test_the_servers_own_431_is_plain_text(served: Served) -> None:
-    """Documented in docs/security.md: gunicorn answers before our code runs."""
-    head = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 9000 + b"\r\n\r\n"
+def content_type(response: bytes) -> bytes:
+    """The one Content-Type header of a raw response."""
+    lines = response.split(b"\r\n\r\n", 1)[0].split(b"\r\n")[1:]
+    (value,) = (line[13:].strip() for line in lines if line.lower().startswith(b"content-type:"))
+    return value
+
+
+GUNICORN_REFUSALS = {
+    "a header line over 8,190 bytes": (b"X-Big: " + b"a" * 9000 + b"\r\n", b"/healthz", 431),
+    "101 header fields": (b"".join(b"X-%d: v\r\n" % n for n in range(101)), b"/healthz", 431),
+    "a request line over 4,094 bytes": (b"", b"/healthz?" + b"a" * 5000, 414),
+}
+
+
+@pytest.mark.parametrize("case", sorted(GUNICORN_REFUSALS))
+def test_the_servers_own_refusals_are_plain_text(served: Served, case: str) -> None:
+    """The table in docs/security.md: gunicorn's parser answers before our code runs."""
+    headers, target, status = GUNICORN_REFUSALS[case]
+    head = b"GET " + target + b" HTTP/1.1\r\nHost: x\r\n" + headers + b"\r\n"
     response, _ = exchange(served.port, head)
-    assert status_of(response) in (400, 431)
-    assert b"text/plain" in response.split(b"\r\n\r\n", 1)[0].lower()
+    assert status_of(response) == status, response[:200]
+    assert content_type(response) == b"text/plain"
 
 
 def test_a_request_within_the_ack_deadline_keeps_its_worker(served: Served) -> None:
     """A handler using 7 s of the 10 s ack deadline (beyond half of it, gunicorn's heartbeat
     interval) is not ended: ending it mid-sweep would re-send the batch it was sending."""
-    (worker,) = children(served.process.pid)
+    (worker,) = descendants(served.process.pid)
     deploy = json.dumps({"event": "deploy", "service": "web", "release": "within"}).encode()
     body = wrapped_body(data=deploy, attributes={"event": "deploy", "hang": "7"})
     answer = requests.post(f"{served.base}/push?token={TOKEN}", json=body, timeout=30)
     assert answer.status_code == 200, answer.text
-    assert children(served.process.pid) == {worker}
+    assert descendants(served.process.pid) == {worker}
 
 
 def test_a_request_past_the_ack_deadline_ends_its_worker(served: Served) -> None:
     """The sync worker's timeout, kept: the hung handler's worker is replaced (and the push
     answered by the new one only on redelivery), so no second copy runs beside it."""
-    (worker,) = children(served.process.pid)
+    (worker,) = descendants(served.process.pid)
     body = wrapped_body(attributes={"task": "effect", "hang": "30"})
     with pytest.raises(requests.ConnectionError):
         requests.post(f"{served.base}/push?token={TOKEN}", json=body, timeout=30)
-    wait_until(lambda: children(served.process.pid) - {worker} != set(), timeout=30)
-    assert worker not in children(served.process.pid)
+    wait_until(lambda: descendants(served.process.pid) - {worker} != set(), timeout=30)
+    assert worker not in descendants(served.process.pid)
     assert requests.get(f"{served.base}/healthz", timeout=5).ok

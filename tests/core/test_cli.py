@@ -16,7 +16,7 @@ import requests
 from consumer.db.engine import make_engine
 from consumer.inbox import Inbox, Status
 from consumer.settings import Settings
-from tests.conftest import Server, free_port, settings_env, wait_until
+from tests.conftest import Server, free_port, settings_env, stop_process, wait_until
 
 pytestmark = pytest.mark.slow
 CONSUMER = [sys.executable, "-m", "consumer"]
@@ -107,5 +107,4 @@ def test_serve_local_sweeps_an_enqueued_email_within_seconds(tmp_path: Path) -> 
         assert any(key.startswith("tick:cleanup:") for key in keys)
         assert any(key.startswith("tick:sweep:") for key in keys)
     finally:
-        process.send_signal(signal.SIGINT)
-        process.wait(timeout=30)
+        stop_process(process, signal.SIGINT, timeout=30)

@@ -1,19 +1,25 @@
 """``consumer serve`` runs gunicorn in its own process: stopping it stops every worker; bad plugins
-and bad settings are one line before any worker boots; ``CONSUMER_LOCAL_TICK_SECONDS`` counts."""
+and bad settings are one line before any worker boots; ``CONSUMER_LOCAL_TICK_SECONDS`` counts; a
+server that will not stop is killed with its workers by the tests' ``stop_process``."""
 
 from __future__ import annotations
 
 import signal
 import subprocess
 import sys
+import threading
 import time
+from contextlib import suppress
 from pathlib import Path
 
 import pytest
 import requests
 
+from consumer.db.engine import make_engine
 from consumer.demo.processes import descendants
-from tests.conftest import free_port, server_env, wait_until
+from consumer.envelopes_out import wrapped_body
+from tests.conftest import free_port, server_env, stop_process, wait_until
+from tests.plugins.effects import effect_rows
 
 pytestmark = pytest.mark.slow
 CONSUMER = [sys.executable, "-m", "consumer"]
@@ -22,11 +28,6 @@ CONSUMER = [sys.executable, "-m", "consumer"]
 def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     """``server_env`` with a SQLite file in ``tmp_path`` unless ``extra`` names a database."""
     return server_env({"CONSUMER_DATABASE_URL": f"sqlite:///{tmp_path / 's.db'}", **extra})
-
-
-def children(pid: int) -> set[int]:
-    """Every live descendant of ``pid`` (from /proc: no process of ours is touched)."""
-    return descendants(pid)
 
 
 def alive(pid: int) -> bool:
@@ -47,8 +48,8 @@ def test_stopping_serve_stops_its_workers(tmp_path: Path, stop: signal.Signals) 
     try:
         wait_until(lambda: requests.get(f"http://127.0.0.1:{port}/healthz", timeout=2).ok)
         # One worker answering does not mean the arbiter has forked the second yet.
-        wait_until(lambda: len(children(process.pid)) >= 2)
-        workers = children(process.pid)
+        wait_until(lambda: len(descendants(process.pid)) >= 2)
+        workers = descendants(process.pid)
         idle = requests.Session()  # a kept-alive idle connection must not hold the stop
         assert idle.get(f"http://127.0.0.1:{port}/healthz", timeout=5).ok
         process.send_signal(stop)
@@ -61,9 +62,7 @@ def test_stopping_serve_stops_its_workers(tmp_path: Path, stop: signal.Signals) 
             time.sleep(0.1)
         assert not [pid for pid in workers if alive(pid)], "a worker outlived serve"
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+        stop_process(process)
 
 
 def test_a_bad_plugin_is_one_line_before_any_worker(tmp_path: Path) -> None:
@@ -121,5 +120,40 @@ def test_local_tick_seconds_from_the_environment_is_honoured(tmp_path: Path) -> 
         ticks = [line for line in lines if '"key": "tick:sweep:' in line and '"done"' in line]
         assert len(ticks) >= 3, log.read_text()[-2000:]
     finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(timeout=60)
+        stop_process(process, timeout=60)
+
+
+def test_a_server_that_will_not_stop_is_killed_with_its_workers(tmp_path: Path) -> None:
+    """``stop_process``'s fallback: the worker is stuck in a 60 s handler and the arbiter gets a
+    signal it does not stop on (gunicorn reopens its logs on SIGUSR1), so after the timeout the
+    arbiter and the stuck worker are both killed by PID, not left running past the test."""
+    port = free_port()
+    env = clean_env(tmp_path, CONSUMER_PLUGINS="tests.plugins.effects")
+    command = [*CONSUMER, "serve", "--local", "--bind", f"127.0.0.1:{port}", "--workers", "1",
+               "--tick-seconds", "0"]  # fmt: skip
+    process = subprocess.Popen(
+        command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    engine = make_engine(env["CONSUMER_DATABASE_URL"])
+    stuck = threading.Thread(target=push_quietly, args=(port, {"task": "effect", "hang": "60"}))
+    try:
+        wait_until(lambda: requests.get(f"http://127.0.0.1:{port}/healthz", timeout=2).ok)
+        stuck.start()
+        wait_until(lambda: effect_rows(engine, "started") != [])
+        workers = descendants(process.pid)
+        started = time.monotonic()
+        stop_process(process, signal.SIGUSR1, timeout=2)
+        assert process.returncode == -signal.SIGKILL
+        wait_until(lambda: not [pid for pid in workers if alive(pid)], timeout=5, every=0.1)
+        assert time.monotonic() - started < 8
+    finally:
+        stop_process(process)
+        engine.dispose()
+    stuck.join(timeout=10)
+
+
+def push_quietly(port: int, attributes: dict[str, str]) -> None:
+    """A push whose answer never comes: the server is killed while it runs."""
+    body = wrapped_body(attributes=attributes)
+    with suppress(requests.RequestException):
+        requests.post(f"http://127.0.0.1:{port}/push", json=body, timeout=90)

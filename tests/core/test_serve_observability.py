@@ -15,7 +15,7 @@ import pytest
 import requests
 
 from consumer.envelopes_out import tick_body
-from tests.conftest import free_port, wait_ready
+from tests.conftest import free_port, stop_process, wait_ready
 from tests.core.metrics_text import total
 
 pytestmark = pytest.mark.slow
@@ -47,8 +47,7 @@ def test_serve_sums_its_workers_and_a_tick_is_one_line(sqlite_url: str, tmp_path
         assert total(text, "consumer_push_decisions_total", outcome="duplicate") >= PUSHES - 1
         assert ticks >= 2
     finally:
-        process.terminate()
-        process.wait(timeout=60)
+        stop_process(process, timeout=60)
     lines = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
     decisions = [line for line in lines if line["message"] == "decided"]
     assert len(decisions) >= PUSHES + in_progress + ticks

@@ -8,7 +8,6 @@ body deadline (10 s) and to come back twice."""
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +16,7 @@ import pytest
 import requests
 
 from consumer.envelopes_out import tick_body
-from tests.conftest import free_port, wait_until
+from tests.conftest import free_port, stop_process, wait_until
 from tests.core.test_serve import clean_env
 from tests.deploy_artifacts.artifacts import dockerfile, image_command
 from tests.deploy_artifacts.conftest import rendered_overlay
@@ -41,15 +40,6 @@ def attack(base: str, port: int, push_status: int) -> dict[str, float]:
     return {name: result.ratio(name) for name in probes}
 
 
-def stop(process: subprocess.Popen[bytes]) -> None:
-    process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-
-
 def test_default_serve_keeps_answering(tmp_path: Path) -> None:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
@@ -62,7 +52,7 @@ def test_default_serve_keeps_answering(tmp_path: Path) -> None:
         wait_until(lambda: requests.get(f"{base}/healthz", timeout=2).ok)
         availability = attack(base, port, push_status=200)
     finally:
-        stop(process)
+        stop_process(process, timeout=60)
     assert min(availability.values()) >= FLOOR, availability
 
 
@@ -83,5 +73,5 @@ def test_container_command_keeps_answering(tmp_path: Path) -> None:
         wait_until(lambda: requests.get(f"{base}/healthz", timeout=2).ok)
         availability = attack(base, port, push_status=401)
     finally:
-        stop(process)
+        stop_process(process, timeout=60)
     assert min(availability.values()) >= FLOOR, availability

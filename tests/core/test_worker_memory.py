@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import json
-import signal
 import subprocess
 import sys
 import threading
@@ -21,9 +20,10 @@ from pathlib import Path
 import pytest
 import requests
 
+from consumer.demo.processes import descendants
 from consumer.settings import DEFAULT_MAX_BODY_BYTES
-from tests.conftest import free_port, wait_until
-from tests.core.test_serve import children, clean_env
+from tests.conftest import free_port, stop_process, wait_until
+from tests.core.test_serve import clean_env
 
 pytestmark = pytest.mark.slow
 CEILING_MIB = 200
@@ -121,7 +121,7 @@ def test_worst_bodies_stay_under_the_ceiling(tmp_path: Path) -> None:
     peaks: dict[str, float] = {}
     try:
         wait_until(lambda: requests.get(f"{base}/healthz", timeout=2).ok)
-        (worker,) = children(process.pid)
+        (worker,) = descendants(process.pid)
         post_all(f"{base}/push", long_data(), 1)  # warm-up: imports, pools, caches
         for name, make in BODIES.items():
             body = make()
@@ -131,7 +131,6 @@ def test_worst_bodies_stay_under_the_ceiling(tmp_path: Path) -> None:
             peaks[name] = status_mib(worker, "VmHWM")
             assert all(status < 500 for status in statuses), (name, statuses)
     finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(timeout=90)
+        stop_process(process, timeout=90)
     print(json.dumps({name: round(mib, 1) for name, mib in peaks.items()}))
     assert max(peaks.values()) < CEILING_MIB, peaks

@@ -5,9 +5,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import Engine
+from sqlalchemy import Engine, event
 
 from consumer.dashboard import queries
+from consumer.dashboard.app import create_dashboard
 from consumer.inbox import Inbox, Status
 from consumer.jobs import store
 from consumer.jobs.model import Status as JobStatus
@@ -36,6 +37,22 @@ def test_overview_counts(engine: Engine, seeded: Settings) -> None:
     assert view.oldest_due_seconds is not None and 170 < view.oldest_due_seconds < 400
     tomorrow = queries.overview(engine, build_registry(seeded), now + timedelta(days=2))
     assert tomorrow.deliveries_day == {}
+
+
+def test_each_page_counts_the_jobs_in_one_aggregate(engine: Engine, seeded: Settings) -> None:
+    """A retained week of jobs is some 300,000 rows: a page may scan them once, grouped by kind
+    and status in the database, and reads every other job query by an index or a LIMIT."""
+    statements: list[str] = []
+    event.listen(engine, "before_cursor_execute", lambda *call: statements.append(call[2]))
+    client = create_dashboard(seeded, engine=engine).test_client()
+    for page, shown in (("/", "report"), ("/jobs", "Retry all 2 dead report jobs")):
+        statements.clear()
+        response = client.get(page)
+        assert response.status_code == 200 and shown in response.get_data(as_text=True)
+        scans = [
+            s for s in statements if "FROM jobs" in s and not {"WHERE", "LIMIT"} & set(s.split())
+        ]
+        assert len(scans) == 1 and "GROUP BY jobs.kind, jobs.status" in scans[0], (page, scans)
 
 
 def test_inbox_filters(engine: Engine, seeded: Settings) -> None:

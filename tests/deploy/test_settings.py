@@ -49,6 +49,9 @@ def test_the_variables_are_read() -> None:
         ("CONSUMER_WARM_MAX_TARGETS", "0", "WARM_MAX_TARGETS must be 1..1000000"),
         ("CONSUMER_WARM_HEADERS", "Authorization: x", "WARM_HEADERS: is not JSON"),
         ("CONSUMER_WARM_HEADERS", '{"X-Count": 3}', "JSON object"),
+        ("CONSUMER_WARM_HEADERS", '["X-A"]', "JSON object"),
+        ("CONSUMER_WARM_HEADERS", '{"X:A": "1"}', "not a valid field name"),
+        ("CONSUMER_WARM_HEADERS", '{"X-A": "1\\u0000"}', "line break or NUL"),
         ("CONSUMER_WARM_HEADERS", '{"X-A": "1\\r\\nX-Injected: 1"}', "line break"),
     ],
 )

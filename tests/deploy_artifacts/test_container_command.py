@@ -5,7 +5,6 @@ this machine). The probes' endpoints answer as the manifests expect, and SIGTERM
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -16,7 +15,7 @@ import pytest
 import requests
 from sqlalchemy import create_engine, inspect
 
-from tests.conftest import free_port
+from tests.conftest import free_port, stop_process
 from tests.deploy_artifacts.artifacts import (
     Doc,
     config_env,
@@ -70,13 +69,7 @@ class Pod:
         raise AssertionError("the container command did not start")
 
     def stop(self) -> int:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process, timeout=30)
         return self.process.returncode
 
 
