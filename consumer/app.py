@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from flask import Flask, Response, jsonify, request
@@ -26,6 +27,21 @@ from consumer.plugins import build_registry
 from consumer.registry import Registry
 from consumer.settings import Settings
 from consumer.timeutil import Clock, utcnow
+
+
+@dataclass(frozen=True)
+class BuiltWith:
+    """What ``create_app`` built an app from, kept in ``app.extensions["consumer"]`` so what
+    wraps the app (the bridge's precheck) reuses it: neither is built twice per worker."""
+
+    settings: Settings
+    authenticate: Authenticator
+
+
+def built_with(app: Flask) -> BuiltWith | None:
+    """The settings and authenticator of an app ``create_app`` built (None for any other)."""
+    found = app.extensions.get("consumer")
+    return found if isinstance(found, BuiltWith) else None
 
 
 def create_app(
@@ -60,6 +76,7 @@ def create_app(
     app.add_url_rule("/metrics", "metrics", _metrics_view(state))
     app.add_url_rule("/openapi.yaml", "openapi", openapi.view)
     app.register_error_handler(HTTPException, _http_error)
+    app.extensions["consumer"] = BuiltWith(settings, authenticate)
     return app
 
 

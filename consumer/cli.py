@@ -20,6 +20,7 @@ from consumer.cli_context import (
     as_env,
     current_cli,
     load_settings,
+    load_with_plugins,
     local_url,
     open_engine,
     pass_cli,
@@ -84,7 +85,7 @@ def serve(
         if seconds.strip() != "0" and "CONSUMER_TICK_PERIODS" not in os.environ:
             # Each local tick gets its own sweep slot, so enqueued jobs go out within seconds.
             overrides["tick_periods"] = f"sweep={seconds}"
-    run(load_settings(serves_push=True, **overrides), as_env(overrides))
+    run(lambda: load_with_plugins(serves_push=True, **overrides), as_env(overrides))
 
 
 @main.command("settings")

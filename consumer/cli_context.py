@@ -27,9 +27,17 @@ if TYPE_CHECKING:
 def load_settings(*, serves_push: bool = False, **overrides: Any) -> Settings:
     """Settings from the environment plus command-line overrides; only ``serve`` needs push
     authentication configured."""
+    return load_with_plugins(serves_push=serves_push, **overrides)[0]
+
+
+def load_with_plugins(
+    *, serves_push: bool = False, **overrides: Any
+) -> tuple[Settings, Registry | None]:
+    """``load_settings``, and the registry the plugins were loaded into to read them
+    (``Settings.loaded_from_env``), for a command that goes on to build the registry."""
     env = {**os.environ, **as_env(overrides)}
     try:
-        return Settings.from_env(env, serves_push=serves_push)
+        return Settings.loaded_from_env(env, serves_push=serves_push)
     except SettingsError as exc:
         raise click.UsageError(f"invalid settings: {exc}") from exc
 
@@ -46,11 +54,12 @@ class CliContext:
         self._settings: Settings | None = None
         self._engine: Engine | None = None
         self._registry: Registry | None = None
+        self._loaded: Registry | None = None
 
     @property
     def settings(self) -> Settings:
         if self._settings is None:
-            self._settings = load_settings()
+            self._settings, self._loaded = load_with_plugins()
         return self._settings
 
     @property
@@ -79,7 +88,8 @@ class CliContext:
         if self._registry is None:
             from consumer.plugins import build_registry
 
-            self._registry = build_registry(self.settings)
+            self._registry = build_registry(self.settings, loaded=self._loaded)
+            self._loaded = None
         return self._registry
 
     def close(self) -> None:

@@ -5,6 +5,10 @@ group ``consumer.plugins`` (an installed package declares
 ``[project.entry-points."consumer.plugins"] name = "module"`` or ``"module:register"``).
 Each plugin is a ``register(registry)`` function; a broken plugin is a ``SettingsError`` that
 names it, raised before anything serves.
+
+A process registers each plugin once: the registry ``Settings.loaded_from_env`` loads them into
+(to learn their settings sections) is handed on to ``build_registry``. A gunicorn worker loads
+its own after the fork, so nothing a ``register`` opens is shared between processes.
 """
 
 from __future__ import annotations
@@ -19,35 +23,36 @@ from consumer.errors import ConsumerError, SettingsError
 from consumer.registry import Registry
 from consumer.settings import Settings
 from consumer.settings_env import ENTRY_POINT_GROUP
-from consumer.settings_fields import Section
 from consumer.settings_parse import names
 
 
-def build_registry(settings: Settings, extra_plugins: Iterable[str] = ()) -> Registry:
+def build_registry(
+    settings: Settings, extra_plugins: Iterable[str] = (), *, loaded: Registry | None = None
+) -> Registry:
     """The registry a server runs with: built-ins first, so a plugin may replace one. A plugin
     section ``settings`` was built without (tests, ``extra_plugins``) must pass its rules with
-    its defaults."""
-    registry = load_plugins((*settings.plugins, *extra_plugins))
-    registry.period_overrides = dict(settings.ticks.periods)
-    missing = [kind for kind in registry.setting_sections.values() if kind not in settings.extra]
+    its defaults. ``loaded``: the registry ``Settings.loaded_from_env`` loaded the plugins of
+    ``settings`` into (no ``extra_plugins``), finished here instead of registering them again."""
+    if loaded is None:
+        loaded = load_plugins((*settings.plugins, *extra_plugins))
+    loaded.period_overrides = dict(settings.ticks.periods)
+    missing = [kind for kind in loaded.setting_sections.values() if kind not in settings.extra]
     problems = [problem for kind in missing for problem in kind().problems()]
     if problems:
         raise SettingsError("; ".join(problems))
-    return registry
+    return loaded
 
 
-def plugin_sections(env: Mapping[str, str]) -> tuple[tuple[type[Section], ...], str | None]:
-    """The settings sections the plugins declare, for ``Settings.from_env``, and why loading
-    them failed (or None). The plugins (those of ``CONSUMER_PLUGINS`` in ``env`` and the entry
-    points) are loaded into a registry that is then dropped: the settings must be whole before
-    anything is built from them. A failure is not raised here: commands that never build the
-    registry keep working, and the others report it when they build it."""
+def load_configured(env: Mapping[str, str]) -> tuple[Registry | None, str | None]:
+    """The plugins of ``CONSUMER_PLUGINS`` in ``env`` and the entry points loaded into a
+    registry, for ``Settings.loaded_from_env`` (the settings must be whole before anything is
+    built from them), or why loading failed. A failure is not raised here: commands that never
+    build the registry keep working, and the others report it when they build it."""
     module_names = names(env.get("CONSUMER_PLUGINS", ""))
     try:
-        registry = load_plugins(module_names)
+        return load_plugins(module_names), None
     except SettingsError as exc:
-        return (), str(exc)
-    return tuple(registry.setting_sections.values()), None
+        return None, str(exc)
 
 
 def load_plugins(module_names: Iterable[str]) -> Registry:

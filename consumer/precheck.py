@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from urllib.parse import parse_qsl
 
-from consumer.auth import Authenticator, allow_all, authenticator_for
+from consumer.auth import Authenticator
 from consumer.deploy.hook import HOOK_MAX_BYTES
 from consumer.deploy.signature import SIGNATURE_HEADER, TIMESTAMP, TIMESTAMP_HEADER
 from consumer.environ import Scope
@@ -25,12 +25,9 @@ from consumer.settings import Settings
 Precheck = Callable[[Scope], ConsumerError | None]
 
 
-def precheck_for(settings: Settings, authenticate: Authenticator | None = None) -> Precheck:
-    """``authenticate``: the app's own, so both share one certificate cache (one fetch)."""
-    if authenticate is None:
-        authenticate = allow_all
-        if not settings.local_mode or settings.auth.push_token or settings.auth.push_audience:
-            authenticate = authenticator_for(settings)
+def precheck_for(settings: Settings, authenticate: Authenticator) -> Precheck:
+    """``authenticate``: the app's own (``consumer.app.built_with``), so the precheck and the
+    view share one certificate cache (one fetch) and the check is chosen once."""
     hook_enabled = bool(settings.deploy_hook.secrets)
 
     def check(scope: Scope) -> ConsumerError | None:

@@ -2,8 +2,10 @@
 ``serve`` (SIGTERM, SIGINT, Ctrl-C) stops the server and its workers with it; plus, in local mode
 only, one tick source for the whole server (never one per worker: that was the original bug).
 
-Plugins are imported once here before gunicorn starts: a bad ``CONSUMER_PLUGINS`` is one line
-and a non-zero exit, not a worker boot failure per worker.
+Plugins are loaded once here before gunicorn starts: a bad ``CONSUMER_PLUGINS`` is one line
+and a non-zero exit, not a worker boot failure per worker. Each worker then loads them once more,
+its own: what a plugin's ``register`` opens (a client, a connection) is never shared across the
+fork.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import shutil
 import sys
 import tempfile
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from gunicorn.app.base import BaseApplication
@@ -24,6 +26,7 @@ from consumer.errors import SettingsError
 from consumer.gunicorn_options import options
 from consumer.logs import configure_logging
 from consumer.plugins import build_registry
+from consumer.registry import Registry
 from consumer.settings import Settings
 from consumer.ticker import LocalTicker
 
@@ -55,29 +58,43 @@ class Server(BaseApplication):
             self.ticker.stop()
 
 
+Loaded = tuple[Settings, Registry | None]
+"""What ``Settings.loaded_from_env`` returns: the settings, and the registry of their plugins."""
 OWNED_METRICS_ENV = "PROMETHEUS_MULTIPROC_DIR_OWNED_BY_SERVE"
 """Set by ``serve`` for its restarted self: the metrics directory to remove on exit."""
 
 
-def run(settings: Settings, overrides: Mapping[str, str]) -> None:
-    """Serve until stopped. ``overrides`` (the command line's ``CONSUMER_*`` values) also go into
-    this process's environment, for plugins that read their own variables."""
+def run(read: Callable[[], Loaded], overrides: Mapping[str, str]) -> None:
+    """Serve until stopped. ``read``: the settings and the registry their plugins were loaded
+    into (``Settings.loaded_from_env``). It is called after the restart ``_metrics_directory``
+    may make, never before: settings read before it would be read again, every plugin loaded
+    again, by the same PID. Bad settings still stop ``serve`` before gunicorn starts, from the
+    restarted process, which removes the metrics directory it was given. ``overrides`` (the
+    command line's ``CONSUMER_*`` values) also go into this process's environment first, for
+    plugins that read their own variables."""
     owned_metrics_dir = _metrics_directory()
-    configure_logging(settings.logging.level, settings.logging.format, settings.logging.project_id)
-    os.environ.update(overrides)
     try:
-        build_registry(settings)
-    except SettingsError as error:
-        print(f"invalid settings: {error}", file=sys.stderr)
-        sys.exit(2)
-    if settings.local_mode:
-        # Local convenience only; in a cluster the migration Job runs once per release.
-        upgrade(settings.database_url)
-    try:
+        os.environ.update(overrides)
+        settings = _checked(*read())
+        if settings.local_mode:
+            # Local convenience only; in a cluster the migration Job runs once per release.
+            upgrade(settings.database_url)
         Server(settings).run()
     finally:
         if owned_metrics_dir:
             shutil.rmtree(owned_metrics_dir, ignore_errors=True)
+
+
+def _checked(settings: Settings, loaded: Registry | None) -> Settings:
+    """The pre-start check: the registry the settings loaded is finished (a bad plugin is one
+    line and exit 2), then dropped, as the workers build their own."""
+    configure_logging(settings.logging.level, settings.logging.format, settings.logging.project_id)
+    try:
+        build_registry(settings, loaded=loaded)
+    except SettingsError as error:
+        print(f"invalid settings: {error}", file=sys.stderr)
+        sys.exit(2)
+    return settings
 
 
 def _metrics_directory() -> str:

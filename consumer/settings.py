@@ -5,7 +5,8 @@ Each feature owns its section (``consumer.jobs.settings``, ``consumer.storage.se
 a plugin may declare its own (``registry.settings(MySettings)``). The feature sections are
 imported when a ``Settings`` is first built, never when this module is: importing ``consumer``
 stays cheap. Nothing reads the environment at import time; ``Settings.from_env`` is called by
-the CLI and the WSGI entry points, and tests build ``Settings.of(...)``.
+the CLI and the WSGI entry points (as ``loaded_from_env``, which hands on the registry the
+plugins were loaded into), and tests build ``Settings.of(...)``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import import_module
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from weakref import WeakValueDictionary
 
 from consumer.errors import SettingsError
 from consumer.settings_core import (
@@ -34,12 +36,16 @@ if TYPE_CHECKING:
     from consumer.deploy.settings import DeployHookSettings, WarmingSettings
     from consumer.jobs.mail_settings import SmtpSettings
     from consumer.jobs.settings import JobSettings
+    from consumer.registry import Registry
     from consumer.storage.settings import StorageSettings
 
 __all__ = ["DEFAULT_DATABASE_URL", "DEFAULT_MAX_BODY_BYTES", "PREFIX", "Section", "Settings"]
 DEFAULT_DATABASE_URL = "sqlite:///consumer.db"
 S = TypeVar("S", bound=Section)
 
+
+_VALID: WeakValueDictionary[int, Settings] = WeakValueDictionary()
+"""Settings objects that passed ``validate()`` as a server's, by ``id`` (held weakly)."""
 
 SECTION = {"section": True}
 """Metadata of the fields of ``Settings`` that are sections."""
@@ -136,22 +142,35 @@ class Settings(Section):
         """Build from ``CONSUMER_*`` variables; every problem is reported at once.
         ``serves_push=False`` (pull mode, CLI tools) has no endpoint to authenticate.
         ``sections``: the plugins' sections; by default the configured plugins are loaded to
-        learn them (``consumer.plugins.plugin_sections``); if one fails to load, its error is
+        learn them (``consumer.plugins.load_configured``); if one fails to load, its error is
         reported only with the problems it may explain (its variables are then unknown)."""
+        return cls.loaded_from_env(env, serves_push=serves_push, sections=sections)[0]
+
+    @classmethod
+    def loaded_from_env(
+        cls,
+        env: Mapping[str, str],
+        *,
+        serves_push: bool = True,
+        sections: Iterable[type[Section]] | None = None,
+    ) -> tuple[Settings, Registry | None]:
+        """``from_env``, and the registry the plugins were loaded into to learn their sections
+        (None if nothing was loaded). A process that serves hands it to
+        ``build_registry(settings, loaded=...)``, so each plugin's ``register`` runs once."""
         from consumer.settings_env import read_env, wants_plugins
 
-        failure = None
-        if sections is None and not wants_plugins(env):
-            sections = ()
-        if sections is None:
-            from consumer.plugins import plugin_sections
+        loaded, failure = None, None
+        if sections is None and wants_plugins(env):
+            from consumer.plugins import load_configured
 
-            sections, failure = plugin_sections(env)
+            loaded, failure = load_configured(env)
+        if sections is None:
+            sections = loaded.setting_sections.values() if loaded else ()
         settings = read_env(cls, env, tuple(sections), failure)
         settings.validate(serves_push=serves_push)
         if serves_push:
             settings.require_mail_transport()
-        return settings
+        return settings, loaded
 
     @classmethod
     def of(cls, *sections: Section, **values: Any) -> Settings:
@@ -183,12 +202,17 @@ class Settings(Section):
 
     def validate(self, *, serves_push: bool = True) -> None:
         """Refuse settings that would break the delivery promise or leave the endpoint open:
-        this object's rules, then every section's."""
+        this object's rules, then every section's. Settings are frozen: once they pass as a
+        server's they are not checked again (``create_app`` checks what ``from_env`` just did)."""
+        if _VALID.get(id(self)) is self:
+            return
         problems = [message for ok, message in self._rules(serves_push) if not ok]
         for value in self.sections():
             problems += value.problems()
         if problems:
             raise SettingsError("; ".join(problems))
+        if serves_push:  # the strictest rules: they cover serves_push=False too
+            _VALID[id(self)] = self
 
     def _rules(self, serves_push: bool) -> list[Rule]:
         return [

@@ -79,13 +79,14 @@ class ConsumerWorker(gasgi.ASGIWorker):
 
     def load_wsgi(self) -> None:
         """``consumer.wsgi:asgi()`` is served as is; a plain WSGI app (``consumer.wsgi:app()``,
-        still named by older commands) is put behind the same bridge, with the same limits."""
+        still named by older commands) is put behind the same bridge, with the same limits, from the
+        settings and authenticator the app was built with."""
         super().load_wsgi()
         loaded: Any = getattr(self, "asgi", None)
         if isinstance(loaded, Flask):
-            from consumer.wsgi import asgi_app, settings_or_exit
+            from consumer.wsgi import bridged
 
-            self.asgi = asgi_app(settings_or_exit(), flask_app=loaded)
+            self.asgi = bridged(loaded)
 
     def handle_exit_signal(self) -> None:
         """SIGTERM: stop as gunicorn does, without waiting out idle kept-alive connections (they

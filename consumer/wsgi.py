@@ -4,8 +4,9 @@
   worker, ``consumer.worker``), the Flask app behind the buffering bridge.
 - ``consumer.wsgi:app()``: the plain Flask (WSGI) app, for a WSGI server of your own.
 
-An invalid setting ends the worker with gunicorn's "failed to boot" status after one line naming
-it: gunicorn then stops instead of restarting workers that can never boot.
+A worker reads its settings, loads each plugin and builds its authenticator once, whichever entry
+point it runs. An invalid setting ends the worker with gunicorn's "failed to boot" status after
+one line naming it: gunicorn then stops instead of restarting workers that can never boot.
 """
 
 from __future__ import annotations
@@ -18,12 +19,14 @@ from typing import TypeVar
 
 from flask import Flask
 
-from consumer.app import create_app
+from consumer.app import BuiltWith, built_with, create_app
 from consumer.auth import authenticator_for
 from consumer.bridge import BridgeLimits, BufferedWsgi
 from consumer.errors import SettingsError
 from consumer.logs import configure_logging
+from consumer.plugins import build_registry
 from consumer.precheck import precheck_for
+from consumer.registry import Registry
 from consumer.settings import Settings
 
 T = TypeVar("T")
@@ -31,22 +34,37 @@ WORKER_BOOT_ERROR = 3  # gunicorn's Arbiter.WORKER_BOOT_ERROR: halt, do not resp
 
 
 def app() -> Flask:
-    settings = settings_or_exit()
-    configure_logging(settings.logging.level, settings.logging.format, settings.logging.project_id)
-    logging.getLogger("consumer").info("worker started", extra={"local_mode": settings.local_mode})
-    return _or_exit(lambda: create_app(settings))
+    settings, loaded = _loaded_or_exit()
+    _started(settings)
+    return _or_exit(lambda: create_app(settings, build_registry(settings, loaded=loaded)))
 
 
 def asgi() -> BufferedWsgi:
-    settings = settings_or_exit()
-    return _or_exit(lambda: asgi_app(settings))
+    settings, loaded = _loaded_or_exit()
+    return _or_exit(lambda: asgi_app(settings, build_registry(settings, loaded=loaded)))
 
 
-def asgi_app(settings: Settings, flask_app: Flask | None = None) -> BufferedWsgi:
-    """The service as gunicorn's ASGI worker serves it."""
-    configure_logging(settings.logging.level, settings.logging.format, settings.logging.project_id)
-    logging.getLogger("consumer").info("worker started", extra={"local_mode": settings.local_mode})
-    limits = BridgeLimits(
+def asgi_app(settings: Settings, registry: Registry | None = None) -> BufferedWsgi:
+    """The service as gunicorn's ASGI worker serves it. Without ``registry`` the app loads the
+    plugins itself: ``consumer serve``'s workers, each after the fork."""
+    _started(settings)
+    return bridged(create_app(settings, registry))
+
+
+def bridged(flask_app: Flask) -> BufferedWsgi:
+    """``flask_app`` behind the buffering bridge. An app ``create_app`` built brings the settings
+    and the authenticator it was built with: one certificate cache per worker, and the plain
+    ``consumer.wsgi:app()`` under ``consumer.worker`` reads its settings once."""
+    built = built_with(flask_app)
+    if built is None:  # a Flask app of someone else's: the settings come from the environment
+        settings = settings_or_exit()
+        built = BuiltWith(settings, authenticator_for(settings))
+    precheck = precheck_for(built.settings, built.authenticate)
+    return BufferedWsgi(flask_app, _limits(built.settings), precheck)
+
+
+def _limits(settings: Settings) -> BridgeLimits:
+    return BridgeLimits(
         max_body_bytes=settings.server.max_body_bytes,
         # Capped so a slow body cannot outlast what Pub/Sub waits for the whole request.
         body_timeout_seconds=min(
@@ -55,12 +73,15 @@ def asgi_app(settings: Settings, flask_app: Flask | None = None) -> BufferedWsgi
         header_timeout_seconds=settings.server.header_timeout_seconds,
         threads=settings.server.threads,
     )
-    if flask_app is not None:
-        return BufferedWsgi(flask_app, limits, precheck_for(settings))
-    # One authenticator for the precheck and the view: one certificate cache per worker.
-    authenticate = authenticator_for(settings)
-    flask_app = create_app(settings, authenticate=authenticate)
-    return BufferedWsgi(flask_app, limits, precheck_for(settings, authenticate))
+
+
+def _started(settings: Settings) -> None:
+    configure_logging(settings.logging.level, settings.logging.format, settings.logging.project_id)
+    logging.getLogger("consumer").info("worker started", extra={"local_mode": settings.local_mode})
+
+
+def _loaded_or_exit() -> tuple[Settings, Registry | None]:
+    return _or_exit(lambda: Settings.loaded_from_env(os.environ))
 
 
 def settings_or_exit() -> Settings:
