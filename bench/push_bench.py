@@ -6,7 +6,10 @@ buffering bridge then serves both apps with the same threads) on one fresh datab
   consumer  the real service, a new deploy event per request (parse, classify, claim, handler,
             finish), with a no-op deploy handler (``bench.noop_deploy``) so warming is not measured;
   floor     a minimal Flask route doing one ``INSERT ... ON CONFLICT DO NOTHING``
-            (``bench.push_floor_app``).
+            (``bench.push_floor_app:app()``);
+  2-writes  the same route doing the two durable statements any exactly-once design needs, a
+            claim before the handler and the outcome before the answer
+            (``bench.push_floor_app:two_writes()``): the ceiling of the consumer's ratio.
 Each is driven with ``--connections`` keep-alive connections for ``--seconds``, alternately,
 ``--repeat`` times; the medians of req/s, p50 and p99 are printed with the ratio consumer/floor
 (target >= 0.6, p99 < 25 ms), and the CPU each request cost the gunicorn workers and the
@@ -38,11 +41,15 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.push_floor_app import FLOOR_TABLE
+from bench.push_floor_app import TABLES
 from bench.push_load import Result, python_load, wrk_load
 
 ADMIN = os.environ.get("TESTS_PG_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
-APPS = {"consumer": "consumer.wsgi:app()", "floor": "bench.push_floor_app:app()"}
+APPS = {
+    "consumer": "consumer.wsgi:app()",
+    "floor": "bench.push_floor_app:app()",
+    "2-writes": "bench.push_floor_app:two_writes()",
+}
 WORKERS = {"sync": "sync", "asyncio": "consumer.worker.ConsumerWorker"}
 """``--worker`` -> gunicorn's ``-k``. The asyncio worker puts either Flask app behind the bridge."""
 
@@ -67,7 +74,8 @@ def database() -> Iterator[str]:
     try:
         upgrade(sqlalchemy_url(conninfo))
         with psycopg.connect(conninfo, autocommit=True) as connection:
-            connection.execute(f"CREATE TABLE {FLOOR_TABLE} (key text PRIMARY KEY)")
+            for table, columns in TABLES.items():
+                connection.execute(f"CREATE TABLE {table} ({columns})")
         yield conninfo
     finally:
         with psycopg.connect(ADMIN, autocommit=True) as admin:
@@ -240,8 +248,11 @@ def report(results: dict[str, list[Run]], args: argparse.Namespace) -> None:
               f"non-2xx {errors:.0f}  {cpu}")  # fmt: skip
     ratio = medians["consumer"][0] / medians["floor"][0]
     p99 = medians["consumer"][2]
+    ceiling = medians["2-writes"][0] / medians["floor"][0]
     print(f"  ratio consumer/floor {ratio:.2f}x (target >= 0.60); consumer p99 {p99:.1f} ms "
           f"(target < 25)")  # fmt: skip
+    print(f"  ratio 2-writes/floor {ceiling:.2f}x (the ceiling of any claim-then-finish design); "
+          f"consumer/2-writes {ratio / ceiling:.2f}x")  # fmt: skip
 
 
 def median_of(runs: list[Run]) -> tuple[float, ...]:

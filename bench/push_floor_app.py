@@ -1,32 +1,65 @@
-"""The floor for ``bench/push_bench.py``: a minimal Flask route doing one
-``INSERT ... ON CONFLICT DO NOTHING`` per request, on one autocommit psycopg connection per
-thread (a sync worker has one thread; the asyncio worker runs requests on several, which must
-not queue on one connection). Served by gunicorn exactly like the real service:
-``bench.push_floor_app:app()``."""
+"""The floors for ``bench/push_bench.py``, minimal Flask routes on one autocommit psycopg
+connection per thread (a sync worker has one thread; the asyncio worker runs requests on several,
+which must not queue on one connection). Served by gunicorn exactly like the real service:
+
+- ``bench.push_floor_app:app()``: one ``INSERT ... ON CONFLICT DO NOTHING`` per request, the
+  floor the issue names;
+- ``bench.push_floor_app:two_writes()``: the least any exactly-once design writes per request,
+  two durable statements: a claim committed before the handler runs (``INSERT ... ON CONFLICT
+  DO NOTHING RETURNING``) and the outcome committed before the answer (``UPDATE`` by key). Its
+  ratio to ``app()`` is the ceiling of the consumer's, whatever the Python around them costs.
+"""
 
 from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
+from typing import Any
 
 import psycopg
 from flask import Flask, Response, jsonify, request
 
 FLOOR_TABLE = "push_floor"
+TWO_WRITES_TABLE = "push_floor_two_writes"
+TABLES = {
+    FLOOR_TABLE: "key text PRIMARY KEY",
+    TWO_WRITES_TABLE: "key text PRIMARY KEY, status text NOT NULL",
+}
 INSERT = f"INSERT INTO {FLOOR_TABLE} (key) VALUES (%s) ON CONFLICT DO NOTHING"
+CLAIM = (
+    f"INSERT INTO {TWO_WRITES_TABLE} (key, status) VALUES (%s, 'running') "
+    "ON CONFLICT DO NOTHING RETURNING key"
+)
+FINISH = f"UPDATE {TWO_WRITES_TABLE} SET status = 'done' WHERE key = %s AND status = 'running'"
 
 
 def app() -> Flask:
+    def one_insert(connection: psycopg.Connection[Any], key: str) -> None:
+        connection.execute(INSERT, (key,))
+
+    return _floor_app("push-floor", one_insert)
+
+
+def two_writes() -> Flask:
+    def claim_then_finish(connection: psycopg.Connection[Any], key: str) -> None:
+        if connection.execute(CLAIM, (key,)).fetchone() is not None:
+            connection.execute(FINISH, (key,))
+
+    return _floor_app("push-floor-two-writes", claim_then_finish)
+
+
+def _floor_app(name: str, write: Callable[[psycopg.Connection[Any], str], None]) -> Flask:
     """One connection per thread, opened lazily (after gunicorn forks)."""
     conninfo = os.environ["PUSH_FLOOR_CONNINFO"]
-    flask_app = Flask("push-floor")
+    flask_app = Flask(name)
     local = threading.local()
 
     def push() -> Response:
         if getattr(local, "connection", None) is None:
             local.connection = psycopg.connect(conninfo, autocommit=True)
         message = (request.get_json(force=True) or {}).get("message", {})
-        local.connection.execute(INSERT, (message.get("messageId"),))
+        write(local.connection, message.get("messageId"))
         return jsonify(outcome="done", key=message.get("messageId"))
 
     flask_app.add_url_rule("/push", "push", push, methods=["POST"])
