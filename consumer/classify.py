@@ -26,7 +26,7 @@ from consumer.events import (
     TickEvent,
 )
 from consumer.int64 import NotInt64, int64_text
-from consumer.json_limits import too_many_values
+from consumer.json_limits import DEFAULT_MAX_NODES, too_many_values
 from consumer.message import PushMessage
 from consumer.schedule import Schedule, ScheduleError, as_schedule
 from consumer.text import is_storable
@@ -50,15 +50,19 @@ GCS_ATTRIBUTES = (
 CANONICAL_GCS = {name.lower(): name for name in GCS_ATTRIBUTES}
 
 
-def classify(message: PushMessage, schedule_of: ScheduleLookup) -> Event:
+def classify(
+    message: PushMessage, schedule_of: ScheduleLookup, max_json_nodes: int = DEFAULT_MAX_NODES
+) -> Event:
     """Return the typed event for ``message``; raise ``InvalidEvent`` if it is one of ours but
-    incomplete (a tick without a task name, a deploy without a release...)."""
+    incomplete (a tick without a task name, a deploy without a release...), or if its data holds
+    more than ``max_json_nodes`` JSON values (``CONSUMER_MAX_JSON_NODES``: it bounds a worker's
+    memory, json_limits)."""
     if message.cloudevent is not None and message.cloudevent.type in CLOUDEVENT_STORAGE_TYPES:
-        return _storage_from_cloudevent(message)
+        return _storage_from_cloudevent(message, max_json_nodes)
     attributes = message.attributes
     if _gcs_attributes(attributes):
-        return _storage_from_notification(message)
-    data = _json_object(message)
+        return _storage_from_notification(message, max_json_nodes)
+    data = _json_object(message.data, max_json_nodes)
     if "task" in attributes or "task" in data:
         return _tick(message, data, schedule_of)
     if attributes.get("event") == "deploy" or data.get("event") == "deploy":
@@ -74,13 +78,14 @@ def _gcs_attributes(attributes: Mapping[str, str]) -> dict[str, str]:
     return found if "eventType" in found and "bucketId" in found else {}
 
 
-def _storage_from_notification(message: PushMessage) -> StorageEvent:
+def _storage_from_notification(message: PushMessage, max_json_nodes: int) -> StorageEvent:
     attributes = _gcs_attributes(message.attributes)
     try:
         event_type = StorageEventType(attributes["eventType"])
     except ValueError:
         raise InvalidEvent(f"unknown storage eventType {attributes['eventType']!r}") from None
-    resource = _resource(message) if attributes.get("payloadFormat") == "JSON_API_V1" else {}
+    json_api = attributes.get("payloadFormat") == "JSON_API_V1"
+    resource = _resource(message.data, max_json_nodes) if json_api else {}
     return StorageEvent(
         event_type=event_type,
         bucket=_name(attributes.get("bucketId"), "bucketId"),
@@ -93,9 +98,9 @@ def _storage_from_notification(message: PushMessage) -> StorageEvent:
     )
 
 
-def _storage_from_cloudevent(message: PushMessage) -> StorageEvent:
+def _storage_from_cloudevent(message: PushMessage, max_json_nodes: int) -> StorageEvent:
     assert message.cloudevent is not None
-    resource = _resource(message)
+    resource = _resource(message.data, max_json_nodes)
     if not resource:
         raise InvalidEvent("storage CloudEvent data must be the object resource")
     return StorageEvent(
@@ -139,9 +144,8 @@ def _deploy(message: PushMessage, data: Mapping[str, Any]) -> DeployEvent:
     )
 
 
-def _json_object(message: PushMessage, **options: Any) -> dict[str, Any]:
+def _json_object(data: bytes, limit: int, **options: Any) -> dict[str, Any]:
     """The data as a JSON object, or ``{}`` when it is not one (ticks may carry no data)."""
-    data, limit = message.data, message.max_json_nodes
     if not data or data.lstrip()[:1] != b"{":
         return {}
     if too_many_values(data, limit):  # bounds a worker's memory (json_limits)
@@ -153,10 +157,10 @@ def _json_object(message: PushMessage, **options: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _resource(message: PushMessage) -> dict[str, Any]:
+def _resource(data: bytes, limit: int) -> dict[str, Any]:
     """An object resource: numbers with a fraction or exponent kept exact (``Decimal``), so an
     int64 written as ``96883251.0`` is read as what was sent, never a rounded float."""
-    return _json_object(message, parse_float=Decimal)
+    return _json_object(data, limit, parse_float=Decimal)
 
 
 def _name(value: Any, label: str, limit: int = MAX_NAME_LENGTH) -> str:

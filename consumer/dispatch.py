@@ -109,7 +109,8 @@ class Dispatcher:
     def _classify(self, received: Received) -> Event:
         """``InvalidEvent`` (a 400: nothing is stored) when the message is ours but incomplete."""
         if isinstance(received, PushMessage):
-            return classify(received, self.registry.period_of)
+            nodes = self.settings.inbox.max_json_nodes
+            return classify(received, self.registry.period_of, nodes)
         return received
 
     def _handle(self, event: Event, started: float) -> Outcome:

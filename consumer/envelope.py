@@ -111,7 +111,6 @@ def parse_wrapped(document: Mapping[str, Any], limits: Limits) -> PushMessage:
         ordering_key=_optional_str(message, "orderingKey"),
         delivery_attempt=_delivery_attempt(document.get("deliveryAttempt")),
         format=Format.WRAPPED,
-        max_json_nodes=limits.max_json_nodes,
     )
 
 
@@ -130,7 +129,6 @@ def _parse_unwrapped(headers: dict[str, str], body: bytes, limits: Limits) -> Pu
         subscription=headers.get(f"{PUBSUB_HEADER}subscription-name", ""),
         ordering_key=headers.get(f"{PUBSUB_HEADER}ordering-key", ""),
         format=Format.UNWRAPPED,
-        max_json_nodes=limits.max_json_nodes,
     )
 
 
@@ -139,7 +137,7 @@ def _parse_binary_cloudevent(headers: dict[str, str], body: bytes, limits: Limit
     if meta.type == MESSAGE_PUBLISHED:
         document = load_json_object(body, limits)
         return _from_message_published(meta, document, limits, Format.CLOUDEVENT_BINARY)
-    return _storage_cloudevent(meta, body, limits, Format.CLOUDEVENT_BINARY)
+    return _storage_cloudevent(meta, body, Format.CLOUDEVENT_BINARY)
 
 
 def _parse_structured_cloudevent(document: Mapping[str, Any], limits: Limits) -> PushMessage:
@@ -154,7 +152,7 @@ def _parse_structured_cloudevent(document: Mapping[str, Any], limits: Limits) ->
             raise InvalidEnvelope("messagePublished data must be a push body object")
         return _from_message_published(meta, data, limits, Format.CLOUDEVENT_STRUCTURED)
     raw = data if isinstance(data, bytes) else json.dumps(data).encode()
-    return _storage_cloudevent(meta, raw, limits, Format.CLOUDEVENT_STRUCTURED)
+    return _storage_cloudevent(meta, raw, Format.CLOUDEVENT_STRUCTURED)
 
 
 def _from_message_published(
@@ -163,16 +161,13 @@ def _from_message_published(
     return replace(parse_wrapped(document, limits), format=fmt, cloudevent=meta)
 
 
-def _storage_cloudevent(
-    meta: CloudEventMeta, body: bytes, limits: Limits, fmt: Format
-) -> PushMessage:
+def _storage_cloudevent(meta: CloudEventMeta, body: bytes, fmt: Format) -> PushMessage:
     return PushMessage(
         message_id=meta.id,
         publish_time=_timestamp(meta.time),
         data=body,
         format=fmt,
         cloudevent=meta,
-        max_json_nodes=limits.max_json_nodes,
     )
 
 

@@ -9,7 +9,6 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from consumer.json_limits import DEFAULT_MAX_NODES
 from consumer.timeutil import parse_rfc3339
 
 
@@ -50,10 +49,6 @@ class PushMessage:
     delivery_attempt: int | None = None
     format: Format = Format.WRAPPED
     cloudevent: CloudEventMeta | None = None
-    max_json_nodes: int = field(default=DEFAULT_MAX_NODES, compare=False, repr=False)
-    """The configured bound on the JSON values in ``data`` (``CONSUMER_MAX_JSON_NODES``). It
-    travels with the message because parsing knows the settings and classification does not; a
-    setting, not content, so it is not stored."""
 
     def to_json(self) -> dict[str, Any]:
         """The stored form: enough to replay the message through the same pipeline."""

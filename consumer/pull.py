@@ -27,9 +27,8 @@ from consumer.settings import Settings
 log = logging.getLogger("consumer.pull")
 
 
-def to_message(received: Any, subscription: str, max_json_nodes: int) -> PushMessage:
-    """A pulled ``pubsub_v1`` message as the typed message a push would have produced, bounded
-    by the same ``CONSUMER_MAX_JSON_NODES``."""
+def to_message(received: Any, subscription: str) -> PushMessage:
+    """A pulled ``pubsub_v1`` message as the typed message a push would have produced."""
     return PushMessage(
         message_id=received.message_id,
         publish_time=received.publish_time,
@@ -39,7 +38,6 @@ def to_message(received: Any, subscription: str, max_json_nodes: int) -> PushMes
         ordering_key=received.ordering_key or "",
         delivery_attempt=received.delivery_attempt,
         format=Format.PULL,
-        max_json_nodes=max_json_nodes,
     )
 
 
@@ -61,10 +59,9 @@ class PullConsumer:
     def handle(self, received: Any) -> None:
         """The subscriber's callback: the dispatcher decides, then ack or nack. Never raises
         into the library."""
-        nodes = self.dispatcher.settings.inbox.max_json_nodes
         try:
             outcome = self.dispatcher.decide(
-                Source.PULL, lambda: to_message(received, self.subscription, nodes)
+                Source.PULL, lambda: to_message(received, self.subscription)
             )
         except Exception:
             log.exception("unexpected failure on message %s", received.message_id)
