@@ -59,16 +59,18 @@ def dashboard(local: bool, bind: str | None, workers: int) -> None:
 @click.command("status")
 def status() -> None:
     """The dashboard's overview in the terminal: deliveries, jobs, ticks, files, warm runs."""
+    from consumer.cli_context import load_with_plugins
     from consumer.dashboard.queries import overview
     from consumer.dashboard.status import render
     from consumer.db.engine import make_engine
     from consumer.plugins import build_registry
     from consumer.timeutil import utcnow
 
-    settings, _ = _settings(False)
+    settings, loaded = load_with_plugins()  # each plugin registers once
+    registry = build_registry(settings, loaded=loaded)
     engine = make_engine(settings.database_url)
     try:
-        click.echo(render(overview(engine, build_registry(settings), utcnow())))
+        click.echo(render(overview(engine, registry, utcnow())))
     finally:
         engine.dispose()
 

@@ -17,9 +17,11 @@ from typing import Any
 
 import pytest
 import requests
+from click.testing import CliRunner
 
 from consumer import app as app_module
 from consumer import serve, wsgi
+from consumer.cli import main
 from consumer.cli_context import CliContext
 from consumer.errors import SettingsError
 from consumer.plugins import build_registry
@@ -117,6 +119,14 @@ def test_a_command_builds_its_registry_from_the_plugins_its_settings_loaded(
     before = len(counted.registered)
     cli = CliContext()
     assert "counted" in cli.registry.tasks and cli.settings.plugins == (counted.__name__,)
+    assert registers_since(before) == 1
+
+
+def test_the_status_command_registers_each_plugin_once(calls: Counter[str]) -> None:
+    before = len(counted.registered)
+    result = CliRunner().invoke(main, ["status"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "counted" in result.output  # the plugin's tick task is in the overview
     assert registers_since(before) == 1
 
 
