@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import Any
 
 from sqlalchemy import Connection, Engine
 
@@ -239,7 +238,7 @@ class Dispatcher:
             log.warning("could not record the completed slot of %s", event.key)
 
     def _not_claimed(self, inbox: Inbox, event: Event) -> Outcome:
-        row = inbox.get(event.key)
+        row = inbox.holder(event.key)
         if row is None or row.status in (Status.RUNNING, Status.FAILED):
             # Running elsewhere with a live lease (or just rearmed): the running copy decides.
             # Only the running delivery's own message must be nacked to stay alive.
@@ -247,7 +246,7 @@ class Dispatcher:
                 row is not None
                 and row.status is Status.RUNNING
                 and row.message_id != event.message.message_id
-                and _redelivered(row.message)
+                and row.format not in NOT_REDELIVERED
             )
             return in_progress(event.key, event.route, acknowledge)
         return Outcome(Kind.DUPLICATE, event.key, {"status": row.status.value})
@@ -275,8 +274,3 @@ class Dispatcher:
 
 def _message_of(received: Received) -> PushMessage:
     return received if isinstance(received, PushMessage) else received.message
-
-
-def _redelivered(stored: Mapping[str, Any]) -> bool:
-    """Whether the stored message's source redelivers it if the running process dies."""
-    return stored.get("format") not in NOT_REDELIVERED

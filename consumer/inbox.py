@@ -71,6 +71,16 @@ class InboxRow:
         return cls(**values)
 
 
+@dataclass(frozen=True)
+class Holder:
+    """The row of a key a delivery could not claim (``Inbox.holder``)."""
+
+    status: Status
+    message_id: str
+    format: str
+    """The held message's ``consumer.message.Format`` value."""
+
+
 class Inbox(Store):
     """Named queries over the ``inbox`` and ``tick_progress`` tables. Besides the store's
     ``connection=`` (join the caller's transaction), an inbox can be bound to one connection
@@ -175,6 +185,17 @@ class Inbox(Store):
         statement = self._owned(claim).values(lease_until=lease_until, updated_at=now)
         with self._write(connection) as conn:
             return conn.execute(statement).rowcount == 1
+
+    def holder(self, key: str, *, connection: Connection | None = None) -> Holder | None:
+        """What a delivery that could not claim ``key`` needs to know of the row that holds it,
+        without reading its message (which may be megabytes): its status, the message id of the
+        delivery it records, and that message's format."""
+        query = select(
+            inbox.c.status, inbox.c.message_id, inbox.c.message["format"].as_string()
+        ).where(inbox.c.key == key)
+        with self._read(connection) as conn:
+            row = conn.execute(query).first()
+        return None if row is None else Holder(Status(row[0]), row[1], row[2] or "")
 
     def get(self, key: str, *, connection: Connection | None = None) -> InboxRow | None:
         with self._read(connection) as conn:
