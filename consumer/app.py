@@ -24,6 +24,7 @@ from consumer.events import DeployEvent
 from consumer.message import PushMessage
 from consumer.outcomes import Outcome, from_error
 from consumer.plugins import build_registry
+from consumer.precheck import PUSH_AUTHENTICATED
 from consumer.registry import Registry
 from consumer.settings import Settings
 from consumer.timeutil import Clock, utcnow
@@ -86,7 +87,8 @@ def _push_view(dispatcher: Dispatcher, authenticate: Authenticator, limits: Limi
     def push() -> Response:
         def receive() -> PushMessage:
             headers = dict(request.headers)
-            authenticate(headers, request.args)
+            if not request.environ.get(PUSH_AUTHENTICATED):  # the bridge's precheck did it
+                authenticate(headers, request.args)
             return parse_push(headers, _body(dispatcher.settings.server.max_body_bytes), limits)
 
         return respond(dispatcher.decide(Source.PUSH, receive))

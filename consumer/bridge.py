@@ -30,7 +30,7 @@ from consumer.decisions import Source
 from consumer.environ import Scope, wsgi_environ
 from consumer.large_slot import SlotTimeout, large_body_slot
 from consumer.outcomes import from_error
-from consumer.precheck import Precheck
+from consumer.precheck import PUSH_AUTHENTICATED, Precheck
 
 log = logging.getLogger("consumer.bridge")
 LARGE_BODY_BYTES = 1024 * 1024  # Pub/Sub's pushes are far below; a 14 MiB body is the outlier
@@ -102,13 +102,13 @@ class BufferedWsgi:
             declared = _content_length(scope)
             if declared is not None and declared > self.limits.max_body_bytes:
                 raise Refused(413, "The request body is over the limit.")
-            await self._check_headers(scope)
+            authenticated = await self._check_headers(scope)
             deadline = time.monotonic() + self.limits.body_timeout_seconds
             if _is_small(scope, declared):
-                await self._serve(scope, await self._read(receive, deadline), send)
+                await self._serve(scope, await self._read(receive, deadline), send, authenticated)
                 return
             async with self._large_slot(deadline):
-                await self._serve(scope, await self._read(receive, deadline), send)
+                await self._serve(scope, await self._read(receive, deadline), send, authenticated)
         except Refused as refused:
             if not refused.decided:
                 extra = {"status": refused.status, "error": refused.reason}
@@ -117,17 +117,20 @@ class BufferedWsgi:
         except Disconnected:
             return
 
-    async def _check_headers(self, scope: Scope) -> None:
-        """Refuse what the headers alone condemn (``consumer.precheck``) before any body is read."""
+    async def _check_headers(self, scope: Scope) -> bool:
+        """Refuse what the headers alone condemn (``consumer.precheck``) before any body is read;
+        whether the precheck authenticated the push."""
         if self._precheck is None:
-            return
+            return False
         loop = asyncio.get_running_loop()
-        error = await loop.run_in_executor(self._executor, self._precheck, scope)
+        checked = await loop.run_in_executor(self._executor, self._precheck, scope)
+        error = checked.error
         if error is not None:
             outcome = from_error(error)
             source = Source.HOOK if scope.get("path") == "/hooks/deploy" else Source.PUSH
             decisions.record(source, outcome, None, 0.0)  # the one decision line, as in the app
             raise Refused(outcome.http_status, error.message, outcome.body(), decided=True)
+        return checked.authenticated
 
     @contextlib.asynccontextmanager
     async def _large_slot(self, deadline: float) -> AsyncIterator[None]:
@@ -138,9 +141,11 @@ class BufferedWsgi:
         except SlotTimeout:
             raise Refused(503, "Busy with another large request; retry later.") from None
 
-    async def _serve(self, scope: Scope, body: bytes, send: Send) -> None:
+    async def _serve(self, scope: Scope, body: bytes, send: Send, authenticated: bool) -> None:
         loop = asyncio.get_running_loop()
         environ = wsgi_environ(scope, body)
+        if authenticated:
+            environ[PUSH_AUTHENTICATED] = True
         status, headers, chunks = await loop.run_in_executor(self._executor, self._run, environ)
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": chunks})

@@ -1,0 +1,90 @@
+"""Behind the bridge (the production worker), a push is authenticated once: by the precheck,
+before its body is read. The view trusts the bridge's mark, which no client can forge; served
+without the bridge, the view authenticates itself. Driven in process through the bridge's ASGI
+interface with the real app on SQLite."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from flask import Flask
+from sqlalchemy import Engine, func, select
+
+from consumer.app import create_app
+from consumer.auth import authenticator_for
+from consumer.bridge import BufferedWsgi
+from consumer.db.engine import make_engine
+from consumer.db.schema import inbox
+from consumer.envelopes_out import wrapped_body
+from consumer.settings import Settings
+from consumer.wsgi import bridged
+
+TOKEN = "pV8sQ2-verification-token-for-the-bridge"
+
+
+def counting_app(sqlite_url: str) -> tuple[Flask, list[str], Engine]:
+    """The app, with its authenticator counting the pushes it checks."""
+    settings = Settings.of(database_url=sqlite_url, push_token=TOKEN)
+    checked: list[str] = []
+    real = authenticator_for(settings)
+
+    def authenticate(headers: Any, query: Any) -> None:
+        checked.append(query.get("token", ""))
+        real(headers, query)
+
+    engine = make_engine(sqlite_url)
+    return create_app(settings, engine=engine, authenticate=authenticate), checked, engine
+
+
+def post(app: BufferedWsgi, query: str, body: bytes, *headers: tuple[bytes, bytes]) -> int:
+    """One ``POST /push`` through the bridge's ASGI interface; its status."""
+    scope = {
+        "type": "http", "method": "POST", "path": "/push", "query_string": query.encode(),
+        "headers": [(b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()), *headers],
+        "http_version": "1.1", "scheme": "http", "root_path": "",
+        "server": ("127.0.0.1", 8080), "client": ("127.0.0.1", 40000),
+    }  # fmt: skip
+    incoming = [{"type": "http.request", "body": body, "more_body": False}]
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return incoming.pop(0) if incoming else {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    asyncio.run(app(scope, receive, send))
+    return int(sent[0]["status"])
+
+
+def stored(engine: Engine) -> int:
+    with engine.connect() as connection:
+        return int(connection.execute(select(func.count()).select_from(inbox)).scalar_one())
+
+
+def test_a_push_behind_the_bridge_is_authenticated_once(sqlite_url: str) -> None:
+    flask_app, checked, engine = counting_app(sqlite_url)
+    try:
+        served = bridged(flask_app)
+        body = json.dumps(wrapped_body(data=b"x", message_id="m-1")).encode()
+        assert post(served, f"token={TOKEN}", body) == 200
+        assert checked == [TOKEN]  # the precheck's; the view did not verify again
+        assert post(served, "token=guess", body) == 401
+        assert checked == [TOKEN, "guess"] and stored(engine) == 1
+    finally:
+        engine.dispose()
+
+
+def test_the_mark_cannot_be_forged_by_a_header(sqlite_url: str) -> None:
+    """Without the bridge the view authenticates, whatever headers the client sends."""
+    flask_app, checked, engine = counting_app(sqlite_url)
+    try:
+        forged = {"Consumer.Push-Authenticated": "true", "Consumer-Push-Authenticated": "1"}
+        body = wrapped_body(data=b"x", message_id="m-2")
+        response = flask_app.test_client().post("/push", json=body, headers=forged)
+        assert response.status_code == 401 and checked == [""] and stored(engine) == 0
+    finally:
+        engine.dispose()
