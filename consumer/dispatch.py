@@ -105,12 +105,14 @@ class Dispatcher:
         decisions.record(source, outcome, message_id, time.monotonic() - started)
         return outcome
 
+    def classify(self, message: PushMessage) -> Event:
+        """The event ``message`` is, under this process's schedules and limits; ``InvalidEvent``
+        (a 400: nothing is stored) when the message is ours but incomplete."""
+        nodes = self.settings.inbox.max_json_nodes
+        return classify(message, self.registry.period_of, nodes)
+
     def _classify(self, received: Received) -> Event:
-        """``InvalidEvent`` (a 400: nothing is stored) when the message is ours but incomplete."""
-        if isinstance(received, PushMessage):
-            nodes = self.settings.inbox.max_json_nodes
-            return classify(received, self.registry.period_of, nodes)
-        return received
+        return self.classify(received) if isinstance(received, PushMessage) else received
 
     def _handle(self, event: Event, started: float) -> Outcome:
         # One connection serves the claim and the finish. Everything that reads before the claim

@@ -178,6 +178,53 @@ def test_replay_of_an_unroutable_event_runs_once_a_handler_exists(
         replay(with_plugin, key)  # finished rows are not replayed
 
 
+def stored_dead(engine: Engine, body: dict[str, Any], when: datetime, period: int = 60) -> str:
+    """Record ``body``'s event dead, as a delivery whose handler failed for good would; its key."""
+    from consumer.classify import classify
+    from consumer.envelope import parse_push
+
+    message = parse_push({}, json.dumps(body).encode())
+    event = classify(message, lambda _: period)
+    inbox = Inbox(engine)
+    claim = inbox.claim(event.key, event.route, message, when, timedelta(seconds=60))
+    assert claim is not None and inbox.finish(claim, Status.DEAD, when, error="broken")
+    return event.key
+
+
+def test_a_tick_whose_schedule_changed_is_not_replayed_under_another_key(
+    engine: Engine, effect_settings: Settings
+) -> None:
+    """Its slot, and so its key, would differ: the replay is refused and the row kept as it was.
+    Under the schedule it was recorded with, the same replay runs."""
+    from consumer.schedule import Every
+
+    now = datetime.now(UTC)  # replay runs on the real clock
+    if now.minute == 0:
+        now -= timedelta(minutes=1)  # a minute's slot that is not also the hour's
+    key = stored_dead(engine, tick_body("effect", publish_time=now), now)
+    hourly = effect_settings.with_values(tick_periods={"effect": Every(3600)})
+    with pytest.raises(NotReplayable, match="would now run as 'tick:effect:"):
+        replay(hourly, key)
+    row = Inbox(engine).get(key)
+    assert row is not None and (row.status, row.attempts) == (Status.DEAD, 1)
+    assert effect_rows(engine) == []
+    assert replay(effect_settings, key).kind.value == "done"
+    assert len(effect_rows(engine)) == 1
+
+
+def test_a_message_over_a_lowered_limit_is_not_replayed_and_keeps_its_row(
+    engine: Engine, effect_settings: Settings
+) -> None:
+    now = datetime.now(UTC)
+    data = json.dumps({"event": "deploy", "service": "web", "release": "r7", "n": [1] * 50})
+    body = wrapped_body(data=data.encode(), attributes={"event": "deploy"})
+    key = stored_dead(engine, body, now)
+    with pytest.raises(NotReplayable, match="no longer a valid event: message data has more"):
+        replay(effect_settings.with_values(max_json_nodes=20), key)
+    row = Inbox(engine).get(key)
+    assert row is not None and (row.status, row.attempts) == (Status.DEAD, 1)
+
+
 def test_unknown_message_is_recorded_unroutable(client: FlaskClient, engine: Engine) -> None:
     body = wrapped_body(data=b"opaque", attributes={"origin": "elsewhere"}, message_id="42")
     status, answer = post(client, body)
