@@ -90,10 +90,15 @@ def serve(
 
 @main.command("settings")
 def settings_reference() -> None:
-    """Print the configuration reference (every CONSUMER_* variable) as Markdown."""
+    """Print the configuration reference (every CONSUMER_* variable) as Markdown, with the
+    sections of the plugins this environment configures."""
+    from consumer.plugins import load_configured
     from consumer.settings_doc import markdown_table
 
-    click.echo(markdown_table())
+    loaded, failure = load_configured(os.environ)
+    if failure:
+        raise click.UsageError(f"invalid settings: {failure}")
+    click.echo(markdown_table(loaded.setting_sections.values() if loaded else ()))
 
 
 @main.command()

@@ -8,6 +8,7 @@ import ast
 import dataclasses
 import inspect
 import itertools
+from collections.abc import Iterable
 from typing import Any
 
 from consumer.settings import Settings, part_classes
@@ -33,10 +34,15 @@ def field_docs(section: type[Any]) -> dict[str, str]:
     return docs
 
 
-def markdown_table() -> str:
-    """Every section under its own heading (``Settings``'s own fields first, as "core")."""
+def markdown_table(plugin_sections: Iterable[type[Any]] = ()) -> str:
+    """Every section under its own heading (``Settings``'s own fields first, as "core"), then
+    each of ``plugin_sections`` (read with ``context.settings.section(TheirClass)``)."""
     parts: list[tuple[str, str, type[Any]]] = [("core", "settings", Settings)]
     parts += [(name, f"settings.{name}", kind) for name, kind in part_classes().items()]
+    parts += [
+        (f"plugin {kind.__name__}", f"settings.section({kind.__name__})", kind)
+        for kind in plugin_sections
+    ]
     return "\n\n".join(section_table(*part) for part in parts)
 
 

@@ -153,3 +153,17 @@ def test_a_plugin_that_fails_to_load_is_named_beside_the_variables_it_would_have
     message = refusal({**env, "CONSUMER_BILLING_BATCH": "20"})
     assert "CONSUMER_BILLING_BATCH: unknown setting" in message
     assert "CONSUMER_PLUGINS: cannot import 'no.such.plugin'" in message
+
+
+def test_the_settings_reference_lists_the_configured_plugins_sections() -> None:
+    runner = CliRunner()
+    plain = runner.invoke(main, ["settings"], env={"CONSUMER_PLUGINS": ""})
+    assert plain.exit_code == 0 and "CONSUMER_BILLING_" not in plain.output
+    with_plugin = runner.invoke(
+        main, ["settings"], env={"CONSUMER_PLUGINS": "tests.plugins.billing"}
+    )
+    assert with_plugin.exit_code == 0, with_plugin.output
+    assert "### plugin BillingSettings (`settings.section(BillingSettings)`" in with_plugin.output
+    assert "| `CONSUMER_BILLING_BATCH` |" in with_plugin.output
+    broken = runner.invoke(main, ["settings"], env={"CONSUMER_PLUGINS": "no.such.plugin"})
+    assert broken.exit_code == 2 and "no.such.plugin" in broken.output
