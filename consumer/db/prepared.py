@@ -69,14 +69,15 @@ class Prepared:
             connection.begin()  # as ``execute`` begins one: the caller commits it
         driver = connection.connection.dbapi_connection
         assert driver is not None  # a connection in a transaction is checked out
-        cursor = driver.cursor()
         try:
-            cursor.execute(self.sql, args)
-            return read(cursor)
+            cursor = driver.cursor()
+            try:
+                cursor.execute(self.sql, args)
+                return read(cursor)
+            finally:
+                cursor.close()  # before any invalidation: a closed connection refuses it
         except connection.dialect.loaded_dbapi.Error as exc:
             raise translated(connection, driver, self.sql, args, exc) from exc
-        finally:
-            cursor.close()
 
 
 def translated(
