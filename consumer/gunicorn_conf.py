@@ -2,7 +2,8 @@
 (``gunicorn --config python:consumer.gunicorn_conf 'consumer.wsgi:asgi()'``): every value comes
 from ``consumer.gunicorn_options``, the same source ``consumer serve`` uses.
 
-An invalid setting stops gunicorn here, before any worker boots, with one line naming it.
+An invalid setting, or a plugin that cannot load or register, stops gunicorn here, before any
+worker boots, with one line naming it.
 """
 
 from __future__ import annotations
@@ -12,13 +13,20 @@ import sys
 
 from consumer.errors import SettingsError
 from consumer.gunicorn_options import options
+from consumer.plugins import build_registry
 from consumer.settings import Settings
 
 try:
-    _settings = Settings.from_env(os.environ)
+    _settings, _loaded = Settings.loaded_from_env(os.environ)
+    # The plugins' registry finished once here, then dropped (each worker builds its own after
+    # the fork): a plugin that cannot load or register stops the server before any worker
+    # boots, not each worker (two workers failing to boot at once made gunicorn's arbiter halt
+    # with a traceback).
+    build_registry(_settings, loaded=_loaded)
 except SettingsError as _error:
     print(f"invalid settings: {_error}", file=sys.stderr)
     sys.exit(2)
+del _loaded
 
 _options = options(_settings)
 bind = _options["bind"]
