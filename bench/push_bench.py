@@ -18,7 +18,7 @@ generator is ``wrk`` (Debian package) with a Lua script when it is installed, el
 with keep-alive connections; the output says which.
 
     python bench/push_bench.py [--seconds 10] [--repeat 3] [--connections 16]
-                               [--worker sync|asyncio] [--profile]
+                               [--worker sync|asyncio] [--profile | --phases]
 """
 
 from __future__ import annotations
@@ -207,6 +207,67 @@ def profile(conninfo: str, requests_count: int = 1500) -> None:
     pstats.Stats(profiler).sort_stats(os.environ.get("PROFILE_SORT", "cumulative")).print_stats(30)
 
 
+PHASES = (
+    ("consumer.db.prepared", "Prepared.first", "the claim statement"),
+    ("consumer.db.prepared", "Prepared.rowcount", "the finish statement"),
+    ("sqlalchemy.engine.base", "Engine.connect", "pool checkout"),
+    ("sqlalchemy.engine.base", "Connection.execution_options", "autocommit switch"),
+    ("sqlalchemy.engine.base", "Connection.close", "pool return (reset)"),
+    ("consumer.dispatch", "Dispatcher._handle", "claim, handler, finish"),
+    ("consumer.dispatch", "Dispatcher.decide", "the whole decision"),
+    ("consumer.app", "respond", "the JSON answer"),
+)
+"""(module, attribute, label) of what ``--phases`` times."""
+
+
+def phases(conninfo: str, requests_count: int = 4000) -> None:
+    """Thread CPU per request of each phase of the push path, in process (each timed function
+    wrapped; nested phases include their children): where a push's CPU goes, without cProfile's
+    per-call overhead. The request itself is timed through Flask's test client."""
+    import functools
+    import importlib
+
+    from bench.push_load import deploy_body
+    from consumer.app import create_app
+    from consumer.settings import Settings
+
+    spent = dict.fromkeys((label for *_, label in PHASES), 0.0)
+
+    def timed(function: Any, label: str) -> Any:
+        @functools.wraps(function)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            started = time.thread_time()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                spent[label] += time.thread_time() - started
+
+        return wrapper
+
+    for module_name, attribute, label in PHASES:
+        owner: Any = importlib.import_module(module_name)
+        *path, name = attribute.split(".")
+        for part in path:
+            owner = getattr(owner, part)
+        setattr(owner, name, timed(getattr(owner, name), label))
+    settings = Settings(
+        database_url=sqlalchemy_url(conninfo), local_mode=True, plugins=("bench.noop_deploy",)
+    )
+    client = create_app(settings).test_client()
+    bodies = [deploy_body(f"phases-{n}") for n in range(requests_count + 300)]
+    for body in bodies[:300]:  # warm-up: connections, prepared statements
+        client.post("/push", data=body, content_type="application/json")
+    spent = dict.fromkeys(spent, 0.0)
+    started = time.thread_time()
+    for body in bodies[300:]:
+        client.post("/push", data=body, content_type="application/json")
+    total = time.thread_time() - started
+    print(f"thread CPU per request, in process, {requests_count} pushes (nested phases overlap):")
+    print(f"  {'the request through Flask':<26} {total / requests_count * 1e6:7.1f} us")
+    for label, seconds in spent.items():
+        print(f"  {label:<26} {seconds / requests_count * 1e6:7.1f} us")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=10.0)
@@ -220,10 +281,16 @@ def main() -> None:
     )
     parser.add_argument("--worker", choices=sorted(WORKERS), default="sync")
     parser.add_argument("--profile", action="store_true", help="cProfile the push path instead")
+    parser.add_argument(
+        "--phases", action="store_true", help="thread CPU per phase of a push, in process"
+    )
     args = parser.parse_args()
     with database() as conninfo:
         if args.profile:
             profile(conninfo)
+            return
+        if args.phases:
+            phases(conninfo)
             return
         env = service_env(conninfo, args.synchronous_commit)
         results: dict[str, list[Run]] = {name: [] for name in APPS}

@@ -34,8 +34,8 @@ MAX_TOKEN_LENGTH = 8192
 JWT_SHAPE = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
 VERIFIED_TOKENS_KEPT = 256
 """Tokens whose verification is remembered. Pub/Sub reuses one token for many pushes (about an
-hour), and the bridge's header check and the view each verify it: without this, every push paid
-two RSA signature checks. Only tokens that passed are kept, so a caller cannot fill it."""
+hour): without this, every push paid an RSA signature check. Only tokens that passed are kept,
+so a caller cannot fill it."""
 # Everything google-auth raises for a bad token (MalformedError and InvalidValue are ValueErrors);
 # the rest cover claims of the wrong type in a token that is otherwise correctly signed, and a
 # deeply nested payload (json.loads raises RecursionError before the signature is checked).

@@ -26,15 +26,13 @@ from consumer.settings_env import ENTRY_POINT_GROUP
 from consumer.settings_parse import names
 
 
-def build_registry(
-    settings: Settings, extra_plugins: Iterable[str] = (), *, loaded: Registry | None = None
-) -> Registry:
+def build_registry(settings: Settings, *, loaded: Registry | None = None) -> Registry:
     """The registry a server runs with: built-ins first, so a plugin may replace one. A plugin
-    section ``settings`` was built without (tests, ``extra_plugins``) must pass its rules with
-    its defaults. ``loaded``: the registry ``Settings.loaded_from_env`` loaded the plugins of
-    ``settings`` into (no ``extra_plugins``), finished here instead of registering them again."""
+    section ``settings`` was built without (tests) must pass its rules with its defaults.
+    ``loaded``: the registry ``Settings.loaded_from_env`` loaded the plugins of ``settings``
+    into, finished here instead of registering them again."""
     if loaded is None:
-        loaded = load_plugins((*settings.plugins, *extra_plugins))
+        loaded = load_plugins(settings.plugins)
     loaded.period_overrides = dict(settings.ticks.periods)
     missing = [kind for kind in loaded.setting_sections.values() if kind not in settings.extra]
     problems = [problem for kind in missing for problem in kind().problems()]
