@@ -210,9 +210,6 @@ def profile(conninfo: str, requests_count: int = 1500) -> None:
 PHASES = (
     ("consumer.db.prepared", "Prepared.first", "the claim statement"),
     ("consumer.db.prepared", "Prepared.rowcount", "the finish statement"),
-    ("sqlalchemy.engine.base", "Engine.connect", "pool checkout"),
-    ("sqlalchemy.engine.base", "Connection.execution_options", "autocommit switch"),
-    ("sqlalchemy.engine.base", "Connection.close", "pool return (reset)"),
     ("consumer.dispatch", "Dispatcher._handle", "claim, handler, finish"),
     ("consumer.dispatch", "Dispatcher.decide", "the whole decision"),
     ("consumer.app", "respond", "the JSON answer"),

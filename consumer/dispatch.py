@@ -22,6 +22,7 @@ from consumer.classify import classify
 from consumer.context import HandlerContext
 from consumer.db import retry
 from consumer.db.engine import retry_on_stale, unavailable_on_db_fault
+from consumer.db.pinned import PinnedConnections
 from consumer.decisions import Source
 from consumer.errors import ConsumerError, Unavailable
 from consumer.events import Event, TickEvent
@@ -72,6 +73,8 @@ class Dispatcher:
         self.registry = registry
         self.inbox = Inbox(engine)
         self.clock = clock
+        postgres = engine.dialect.name == "postgresql"
+        self._pinned = PinnedConnections(engine) if postgres else None
 
     def decide(self, source: Source, receive: Callable[[], Received]) -> Outcome:
         """Receive (authenticate, parse: a ``ConsumerError`` becomes a 4xx/503 outcome), then
@@ -139,11 +142,15 @@ class Dispatcher:
     @contextmanager
     def _connection(self) -> Iterator[Connection]:
         """Single-statement writes need no transaction block: on PostgreSQL each runs in
-        autocommit (one round trip instead of BEGIN, the statement and COMMIT)."""
-        with unavailable_on_db_fault(), self.engine.connect() as connection:
-            if self.engine.dialect.name == "postgresql":
-                connection.execution_options(isolation_level="AUTOCOMMIT")
-            yield connection
+        autocommit (one round trip instead of BEGIN, the statement and COMMIT), on the thread's
+        kept connection. SQLite's writers queue on one file lock: a connection per delivery."""
+        with unavailable_on_db_fault():
+            if self._pinned is not None:
+                with self._pinned.connection() as connection:
+                    yield connection
+            else:
+                with self.engine.connect() as connection:
+                    yield connection
 
     def _terminal(self, claim: Claim, event: Event, stale: str) -> Verdict | None:
         """The outcomes decided before any handler runs."""

@@ -35,6 +35,8 @@ class Prepared:
     processors: Mapping[str, Callable[[Any], Any]]
     positions: tuple[str, ...] | None
     """Bind names in order, for a positional paramstyle (SQLite's ``?``)."""
+    binary: bool
+    """psycopg: values and rows travel in PostgreSQL's binary format, on a kept cursor."""
 
     @classmethod
     def compile(cls, statement: Any, dialect: Dialect) -> Prepared:
@@ -45,7 +47,8 @@ class Prepared:
             if process is not None:
                 processors[name] = process
         positions = tuple(compiled.positiontup) if compiled.positional else None
-        return cls(compiled.string, dict(compiled.params), processors, positions)
+        binary = dialect.driver == "psycopg"
+        return cls(compiled.string, dict(compiled.params), processors, positions, binary)
 
     def first(self, connection: Connection, values: Mapping[str, Any]) -> Any:
         """The first row the statement returns, or ``None``."""
@@ -65,19 +68,49 @@ class Prepared:
         for name, process in self.processors.items():
             params[name] = process(params[name])
         args = params if self.positions is None else tuple(params[n] for n in self.positions)
-        if not connection.in_transaction():
+        pooled = connection.connection
+        driver = pooled.dbapi_connection
+        assert driver is not None  # a connection in use is checked out
+        if not connection.in_transaction() and not autocommits(driver):
             connection.begin()  # as ``execute`` begins one: the caller commits it
-        driver = connection.connection.dbapi_connection
-        assert driver is not None  # a connection in a transaction is checked out
         try:
-            cursor = driver.cursor()
-            try:
-                cursor.execute(self.sql, args)
-                return read(cursor)
-            finally:
-                cursor.close()  # before any invalidation: a closed connection refuses it
+            if not self.binary:
+                cursor = driver.cursor()
+                try:
+                    cursor.execute(self.sql, args)
+                    return read(cursor)
+                finally:
+                    cursor.close()  # before any invalidation: a closed connection refuses it
+            cursor = _kept_cursor(pooled.info, driver)
+            cursor.execute(self.sql, args, binary=True)
+            return read(cursor)
         except connection.dialect.loaded_dbapi.Error as exc:
             raise translated(connection, driver, self.sql, args, exc) from exc
+
+
+def autocommits(driver: Any) -> bool:
+    """Whether the driver connection commits each statement itself (psycopg's ``autocommit``;
+    never on SQLite here): a statement run on it needs no transaction of SQLAlchemy's."""
+    return getattr(driver, "autocommit", False) is True
+
+
+def on_autocommit(connection: Connection) -> bool:
+    """Whether ``connection`` (reconnected first if it was invalidated) is in autocommit."""
+    return autocommits(connection.connection.dbapi_connection)
+
+
+_CURSOR = "consumer.prepared.cursor"
+
+
+def _kept_cursor(info: dict[Any, Any], driver: Any) -> Any:
+    """One psycopg cursor per driver connection, kept in the pool record's ``info`` (it follows
+    the connection across checkouts): a new cursor and its close cost more CPU than the binary
+    claim itself. A reconnected record holds a new driver connection, so the kept pair is
+    checked against it; psycopg reads a result whole, so a kept cursor holds no server state."""
+    kept = info.get(_CURSOR)
+    if kept is None or kept[0] is not driver:
+        kept = info[_CURSOR] = (driver, driver.cursor())
+    return kept[1]
 
 
 def translated(

@@ -1,0 +1,117 @@
+"""One autocommit connection per thread, kept from one delivery to the next.
+
+A delivery's claim and finish are single-statement writes on one connection. Checking that
+connection out of the pool for each delivery, switching it to autocommit and resetting it on
+return cost about half as much CPU as one of the two statements. A thread keeps its connection
+instead: a gunicorn sync worker has one thread, the asyncio worker a fixed pool of them. Kept
+connections never go back to the pool, so at most ``limit`` threads keep one (all but one of the
+pool's base size); the others check one out per delivery as before, and the overflow stays free
+for the handlers' own connections.
+
+A connection that met a fault is dropped (closed) and the thread's next delivery takes a new
+one; within a delivery, an invalidated connection reconnects on its next use as any SQLAlchemy
+``Connection`` does (``retry_on_stale``), and gets autocommit back on the delivery after. The
+connections are closed when their owner is collected or the process exits, so none is left for
+the garbage collector to find open.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Connection, Engine
+
+
+class PinnedConnections:
+    """The kept connections of an engine's threads, each in autocommit."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        size = getattr(engine.pool, "size", None)
+        self.limit = max(1, size() - 1) if callable(size) else 1
+        self._local = threading.local()
+        self._by_thread: dict[int, Connection] = {}
+        self._lock = threading.Lock()
+        weakref.finalize(self, _close_all, self._by_thread, self._lock)
+
+    def kept(self) -> int:
+        """How many threads keep a connection now."""
+        with self._lock:
+            return len(self._by_thread)
+
+    @contextmanager
+    def connection(self) -> Iterator[Connection]:
+        """This thread's connection, in autocommit; dropped if anything raises while in use."""
+        pinned: _Pinned | None = getattr(self._local, "pinned", None)
+        if pinned is None or pinned.connection.closed:
+            pinned = self._local.pinned = self._pin()
+        if pinned is None:
+            with self.engine.connect() as connection:
+                connection.execution_options(isolation_level="AUTOCOMMIT")
+                yield connection
+            return
+        pinned.autocommit()
+        try:
+            yield pinned.connection
+        except BaseException:
+            self._local.pinned = None
+            self._unpin(pinned.connection)
+            raise
+        if pinned.connection.in_transaction():  # one SQLAlchemy began and nobody ended
+            pinned.connection.rollback()
+
+    def _pin(self) -> _Pinned | None:
+        """A new kept connection for this thread, or ``None`` when ``limit`` threads keep one.
+        Connections of threads that ended are closed first: nobody will use them again (one
+        under this thread's ident is such: this thread keeps none, or it would not ask)."""
+        with self._lock:
+            alive = {thread.ident for thread in threading.enumerate()}
+            alive.discard(threading.get_ident())  # an ended thread's ident can be reused
+            for ident in [ident for ident in self._by_thread if ident not in alive]:
+                _close(self._by_thread.pop(ident))
+            if len(self._by_thread) >= self.limit:
+                return None
+            connection = self._by_thread[threading.get_ident()] = self.engine.connect()
+        return _Pinned(connection)
+
+    def _unpin(self, connection: Connection) -> None:
+        with self._lock:
+            if self._by_thread.get(threading.get_ident()) is connection:
+                del self._by_thread[threading.get_ident()]
+        _close(connection)
+
+
+class _Pinned:
+    """A kept connection and the driver connection it last set to autocommit."""
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+        self._driver: Any = None
+
+    def autocommit(self) -> None:
+        """Autocommit on the current driver connection: a reconnection brings a new one."""
+        driver = self.connection.connection.dbapi_connection
+        if driver is not self._driver:
+            self.connection.execution_options(isolation_level="AUTOCOMMIT")
+            self._driver = driver
+
+
+def _close(connection: Connection) -> None:
+    """Close the driver connection itself: the pool it came from may be disposed by now."""
+    # Best effort: a finalizer must not raise, and a dead connection has nothing left to close.
+    with contextlib.suppress(Exception):
+        if not connection.closed:
+            connection.invalidate()
+            connection.close()
+
+
+def _close_all(connections: dict[int, Connection], lock: threading.Lock) -> None:
+    with lock:
+        for connection in connections.values():
+            _close(connection)
+        connections.clear()
