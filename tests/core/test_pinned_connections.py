@@ -51,8 +51,9 @@ def backend_of(pinned: PinnedConnections) -> tuple[int, bool]:
         return int(pid), bool(getattr(driver, "autocommit", False))
 
 
-def in_thread(work: object) -> None:
-    thread = threading.Thread(target=work)  # type: ignore[arg-type]
+def in_thread(pinned: PinnedConnections) -> None:
+    """``backend_of(pinned)`` in a thread that then ends."""
+    thread = threading.Thread(target=backend_of, args=(pinned,))
     thread.start()
     thread.join()
 
@@ -122,13 +123,13 @@ def test_the_connection_of_a_thread_that_ended_is_closed_by_the_next_to_keep_one
     pg_engine: Engine, postgres_url: str
 ) -> None:
     pinned = PinnedConnections(pg_engine)
-    in_thread(lambda: backend_of(pinned))
+    in_thread(pinned)
     assert pinned.kept() == 1 and backends(postgres_url) == 1
     backend_of(pinned)  # this thread keeps one: the ended thread's is closed
     assert pinned.kept() == 1 and backends(postgres_url) == 1
-    in_thread(lambda: backend_of(pinned))
+    in_thread(pinned)
     assert pinned.kept() == 2 and backends(postgres_url) == 2
-    in_thread(lambda: backend_of(pinned))  # replaces the one of the thread before
+    in_thread(pinned)  # replaces the one of the thread before
     assert pinned.kept() == 2 and backends(postgres_url) == 2
 
 
@@ -137,7 +138,7 @@ def test_collecting_the_owner_closes_its_connections(postgres_url: str) -> None:
     try:
         pinned = PinnedConnections(engine)
         backend_of(pinned)
-        in_thread(lambda: backend_of(pinned))
+        in_thread(pinned)
         assert backends(postgres_url) == 2
         del pinned
         gc.collect()
