@@ -1,9 +1,9 @@
 """Benchmark a CSV import on PostgreSQL against the COPY floor (not a test).
 
 Modes, each on a fresh migrated database, medians of ``--repeat`` runs, measured in the same run:
-  floor    direct psycopg, no service: the same rows (keys and payload JSON prepared beforehand)
-           ``COPY``-ed into a temporary stage, then one ``INSERT ... SELECT ... ON CONFLICT DO
-           NOTHING`` into the migrated ``jobs`` table, one transaction.
+  floor    direct psycopg, no service: the same rows (keys of the import's form, payload JSON)
+           prepared beforehand, ``COPY``-ed into a temporary stage, then one ``INSERT ... SELECT
+           ... ON CONFLICT DO NOTHING`` into the migrated ``jobs`` table, one transaction.
   handler  the OBJECT_FINALIZE notification through the dispatcher in this process (no Pub/Sub,
            no HTTP): download, checksum, parse, validate, enqueue, record.
   e2e      upload to fake-gcs-server -> OBJECT_FINALIZE notification -> Pub/Sub emulator push
@@ -78,7 +78,10 @@ def bench_floor(rows: int) -> float:
     """Seconds for the set-based floor: COPY into a stage, one INSERT ... SELECT, commit."""
     lines = email_csv(rows).decode().splitlines()
     header = lines[0].split(",")
-    staged = [(f"floor/{n}", json.dumps(dict(zip(header, line.split(","), strict=True))))
+    # The keys the import makes, ``bucket/object#generation:line``: their length is part of
+    # what the unique index costs (short made-up keys made the floor about 12% faster).
+    prefix = f"{BUCKET}/handler-{uuid.uuid4().hex}.csv#{time.time_ns() // 1000}:"
+    staged = [(f"{prefix}{n}", json.dumps(dict(zip(header, line.split(","), strict=True))))
               for n, line in enumerate(lines[1:], 2)]  # fmt: skip
     create, copy_in, move = FLOOR_STATEMENTS
     with fresh_database() as url:
