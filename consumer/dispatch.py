@@ -74,7 +74,7 @@ class Dispatcher:
         self.inbox = Inbox(engine)
         self.clock = clock
         postgres = engine.dialect.name == "postgresql"
-        self._pinned = PinnedConnections(engine) if postgres else None
+        self._pinned = PinnedConnections.of(engine) if postgres else None
 
     def decide(self, source: Source, receive: Callable[[], Received]) -> Outcome:
         """Receive (authenticate, parse: a ``ConsumerError`` becomes a 4xx/503 outcome), then

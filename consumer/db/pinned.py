@@ -4,9 +4,9 @@ A delivery's claim and finish are single-statement writes on one connection. Che
 connection out of the pool for each delivery, switching it to autocommit and resetting it on
 return cost about half as much CPU as one of the two statements. A thread keeps its connection
 instead: a gunicorn sync worker has one thread, the asyncio worker a fixed pool of them. Kept
-connections never go back to the pool, so at most ``limit`` threads keep one (all but one of the
-pool's base size); the others check one out per delivery as before, and the overflow stays free
-for the handlers' own connections.
+connections never go back to the pool, so at most ``limit`` threads of an engine keep one (all
+but one of the pool's base size, whatever the number of dispatchers on it); the others check one
+out per delivery as before, and the overflow stays free for the handlers' own connections.
 
 A connection that met a fault is dropped (closed) and the thread's next delivery takes a new
 one; within a delivery, an invalidated connection reconnects on its next use as any SQLAlchemy
@@ -26,9 +26,24 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine
 
+_ATTRIBUTE = "_consumer_pinned_connections"
+_CREATING = threading.Lock()
+
 
 class PinnedConnections:
     """The kept connections of an engine's threads, each in autocommit."""
+
+    @classmethod
+    def of(cls, engine: Engine) -> PinnedConnections:
+        """The engine's own: every dispatcher on an engine shares them, so ``limit`` holds for
+        the engine's pool however many dispatchers use it (kept on the engine, collected with
+        it)."""
+        with _CREATING:
+            found = engine.__dict__.get(_ATTRIBUTE)
+            if found is None:
+                found = cls(engine)
+                setattr(engine, _ATTRIBUTE, found)
+            return found
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine

@@ -145,3 +145,16 @@ def test_collecting_the_owner_closes_its_connections(postgres_url: str) -> None:
         assert backends(postgres_url) == 0
     finally:
         engine.dispose()
+
+
+def test_dispatchers_on_one_engine_share_its_kept_connections(
+    pg_engine: Engine, postgres_url: str
+) -> None:
+    registry = Registry()
+    registry.deploy(lambda context, event: {"warmed": event.release}, replace=True)
+    settings = Settings(database_url=postgres_url, local_mode=True)
+    services = [Dispatcher(settings, pg_engine, registry) for _ in range(4)]
+    for number, service in enumerate(services):
+        assert service.handle(deploy("shop", f"r{number}"), Source.PUSH).kind == "done"
+    assert PinnedConnections.of(pg_engine).kept() == 1
+    assert backends(postgres_url) == 1
