@@ -118,7 +118,8 @@ class Inbox(Store):
     @contextmanager
     def _prepared(self, connection: Connection | None = None) -> Iterator[Connection]:
         """Where a prepared statement runs: as ``_write``, except that on a bound connection in
-        autocommit it runs alone (it commits itself; a transaction would cost a third more)."""
+        autocommit it runs alone: it commits itself, and SQLAlchemy's transaction block around it
+        cost about 10 µs of CPU a statement."""
         with unavailable_on_db_fault():
             bound = self.connection
             if connection is None and bound is not None and on_autocommit(bound):

@@ -5,11 +5,13 @@ They run thousands of times a second. ``Connection.execute`` spends about a thir
 work that never changes between runs: the compiled-cache lookup, parameter processing, the
 execution context and the result's set-up. A ``Prepared`` statement is compiled once, binds its
 values through its column types' own processors (JSON, UTC datetimes), and runs on the DBAPI
-cursor of the SQLAlchemy ``Connection`` it is given, inside that connection's transaction. A
-driver fault is translated as SQLAlchemy translates it: a ``DBAPIError``, and a dead connection
-invalidated (it reconnects on its next use), so ``unavailable_on_db_fault`` and
-``retry_on_stale`` treat it exactly as a fault of any other statement. Rows come back as the
-driver makes them (no result processing: aware datetimes in the session's zone on PostgreSQL).
+cursor of the SQLAlchemy ``Connection`` it is given, inside that connection's transaction, or
+alone when the driver connection is in autocommit. On psycopg the cursor is kept with the
+connection, and values and rows travel in PostgreSQL's binary format. A driver fault is
+translated as SQLAlchemy translates it: a ``DBAPIError``, and a dead connection invalidated (it
+reconnects on its next use), so ``unavailable_on_db_fault`` and ``retry_on_stale`` treat it
+exactly as a fault of any other statement. Rows come back as the driver makes them (no result
+processing: aware datetimes in the session's zone on PostgreSQL).
 """
 
 from __future__ import annotations
