@@ -16,6 +16,7 @@ from consumer.db.engine import make_engine
 from consumer.db.pinned import PinnedConnections
 from consumer.decisions import Source
 from consumer.dispatch import Dispatcher
+from consumer.events import DeployEvent
 from consumer.registry import Registry
 from consumer.settings import Settings
 from tests.core.test_dead_connections import end_other_backends
@@ -158,3 +159,42 @@ def test_dispatchers_on_one_engine_share_its_kept_connections(
         assert service.handle(deploy("shop", f"r{number}"), Source.PUSH).kind == "done"
     assert PinnedConnections.of(pg_engine).kept() == 1
     assert backends(postgres_url) == 1
+
+
+def test_eight_threads_delivering_the_same_events_take_effect_once(
+    pg_engine: Engine, postgres_url: str
+) -> None:
+    """More threads than the limit (2 keep a connection, 6 check one out per delivery), every
+    event delivered by every thread at once: each handler runs once, and afterwards only the
+    kept connections are out of the pool."""
+    runs: list[str] = []
+    lock = threading.Lock()
+
+    def handler(context: object, event: DeployEvent) -> dict[str, str]:
+        with lock:
+            runs.append(event.release)
+        return {"warmed": event.release}
+
+    registry = Registry()
+    registry.deploy(handler, replace=True)
+    service = Dispatcher(Settings(database_url=postgres_url, local_mode=True), pg_engine, registry)
+    releases = [f"r{number}" for number in range(25)]
+    start, kinds = threading.Barrier(8), []
+
+    def deliver_all() -> None:
+        start.wait()
+        for release in releases:
+            outcome = service.handle(deploy("shop", release), Source.PUSH)
+            with lock:
+                kinds.append(outcome.kind.value)
+
+    threads = [threading.Thread(target=deliver_all) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(runs) == sorted(releases)
+    assert len(kinds) == 8 * 25 and set(kinds) <= {"done", "duplicate", "in-progress"}
+    assert kinds.count("done") == 25
+    assert PinnedConnections.of(pg_engine).kept() <= 2
+    assert pg_engine.pool.checkedout() == PinnedConnections.of(pg_engine).kept()
