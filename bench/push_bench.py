@@ -185,19 +185,25 @@ def spent(before: dict[int, float], after: dict[int, float]) -> float:
     return sum(value - before.get(pid, 0.0) for pid, value in after.items())
 
 
-def profile(conninfo: str, requests_count: int = 1500) -> None:
-    """The push path in process under cProfile (Flask's test client, no HTTP)."""
-    import cProfile
-    import pstats
-
-    from bench.push_load import deploy_body
+def consumer_app(conninfo: str) -> Any:
+    """The service in this process, as the benchmark serves it (the no-op deploy handler)."""
     from consumer.app import create_app
     from consumer.settings import Settings
 
     settings = Settings(
         database_url=sqlalchemy_url(conninfo), local_mode=True, plugins=("bench.noop_deploy",)
     )
-    client = create_app(settings).test_client()
+    return create_app(settings)
+
+
+def profile(conninfo: str, requests_count: int = 1500) -> None:
+    """The push path in process under cProfile (Flask's test client, no HTTP)."""
+    import cProfile
+    import pstats
+
+    from bench.push_load import deploy_body
+
+    client = consumer_app(conninfo).test_client()
     bodies = [deploy_body(f"profile-{n}") for n in range(requests_count)]
     profiler = cProfile.Profile()
     profiler.enable()
@@ -225,8 +231,6 @@ def phases(conninfo: str, requests_count: int = 4000) -> None:
     import importlib
 
     from bench.push_load import deploy_body
-    from consumer.app import create_app
-    from consumer.settings import Settings
 
     spent = dict.fromkeys((label for *_, label in PHASES), 0.0)
 
@@ -247,10 +251,7 @@ def phases(conninfo: str, requests_count: int = 4000) -> None:
         for part in path:
             owner = getattr(owner, part)
         setattr(owner, name, timed(getattr(owner, name), label))
-    settings = Settings(
-        database_url=sqlalchemy_url(conninfo), local_mode=True, plugins=("bench.noop_deploy",)
-    )
-    client = create_app(settings).test_client()
+    client = consumer_app(conninfo).test_client()
     bodies = [deploy_body(f"phases-{n}") for n in range(requests_count + 300)]
     for body in bodies[:300]:  # warm-up: connections, prepared statements
         client.post("/push", data=body, content_type="application/json")

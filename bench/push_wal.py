@@ -26,7 +26,7 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.push_bench import database, sqlalchemy_url
+from bench.push_bench import consumer_app, database
 from bench.push_load import deploy_body
 
 WARM_UP = 300
@@ -35,14 +35,9 @@ WARM_UP = 300
 def apps(conninfo: str) -> dict[str, Any]:
     """The three apps of ``push_bench``, built in this process."""
     from bench.push_floor_app import app, two_writes
-    from consumer.app import create_app
-    from consumer.settings import Settings
 
     os.environ["PUSH_FLOOR_CONNINFO"] = conninfo
-    settings = Settings(
-        database_url=sqlalchemy_url(conninfo), local_mode=True, plugins=("bench.noop_deploy",)
-    )
-    return {"consumer": create_app(settings), "floor": app(), "2-writes": two_writes()}
+    return {"consumer": consumer_app(conninfo), "floor": app(), "2-writes": two_writes()}
 
 
 def wal_per_request(admin: psycopg.Connection[Any], push: Callable[[bytes], None], name: str,
