@@ -1,5 +1,5 @@
 # syntax=docker/dockerfile:1
-# The consumer service: gunicorn's asyncio worker serving consumer.wsgi:asgi() (the Flask app behind a
+# The consumer service: gunicorn's asyncio worker serving consumer.http.wsgi:asgi() (the Flask app behind a
 # buffering bridge, docs/security.md), its timeouts derived from CONSUMER_*.
 # Build: docker build -t consumer . (or: gcloud builds submit --tag REGION-docker.pkg.dev/...).
 # Both stages use the same pinned Python so the virtualenv built in the first runs in the second.
@@ -48,5 +48,5 @@ EXPOSE 8080
 # gunicorn is PID 1 and handles SIGTERM itself: it stops accepting and lets running requests
 # finish for graceful_timeout (= the ack deadline). The migration Job overrides the command with
 # `consumer db upgrade`; migrations never run in a serving pod's start-up.
-ENTRYPOINT ["gunicorn", "--config", "python:consumer.gunicorn_conf"]
-CMD ["consumer.wsgi:asgi()"]
+ENTRYPOINT ["gunicorn", "--config", "python:consumer.http.gunicorn_conf"]
+CMD ["consumer.http.wsgi:asgi()"]

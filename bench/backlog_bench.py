@@ -80,7 +80,8 @@ def server(env: dict[str, str], workers: int, ack_deadline: int) -> Iterator[str
     port = free_port()
     command = [
         sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{port}", "--workers",
-        str(workers), "--timeout", str(ack_deadline), "--no-control-socket", "consumer.wsgi:app()",
+        str(workers), "--timeout", str(ack_deadline), "--no-control-socket",
+        "consumer.http.wsgi:app()",
     ]  # fmt: skip
     inherited = {k: v for k, v in os.environ.items() if not k.startswith("CONSUMER_")}
     paths = [str(ROOT), os.environ.get("PYTHONPATH", "")]
@@ -132,7 +133,7 @@ def drain(args: argparse.Namespace, pubsub: str, continuation: bool) -> dict[str
 
 
 def tick_until_drained(args: argparse.Namespace, url: str, conninfo: str) -> dict[str, Any]:
-    from consumer.envelopes_out import tick_body
+    from consumer.wire.envelopes_out import tick_body
 
     started, ticks, next_tick = time.monotonic(), 0, 0.0
     while (left := pending(conninfo)) > 0:

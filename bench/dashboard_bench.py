@@ -46,11 +46,11 @@ FLOOR = (
 
 
 def measure(rows: int, repeat: int) -> tuple[float, float]:
+    from consumer.config.settings import Settings
     from consumer.dashboard.queries import overview
     from consumer.db.engine import make_engine
     from consumer.db.migrate import upgrade
     from consumer.plugins import build_registry
-    from consumer.settings import Settings
 
     with database("dashboard_bench") as conninfo:
         url = conninfo.replace("postgresql://", "postgresql+psycopg://")

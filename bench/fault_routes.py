@@ -21,20 +21,20 @@ from typing import Protocol
 
 from sqlalchemy import Engine, select
 
+from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
 from consumer.deploy.runs import warm_runs
-from consumer.dispatch import Dispatcher
-from consumer.envelope import Limits, parse_push, parse_wrapped
-from consumer.envelopes_out import deploy_body, storage_body
-from consumer.events import DeployEvent
 from consumer.jobs.schema import jobs
 from consumer.jobs.sweep import Sweeper, job_lease_seconds
-from consumer.outcomes import ACK_STATUSES, STATUS, Outcome
+from consumer.pipeline.dispatch import Dispatcher
+from consumer.pipeline.registry import Registry
 from consumer.plugins import build_registry
-from consumer.registry import Registry
-from consumer.settings import Settings
 from consumer.storage.handler import StorageHandler
 from consumer.storage.reader import ObjectStore
+from consumer.wire.envelope import Limits, parse_push, parse_wrapped
+from consumer.wire.envelopes_out import deploy_body, storage_body
+from consumer.wire.events import DeployEvent
+from consumer.wire.outcomes import ACK_STATUSES, STATUS, Outcome
 from tests.jobs import smtp_server
 from tests.jobs.test_multiprocess import add_emails, status_counts
 from tests.storage import plugin

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from consumer.context import HandlerContext
-from consumer.events import DeployEvent
-from consumer.registry import Registry
+from consumer.pipeline.context import HandlerContext
+from consumer.pipeline.registry import Registry
+from consumer.wire.events import DeployEvent
 
 
 def noop(context: HandlerContext, event: DeployEvent) -> dict[str, Any]:

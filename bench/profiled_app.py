@@ -1,6 +1,7 @@
 """The service's WSGI app with each request run under cProfile (``storage_bench.py --profile``).
 
-gunicorn serves ``bench.profiled_app:app()`` the way the benchmark serves ``consumer.wsgi:app()``:
+gunicorn serves ``bench.profiled_app:app()`` the way the benchmark serves
+``consumer.http.wsgi:app()``:
 a Flask app, which the production worker puts behind its bridge; only the app's ``wsgi_app`` (the
 request inside Flask) is wrapped. Every request's profile is dumped to
 ``$BENCH_PROFILE_DIR/PID-N.prof``. cProfile sees the request's own thread only (not the import's
@@ -17,7 +18,7 @@ from typing import Any
 
 from flask import Flask
 
-from consumer.wsgi import app as consumer_app
+from consumer.http.wsgi import app as consumer_app
 
 _count = itertools.count()
 

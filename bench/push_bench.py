@@ -1,7 +1,7 @@
 """Benchmark ``POST /push`` against its floor on PostgreSQL (not a test).
 
 Both servers run under the same gunicorn settings (``-w 2``, loopback, ``--worker sync``: gunicorn's
-sync worker, or ``--worker asyncio``: production's ``consumer.worker.ConsumerWorker``, whose
+sync worker, or ``--worker asyncio``: production's ``consumer.http.worker.ConsumerWorker``, whose
 buffering bridge then serves both apps with the same threads) on one fresh database:
   consumer  the real service, a new deploy event per request (parse, classify, claim, handler,
             finish), with a no-op deploy handler (``bench.noop_deploy``) so warming is not measured;
@@ -46,11 +46,11 @@ from bench.push_load import Result, python_load, wrk_load
 
 ADMIN = os.environ.get("TESTS_PG_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 APPS = {
-    "consumer": "consumer.wsgi:app()",
+    "consumer": "consumer.http.wsgi:app()",
     "floor": "bench.push_floor_app:app()",
     "2-writes": "bench.push_floor_app:two_writes()",
 }
-WORKERS = {"sync": "sync", "asyncio": "consumer.worker.ConsumerWorker"}
+WORKERS = {"sync": "sync", "asyncio": "consumer.http.worker.ConsumerWorker"}
 """``--worker`` -> gunicorn's ``-k``. The asyncio worker puts either Flask app behind the bridge."""
 
 
@@ -187,8 +187,8 @@ def spent(before: dict[int, float], after: dict[int, float]) -> float:
 
 def consumer_app(conninfo: str) -> Any:
     """The service in this process, as the benchmark serves it (the no-op deploy handler)."""
-    from consumer.app import create_app
-    from consumer.settings import Settings
+    from consumer.config.settings import Settings
+    from consumer.http.app import create_app
 
     settings = Settings(
         database_url=sqlalchemy_url(conninfo), local_mode=True, plugins=("bench.noop_deploy",)
@@ -216,9 +216,9 @@ def profile(conninfo: str, requests_count: int = 1500) -> None:
 PHASES = (
     ("consumer.db.prepared", "Prepared.first", "the claim statement"),
     ("consumer.db.prepared", "Prepared.rowcount", "the finish statement"),
-    ("consumer.dispatch", "Dispatcher._handle", "claim, handler, finish"),
-    ("consumer.dispatch", "Dispatcher.decide", "the whole decision"),
-    ("consumer.app", "respond", "the JSON answer"),
+    ("consumer.pipeline.dispatch", "Dispatcher._handle", "claim, handler, finish"),
+    ("consumer.pipeline.dispatch", "Dispatcher.decide", "the whole decision"),
+    ("consumer.http.app", "respond", "the JSON answer"),
 )
 """(module, attribute, label) of what ``--phases`` times."""
 

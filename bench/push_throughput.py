@@ -24,7 +24,7 @@ from collections.abc import Callable
 import requests
 
 from bench.servers import KINDS, database, server
-from consumer.envelopes_out import wrapped_body
+from consumer.wire.envelopes_out import wrapped_body
 
 CONNECTIONS = 16
 

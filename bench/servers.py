@@ -1,7 +1,7 @@
 """The two ways the service has been served, started the same way for a fair comparison:
 
 - ``asyncio``: today's ``consumer serve`` (gunicorn's asyncio worker, the buffering bridge).
-- ``sync``: the previous command, gunicorn's sync workers serving ``consumer.wsgi:app()`` with
+- ``sync``: the previous command, gunicorn's sync workers serving ``consumer.http.wsgi:app()`` with
   ``--timeout`` = the ack deadline (what the image ran before).
 
 Both run in local mode on loopback, on a fresh migrated database (``--database``: a PostgreSQL
@@ -44,7 +44,7 @@ def command(kind: str, port: int, workers: int) -> list[str]:
         return [
             sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{port}",
             "--workers", str(workers), "--timeout", "60", "--graceful-timeout", "60",
-            "--no-control-socket", "consumer.wsgi:app()",
+            "--no-control-socket", "consumer.http.wsgi:app()",
         ]  # fmt: skip
     return [
         sys.executable, "-m", "consumer", "serve", "--local", "--tick-seconds", "0",

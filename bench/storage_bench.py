@@ -34,9 +34,9 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
 from consumer.db.migrate import upgrade
-from consumer.settings import Settings
 from consumer.storage.handler import StorageHandler
 from consumer.storage.model import FINAL
 from consumer.storage.reader import ObjectStore
@@ -48,7 +48,7 @@ from triggers.local import stack
 ADMIN = os.environ.get("TESTS_PG_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 PROJECT, TOPIC, BUCKET = "local", "gcs-notifications", "bench"
 RULES = json.dumps([{"bucket": BUCKET, "processor": "import-jobs"}])
-APP = "consumer.wsgi:app()"
+APP = "consumer.http.wsgi:app()"
 
 
 @contextmanager

@@ -51,11 +51,11 @@ def sqlalchemy_url(conninfo: str) -> str:
 
 
 def consumer_worker(conninfo: str, batch: int, barrier: Any, results: Any) -> None:
+    from consumer.config.settings import Settings
     from consumer.db.engine import make_engine
     from consumer.jobs.kinds import JobKinds
     from consumer.jobs.store import JobStore
     from consumer.jobs.sweep import Sweeper
-    from consumer.settings import Settings
 
     url = sqlalchemy_url(conninfo)
     settings = Settings.of(database_url=url, local_mode=True, sweep_batch_size=batch)
@@ -272,10 +272,10 @@ def setup_procrastinate(conninfo: str) -> None:
 def profile_consumer(conninfo: str, jobs: int, batch: int) -> None:
     """One in-process sweep under cProfile, timed by the process's CPU clock: where does the CPU
     go (waits on the database, which both modes share, are left out)?"""
+    from consumer.config.settings import Settings
     from consumer.db.engine import make_engine
     from consumer.jobs.kinds import JobKinds
     from consumer.jobs.sweep import Sweeper
-    from consumer.settings import Settings
 
     fill_jobs(conninfo, jobs)
     url = sqlalchemy_url(conninfo)

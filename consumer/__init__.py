@@ -15,9 +15,8 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from consumer import errors, events
-    from consumer.app import create_app
-    from consumer.context import HandlerContext
+    from consumer import errors
+    from consumer.config.settings import Settings
     from consumer.errors import (
         ConsumerError,
         Incomplete,
@@ -28,10 +27,12 @@ if TYPE_CHECKING:
         SettingsError,
         Skip,
     )
-    from consumer.events import DeployEvent, Event, OtherEvent, StorageEvent, TickEvent
+    from consumer.http.app import create_app
+    from consumer.pipeline.context import HandlerContext
+    from consumer.pipeline.registry import MessageEvent, Registry
     from consumer.plugins import build_registry
-    from consumer.registry import MessageEvent, Registry
-    from consumer.settings import Settings
+    from consumer.wire import events
+    from consumer.wire.events import DeployEvent, Event, OtherEvent, StorageEvent, TickEvent
 
 __all__ = [
     "ConsumerError", "DeployEvent", "Event", "HandlerContext", "Incomplete", "LeaseLost",
@@ -42,15 +43,15 @@ __all__ = [
 
 _ERRORS = ("ConsumerError", "Incomplete", "LeaseLost", "NotReplayable", "Permanent", "Retryable")
 _HOMES = {
-    "create_app": "consumer.app",
-    "HandlerContext": "consumer.context",
-    "Registry": "consumer.registry",
-    "MessageEvent": "consumer.registry",
+    "create_app": "consumer.http.app",
+    "HandlerContext": "consumer.pipeline.context",
+    "Registry": "consumer.pipeline.registry",
+    "MessageEvent": "consumer.pipeline.registry",
     "build_registry": "consumer.plugins",
-    "Settings": "consumer.settings",
-    **dict.fromkeys(("DeployEvent", "Event", "OtherEvent", "StorageEvent"), "consumer.events"),
+    "Settings": "consumer.config.settings",
+    **dict.fromkeys(("DeployEvent", "Event", "OtherEvent", "StorageEvent"), "consumer.wire.events"),
     **dict.fromkeys((*_ERRORS, "SettingsError", "Skip"), "consumer.errors"),
-    "TickEvent": "consumer.events",
+    "TickEvent": "consumer.wire.events",
 }
 
 
@@ -66,7 +67,9 @@ __version__ = _version()
 
 def __getattr__(name: str) -> Any:
     if name in ("errors", "events"):
-        return importlib.import_module(f"consumer.{name}")
+        return importlib.import_module(
+            {"errors": "consumer.errors", "events": "consumer.wire.events"}[name]
+        )
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module 'consumer' has no attribute {name!r}")

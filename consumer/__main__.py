@@ -1,5 +1,5 @@
 """``python -m consumer`` is the ``consumer`` command."""
 
-from consumer.cli import main
+from consumer.cli.main import main
 
 main()

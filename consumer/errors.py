@@ -1,6 +1,7 @@
 """The exceptions that carry meaning across layers.
 
-Each family maps to one row of the outcome table (DESIGN.md section 3) in ``consumer.outcomes``;
+Each family maps to one row of the outcome table (DESIGN.md section 3) in
+``consumer.wire.outcomes``;
 nothing else decides an HTTP status.
 """
 

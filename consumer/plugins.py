@@ -19,11 +19,15 @@ from importlib.metadata import EntryPoint, entry_points
 from types import ModuleType
 from typing import Any
 
+from consumer.config.env import ENTRY_POINT_GROUP
+from consumer.config.parse import names
+from consumer.config.settings import Settings
+from consumer.deploy import warming
 from consumer.errors import ConsumerError, SettingsError
-from consumer.registry import Registry
-from consumer.settings import Settings
-from consumer.settings_env import ENTRY_POINT_GROUP
-from consumer.settings_parse import names
+from consumer.jobs import cleanup
+from consumer.jobs import tick as jobs_tick
+from consumer.pipeline.registry import Registry
+from consumer.storage import handler as storage_handler
 
 
 def build_registry(settings: Settings, *, loaded: Registry | None = None) -> Registry:
@@ -55,8 +59,6 @@ def load_configured(env: Mapping[str, str]) -> tuple[Registry | None, str | None
 
 def load_plugins(module_names: Iterable[str]) -> Registry:
     """The built-in handlers, the entry points (by name), then ``module_names`` in order."""
-    from consumer.handlers import register_builtins
-
     registry = Registry()
     register_builtins(registry)
     for entry_point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: ep.name):
@@ -64,6 +66,14 @@ def load_plugins(module_names: Iterable[str]) -> Registry:
     for module_name in module_names:
         load_plugin(registry, module_name)
     return registry
+
+
+def register_builtins(registry: Registry) -> None:
+    """The built-in tick tasks and routes: each feature registers its own."""
+    cleanup.register(registry)
+    jobs_tick.register(registry)
+    warming.register(registry)
+    storage_handler.register(registry)
 
 
 def load_plugin(registry: Registry, module_name: str) -> None:

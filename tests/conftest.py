@@ -24,12 +24,12 @@ import requests
 from flask.testing import FlaskClient
 from sqlalchemy import Engine
 
-from consumer.app import create_app
+from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
 from consumer.db.migrate import upgrade
 from consumer.demo.processes import descendants
-from consumer.settings import Settings
-from consumer.timeutil import utcnow
+from consumer.http.app import create_app
+from consumer.wire.timeutil import utcnow
 
 # CI explores the same generated cases every run (a new random failure would block a landing
 # for reasons unrelated to the change); developers' runs keep exploring new ones.
@@ -170,8 +170,9 @@ def free_port() -> int:
 
 
 PRODUCTION = "production"
-"""``Server(worker=...)``: the container's command, gunicorn's asyncio worker (``consumer.worker``)
-configured by ``consumer.gunicorn_conf``; any other value is a gunicorn ``--worker-class``."""
+"""``Server(worker=...)``: the container's command, gunicorn's asyncio worker
+(``consumer.http.worker``)
+configured by ``consumer.http.gunicorn_conf``; any other value is a gunicorn ``--worker-class``."""
 
 
 class Server:
@@ -247,7 +248,7 @@ def gunicorn_command(
     """The command ``Server`` runs (production: the container's, with ``--bind`` and
     ``--workers`` on top of the configuration's)."""
     if app is None:
-        app = "consumer.wsgi:asgi()" if worker == PRODUCTION else "consumer.wsgi:app()"
+        app = "consumer.http.wsgi:asgi()" if worker == PRODUCTION else "consumer.http.wsgi:app()"
     return [
         sys.executable, "-m", "gunicorn", *_worker_options(worker, env or {}), *options,
         "--bind", f"127.0.0.1:{port}", "--workers", str(workers), "--no-control-socket", app,
@@ -284,7 +285,7 @@ def wait_until(condition: Callable[[], bool], timeout: float = 60, every: float 
 
 def _worker_options(worker: str, env: dict[str, str]) -> list[str]:
     if worker == PRODUCTION:
-        return ["--config", "python:consumer.gunicorn_conf"]
+        return ["--config", "python:consumer.http.gunicorn_conf"]
     timeout = env.get("CONSUMER_ACK_DEADLINE_SECONDS", "60")
     return ["--worker-class", worker, "--timeout", timeout]
 

@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from consumer.config.settings import Settings
 from consumer.dashboard.iap import HEADER, IapVerifier, Refused
 from consumer.errors import SettingsError
-from consumer.settings import Settings
 
 TOKEN_COOKIE = "consumer_dashboard_token"
 CSRF_COOKIE = "consumer_dashboard_csrf"

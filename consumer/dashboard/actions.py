@@ -1,5 +1,5 @@
 """The dashboard's actions: POST forms (CSRF-checked by the app's guard), each logged with who
-did it. They go through the same code as the CLI: ``consumer.replay`` and the jobs store."""
+did it. They go through the same code as the CLI: ``consumer.sources.replay`` and the jobs store."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from flask import Blueprint, abort, g, render_template, request
 from consumer.dashboard import queries
 from consumer.errors import ConsumerError
 from consumer.jobs.store import JobStore
-from consumer.replay import replay
+from consumer.sources.replay import replay
 
 log = logging.getLogger("consumer.dashboard")
 blueprint = Blueprint("actions", __name__, url_prefix="/actions")

@@ -14,16 +14,16 @@ from flask import Flask, Response, current_app, g, render_template, request
 from sqlalchemy import Engine
 from werkzeug.exceptions import HTTPException
 
+from consumer.config.settings import Settings
 from consumer.dashboard import actions, pages
 from consumer.dashboard.access import CSRF_COOKIE, Access, csrf_ok, new_csrf_token
 from consumer.dashboard.formatting import FILTERS
 from consumer.db.engine import make_engine, unavailable_on_db_fault
 from consumer.db.migrate import require_schema_at_head
 from consumer.errors import Unavailable
+from consumer.pipeline.registry import Registry
 from consumer.plugins import build_registry
-from consumer.registry import Registry
-from consumer.settings import Settings
-from consumer.timeutil import Clock, utcnow
+from consumer.wire.timeutil import Clock, utcnow
 
 OPEN = frozenset({"healthz", "readyz", "static", "pages.login"})
 """Served without an identity: the probe, the stylesheet, and the form that gives one."""

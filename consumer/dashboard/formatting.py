@@ -33,7 +33,7 @@ def pretty(value: Any) -> str:
 def message_data(stored: Any) -> str:
     """The data of a stored message as a person reads it: JSON pretty-printed, else text, else
     a note on the binary size."""
-    from consumer.message import PushMessage
+    from consumer.wire.message import PushMessage
 
     try:
         data = PushMessage.from_json(stored).data

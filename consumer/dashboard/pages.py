@@ -12,9 +12,9 @@ from werkzeug import Response
 
 from consumer.dashboard import queries
 from consumer.dashboard.access import TOKEN_COOKIE
+from consumer.db.inbox import Inbox
+from consumer.db.inbox import Status as InboxStatus
 from consumer.deploy.runs import WarmRuns
-from consumer.inbox import Inbox
-from consumer.inbox import Status as InboxStatus
 from consumer.jobs.model import Status as JobStatus
 from consumer.jobs.store import JobStore
 from consumer.storage.model import FileStatus

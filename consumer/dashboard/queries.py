@@ -14,12 +14,12 @@ from typing import Any
 from sqlalchemy import Engine, func, select
 
 from consumer.db.engine import unavailable_on_db_fault
+from consumer.db.inbox import InboxRow, Status
 from consumer.db.schema import inbox, tick_progress
 from consumer.deploy.runs import WarmRun, WarmRuns
-from consumer.inbox import InboxRow, Status
 from consumer.jobs.model import Status as JobStatus
 from consumer.jobs.schema import jobs
-from consumer.registry import Registry
+from consumer.pipeline.registry import Registry
 from consumer.storage.model import FileRow
 from consumer.storage.store import ProcessedFiles
 

@@ -7,9 +7,9 @@ import os
 
 from flask import Flask
 
+from consumer.config.settings import Settings
 from consumer.dashboard.app import create_dashboard
-from consumer.logs import configure_logging
-from consumer.settings import Settings
+from consumer.observe.logs import configure_logging
 
 
 def app() -> Flask:

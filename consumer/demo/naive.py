@@ -18,7 +18,7 @@ from typing import Any
 
 from sqlalchemy import Engine, bindparam, create_engine, text
 
-from consumer.timeutil import utcnow
+from consumer.wire.timeutil import utcnow
 
 SELECT_PENDING = text(
     "SELECT id, payload FROM jobs WHERE status = 'pending' AND kind = 'email' ORDER BY id LIMIT 500"

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 import requests
 
 from consumer.demo.processes import Child, free_port, start_pubsub
-from consumer.envelopes_out import tick_body
+from consumer.wire.envelopes_out import tick_body
 
 PROJECT = "demo"
 COPIES_PER_TICK = 2

@@ -1,4 +1,5 @@
-"""``POST /hooks/deploy``: parsing a CI deploy hook (HMAC-signed; the view is in ``consumer.app``).
+"""``POST /hooks/deploy``: parsing a CI deploy hook (HMAC-signed; the view is in
+``consumer.http.app``).
 
 The body is ``{"service": ..., "release": ... (or "version"), "environment"?, "commit"?}``. It is
 read only after the signature checks out, then turned into the same ``PushMessage`` shape a
@@ -12,11 +13,11 @@ import json
 import uuid
 from datetime import datetime
 
-from consumer.classify import PeriodLookup, classify
-from consumer.envelope import Limits, load_json_object
 from consumer.errors import InvalidEvent
-from consumer.events import DeployEvent
-from consumer.message import Format, PushMessage
+from consumer.wire.classify import PeriodLookup, classify
+from consumer.wire.envelope import Limits, load_json_object
+from consumer.wire.events import DeployEvent
+from consumer.wire.message import Format, PushMessage
 
 HOOK_MAX_BYTES = 64 * 1024
 HOOK_SUBSCRIPTION = "hooks/deploy"

@@ -18,9 +18,9 @@ from urllib.parse import urljoin
 
 import requests
 
+from consumer.config.settings import Settings
 from consumer.deploy.origin import same_origin
 from consumer.deploy.report import TargetResult
-from consumer.settings import Settings
 
 CHUNK_BYTES = 64 * 1024
 MAX_BODY_BYTES = 16 * 1024 * 1024

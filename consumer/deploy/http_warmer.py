@@ -15,11 +15,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import requests
 
-from consumer.context import HandlerContext
 from consumer.deploy.http_fetch import MIN_REQUEST_SECONDS, Budget, HttpPolicy, fetch
 from consumer.deploy.report import TargetResult, WarmReport
 from consumer.deploy.sitemap import SitemapError, sitemap_urls
-from consumer.events import DeployEvent
+from consumer.pipeline.context import HandlerContext
+from consumer.wire.events import DeployEvent
 
 
 class HttpWarmer:

@@ -29,8 +29,8 @@ from consumer.db.schema import metadata
 from consumer.db.store import Store
 from consumer.db.types import UTCDateTime
 from consumer.deploy.report import WarmReport
-from consumer.events import DeployEvent
-from consumer.text import storable
+from consumer.wire.events import DeployEvent
+from consumer.wire.text import storable
 
 MAX_LISTED = 100
 """Failures and unreached targets kept per row; the counts are always complete."""

@@ -23,16 +23,16 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from consumer import metrics
-from consumer.context import HandlerContext, LeaseLost
 from consumer.deploy.http_fetch import RESERVE_SECONDS
 from consumer.deploy.http_warmer import HttpWarmer
 from consumer.deploy.report import TargetResult, WarmReport
 from consumer.deploy.runs import WarmRuns
-from consumer.dispatch import Skip
-from consumer.events import DeployEvent
-from consumer.extensions import Warmers, WarmerSpec
-from consumer.registry import Registry
+from consumer.observe import metrics
+from consumer.pipeline.context import HandlerContext, LeaseLost
+from consumer.pipeline.dispatch import Skip
+from consumer.pipeline.extensions import Warmers, WarmerSpec
+from consumer.pipeline.registry import Registry
+from consumer.wire.events import DeployEvent
 
 log = logging.getLogger("consumer.deploy")
 

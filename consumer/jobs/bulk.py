@@ -24,7 +24,7 @@ from consumer.db.prepared import translated
 from consumer.db.types import UTCDateTime
 from consumer.jobs.model import InvalidJob, NewJob, Status
 from consumer.jobs.schema import jobs
-from consumer.timeutil import utcnow
+from consumer.wire.timeutil import utcnow
 
 INT32 = (-(1 << 31), (1 << 31) - 1)
 """``jobs.priority`` and ``jobs.max_attempts`` are 32-bit columns: checked before SQL is."""

@@ -21,11 +21,11 @@ from typing import Any, BinaryIO
 import click
 from sqlalchemy import Engine
 
+from consumer.config.import_options import ImportOptions
 from consumer.db.engine import unavailable_on_db_fault
 from consumer.errors import SettingsError
 from consumer.jobs.bulk import BulkRow, JobTemplate, insert_jobs
 from consumer.jobs.model import InvalidJob
-from consumer.storage.import_options import ImportOptions
 from consumer.storage.lines import read_lines
 from consumer.storage.rows import FileRejected, Record, csv_header, csv_records, jsonl_records
 from consumer.storage.validate import row_payload

@@ -16,11 +16,11 @@ from email.message import EmailMessage
 from email.utils import formatdate, parseaddr
 from typing import Any
 
+from consumer.config.settings import Settings
 from consumer.errors import Permanent, Retryable
-from consumer.headers import checked_headers
 from consumer.jobs.kinds import JobContext
 from consumer.jobs.model import Job
-from consumer.settings import Settings
+from consumer.wire.headers import checked_headers
 
 DEFAULT_PORTS = {"ssl": 465, "starttls": 587, "none": 25}
 ADDRESS_FIELDS = ("to", "cc", "bcc")

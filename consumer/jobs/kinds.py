@@ -11,10 +11,10 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from consumer.extensions import Functions
+from consumer.config.settings import Settings
 from consumer.jobs.model import Job
-from consumer.registry import live_job_kinds
-from consumer.settings import Settings
+from consumer.pipeline.extensions import Functions
+from consumer.pipeline.registry import live_job_kinds
 
 JobHandler = Callable[["JobContext", Job], Any]
 

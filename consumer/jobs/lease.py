@@ -21,7 +21,7 @@ from types import TracebackType
 from sqlalchemy import Engine
 
 from consumer.jobs.store import JobStore
-from consumer.timeutil import Clock
+from consumer.wire.timeutil import Clock
 
 log = logging.getLogger("consumer.jobs.lease")
 

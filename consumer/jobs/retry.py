@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from consumer import text
+from consumer.wire import text
 
 MAX_ERROR_CHARS = 2000
 MAX_HISTORY = 100

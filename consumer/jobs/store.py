@@ -20,7 +20,7 @@ from consumer.jobs import queries
 from consumer.jobs.kinds import known_kinds
 from consumer.jobs.model import EnqueueResult, Failure, Job, NewJob, Status, UnknownKind, Written
 from consumer.jobs.schema import jobs
-from consumer.timeutil import utcnow
+from consumer.wire.timeutil import utcnow
 
 
 def enqueue(

@@ -19,7 +19,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine
 
-from consumer import metrics
+from consumer.config.settings import Settings
 from consumer.db.engine import unavailable_on_db_fault
 from consumer.errors import Permanent, Unavailable
 from consumer.jobs.kinds import JobContext, JobKinds
@@ -27,8 +27,8 @@ from consumer.jobs.lease import LeaseKeeper
 from consumer.jobs.model import Failure, Job, Written
 from consumer.jobs.retry import describe, next_run_at, with_error
 from consumer.jobs.store import JobStore
-from consumer.settings import Settings
-from consumer.timeutil import Clock, utcnow
+from consumer.observe import metrics
+from consumer.wire.timeutil import Clock, utcnow
 
 log = logging.getLogger("consumer.jobs.sweep")
 FIRST_BATCH = 10

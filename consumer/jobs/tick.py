@@ -1,7 +1,8 @@
 """Tick task ``sweep`` (every 5 minutes by default) and the built-in job kinds.
 
 A sweep that stops on its budget with jobs still due hands the backlog on as continuations
-(``consumer.continuation``), when ``CONSUMER_CONTINUATION_TOPIC`` is set: a tick's sweep fans out
+(``consumer.pipeline.continuation``), when ``CONSUMER_CONTINUATION_TOPIC`` is set: a tick's sweep
+fans out
 up to ``CONSUMER_CONTINUATION_FANOUT`` of them (as many as the backlog needs at this sweep's
 pace), and each continuation's sweep publishes one more while work is left, so at most that many
 chains drain a tick's backlog in parallel on whichever pods receive them."""
@@ -11,13 +12,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from consumer import continuation
-from consumer.context import HandlerContext
-from consumer.events import TickEvent
+from consumer.config.settings import Settings
 from consumer.jobs import email
 from consumer.jobs.sweep import Sweeper, SweepSummary
-from consumer.registry import Registry
-from consumer.settings import Settings
+from consumer.pipeline import continuation
+from consumer.pipeline.context import HandlerContext
+from consumer.pipeline.registry import Registry
+from consumer.wire.events import TickEvent
 
 SWEEP_PERIOD_SECONDS = 300
 

@@ -15,9 +15,9 @@ import logging
 import time
 from collections.abc import Callable
 
-from consumer import continuation
-from consumer.context import HandlerContext
 from consumer.errors import Retryable, Unavailable
+from consumer.pipeline import continuation
+from consumer.pipeline.context import HandlerContext
 
 MIN_RESERVE_SECONDS = 0.5
 RETRY_BEAT_SECONDS = 1.0

@@ -1,7 +1,8 @@
 """A file import that ran out of budget hands the rest on as a continuation (docs/storage.md).
 
 With ``CONSUMER_CONTINUATION_TOPIC`` set, an import that stops on its budget after committing
-progress publishes ONE continuation for the object generation (``consumer.continuation``) and
+progress publishes ONE continuation for the object generation (``consumer.pipeline.continuation``)
+and
 acknowledges its own delivery, instead of answering 503: a nack is redelivered with backoff, and
 each redelivery counts toward the subscription's dead-letter limit even though the inbox refunds
 the attempt. The notification's inbox row ends ``done`` with ``"continuation": KEY`` in its result;
@@ -20,11 +21,11 @@ import logging
 from dataclasses import replace
 from typing import Any
 
-from consumer import continuation
-from consumer.context import HandlerContext
-from consumer.events import StorageEvent, StorageEventType
+from consumer.pipeline import continuation
+from consumer.pipeline.context import HandlerContext
 from consumer.storage.model import StoredObject
 from consumer.storage.store import ProcessedFiles
+from consumer.wire.events import StorageEvent, StorageEventType
 
 log = logging.getLogger("consumer.storage")
 

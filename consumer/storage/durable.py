@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from consumer.context import HandlerContext
 from consumer.errors import Unavailable
+from consumer.pipeline.context import HandlerContext
 
 T = TypeVar("T")
 log = logging.getLogger("consumer.storage")

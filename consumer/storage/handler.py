@@ -12,12 +12,12 @@ import logging
 import uuid
 from typing import Any, NoReturn
 
-from consumer import metrics
-from consumer.context import HandlerContext, LeaseLost
-from consumer.dispatch import Skip
+from consumer.config.storage_rules import Rule, Rules, load_rules
 from consumer.errors import Incomplete, Permanent
-from consumer.events import StorageEvent, StorageEventType
-from consumer.registry import Registry
+from consumer.observe import metrics
+from consumer.pipeline.context import HandlerContext, LeaseLost
+from consumer.pipeline.dispatch import Skip
+from consumer.pipeline.registry import Registry
 from consumer.storage.budget import BudgetExhausted, Pacer
 from consumer.storage.continued import HandedOn, hand_on
 from consumer.storage.durable import durably
@@ -25,9 +25,9 @@ from consumer.storage.import_jobs import import_jobs
 from consumer.storage.model import FINAL, FileResult, FileStatus, StoredObject
 from consumer.storage.processors import FileInput, Processor, Processors, processor_named
 from consumer.storage.reader import ObjectStore, ObjectUnavailable
-from consumer.storage.rules import Rule, Rules, load_rules
 from consumer.storage.store import ProcessedFiles
-from consumer.timeutil import Clock
+from consumer.wire.events import StorageEvent, StorageEventType
+from consumer.wire.timeutil import Clock
 
 log = logging.getLogger("consumer.storage")
 FINALIZE = StorageEventType.OBJECT_FINALIZE

@@ -19,8 +19,8 @@ from collections.abc import Iterator
 
 from sqlalchemy import Connection
 
+from consumer.config.import_options import ImportOptions
 from consumer.jobs.bulk import BulkBatch, JobTemplate, insert_batch
-from consumer.storage.import_options import ImportOptions
 from consumer.storage.lines import read_lines
 from consumer.storage.model import FileResult, FileStatus, Progress
 from consumer.storage.overlap import Overlapped

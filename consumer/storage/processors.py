@@ -21,16 +21,16 @@ from typing import Any, BinaryIO, cast
 
 from sqlalchemy import Connection
 
-from consumer.context import HandlerContext
 from consumer.db.engine import unavailable_on_db_fault
 from consumer.errors import SettingsError
-from consumer.events import StorageEvent
-from consumer.extensions import Functions
-from consumer.registry import Registry
+from consumer.pipeline.context import HandlerContext
+from consumer.pipeline.extensions import Functions
+from consumer.pipeline.registry import Registry
 from consumer.storage.budget import Pacer
 from consumer.storage.durable import durably
 from consumer.storage.model import FileResult, Progress, StoredObject
 from consumer.storage.store import ProcessedFiles
+from consumer.wire.events import StorageEvent
 
 Processor = Callable[["FileInput"], FileResult]
 

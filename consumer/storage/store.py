@@ -14,9 +14,9 @@ from typing import Any
 
 from sqlalchemy import Connection, Update, and_, select, update
 
-from consumer.context import LeaseLost
 from consumer.db import dialect as sql
 from consumer.db.store import Store
+from consumer.pipeline.context import LeaseLost
 from consumer.storage.model import FileRow, FileStatus, Progress, StoredObject
 from consumer.storage.schema import processed_files as files
 

@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from consumer.storage.import_options import ImportOptions
+from consumer.config.import_options import ImportOptions
 
 MAX_ADDRESS_CHARS = 998
 """RFC 5322's line limit: longer is not an address, and is refused before the regex sees it."""

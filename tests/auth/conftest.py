@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from consumer.settings import Settings
+from consumer.config.settings import Settings
 from tests.auth.tokens import ACCOUNT, AUDIENCE, CertsServer, SigningKey
 
 

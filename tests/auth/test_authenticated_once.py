@@ -12,14 +12,14 @@ from typing import Any
 from flask import Flask
 from sqlalchemy import Engine, func, select
 
-from consumer.app import create_app
-from consumer.auth import authenticator_for
-from consumer.bridge import BufferedWsgi
+from consumer.auth.push import authenticator_for
+from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
 from consumer.db.schema import inbox
-from consumer.envelopes_out import wrapped_body
-from consumer.settings import Settings
-from consumer.wsgi import bridged
+from consumer.http.app import create_app
+from consumer.http.bridge import BufferedWsgi
+from consumer.http.wsgi import bridged
+from consumer.wire.envelopes_out import wrapped_body
 
 TOKEN = "pV8sQ2-verification-token-for-the-bridge"
 

@@ -9,11 +9,11 @@ from datetime import UTC, datetime
 import pytest
 from flask.testing import FlaskClient
 
-from consumer.app import create_app
-from consumer.certs import CachedCerts, ttl_from
+from consumer.auth.certs import CachedCerts, ttl_from
+from consumer.auth.oidc import OidcAuthenticator
+from consumer.config.settings import Settings
 from consumer.errors import Forbidden, Unauthorized, Unavailable
-from consumer.oidc import OidcAuthenticator
-from consumer.settings import Settings
+from consumer.http.app import create_app
 from tests.auth.tokens import ACCOUNT, AUDIENCE, CertsServer, SigningKey, claims
 from tests.conftest import Clock
 

@@ -11,11 +11,11 @@ from collections.abc import Mapping
 import pytest
 from flask.testing import FlaskClient
 
-from consumer.certs import CachedCerts
-from consumer.envelopes_out import wrapped_body
+from consumer.auth.certs import CachedCerts
+from consumer.auth.oidc import OidcAuthenticator, Refused
+from consumer.config.settings import Settings
 from consumer.errors import Unauthorized
-from consumer.oidc import OidcAuthenticator, Refused
-from consumer.settings import Settings
+from consumer.wire.envelopes_out import wrapped_body
 from tests.auth.tokens import SigningKey, b64url, claims, segment
 
 REFUSAL = {"outcome": "rejected", "key": "", "error": "missing or invalid token"}

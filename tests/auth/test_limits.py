@@ -13,12 +13,12 @@ import pytest
 from flask.testing import FlaskClient
 from sqlalchemy import func, select
 
-from consumer.app import create_app
+from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
 from consumer.db.migrate import upgrade
 from consumer.db.schema import inbox
-from consumer.envelopes_out import wrapped_body
-from consumer.settings import Settings
+from consumer.http.app import create_app
+from consumer.wire.envelopes_out import wrapped_body
 from tests.conftest import Server
 
 LIMIT = 64 * 1024

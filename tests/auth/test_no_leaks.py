@@ -9,9 +9,9 @@ from collections.abc import Iterator
 import pytest
 from flask import Flask
 
-from consumer.app import create_app
-from consumer.logs import JsonFormatter, redact
-from consumer.settings import Settings
+from consumer.config.settings import Settings
+from consumer.http.app import create_app
+from consumer.observe.logs import JsonFormatter, redact
 from tests.auth.tokens import SigningKey, claims
 
 SECRET = "pV8sQ2-super-secret-push-token-7Kd"

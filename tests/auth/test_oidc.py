@@ -16,8 +16,8 @@ from flask.testing import FlaskClient
 from google.auth import exceptions
 from google.auth import jwt as google_jwt
 
-from consumer.envelopes_out import wrapped_body
-from consumer.oidc import Refused, unverified_header
+from consumer.auth.oidc import Refused, unverified_header
+from consumer.wire.envelopes_out import wrapped_body
 from tests.auth.tokens import AUDIENCE, CertsServer, SigningKey, claims, segment, unsigned
 
 REFUSAL = {"outcome": "rejected", "key": "", "error": "missing or invalid token"}

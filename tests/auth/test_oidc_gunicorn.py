@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from consumer.envelopes_out import wrapped_body
+from consumer.wire.envelopes_out import wrapped_body
 from tests.auth.tokens import ACCOUNT, AUDIENCE, CertsServer, SigningKey, claims
 from tests.conftest import Server
 

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
-from consumer import oidc
-from consumer.certs import CachedCerts
-from consumer.envelopes_out import wrapped_body
-from consumer.oidc import OidcAuthenticator, Refused
+from consumer.auth import oidc
+from consumer.auth.certs import CachedCerts
+from consumer.auth.oidc import OidcAuthenticator, Refused
+from consumer.wire.envelopes_out import wrapped_body
 from tests.auth.tokens import ACCOUNT, AUDIENCE, CertsServer, SigningKey, claims
 
 

@@ -9,8 +9,8 @@ import pytest
 import requests
 from flask.testing import FlaskClient
 
-from consumer.envelopes_out import wrapped_body
-from consumer.settings import Settings
+from consumer.config.settings import Settings
+from consumer.wire.envelopes_out import wrapped_body
 from tests.conftest import Server
 
 TOKEN = "pV8sQ2-legacy-verification-token-7Kd"
@@ -53,7 +53,7 @@ def test_the_token_in_a_header_does_not_count(client: FlaskClient) -> None:
 
 @pytest.mark.slow
 def test_the_token_never_reaches_the_access_log(sqlite_url: str, tmp_path: Path) -> None:
-    """Run the container's command (``--config python:consumer.gunicorn_conf``). A push writes
+    """Run the container's command (``--config python:consumer.http.gunicorn_conf``). A push writes
     its decision line instead of an access line; a GET of /push (405) still writes one."""
     env = {"CONSUMER_DATABASE_URL": sqlite_url, "CONSUMER_PUSH_TOKEN": TOKEN}
     with Server(env, workers=1, output=tmp_path / "out.log") as server:

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from consumer.app import create_app
+from consumer.config.settings import Settings
 from consumer.errors import SettingsError
-from consumer.settings import Settings
+from consumer.http.app import create_app
 from tests.conftest import Server, free_port, gunicorn_command, server_env
 
 NOT_CONFIGURED = "push authentication is not configured"
@@ -69,7 +69,7 @@ def test_each_way_of_authenticating_is_accepted() -> None:
 
 def test_the_cli_refuses_to_serve_without_authentication(tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-c", "from consumer.cli import main; main()", "serve"],
+        [sys.executable, "-c", "from consumer.cli.main import main; main()", "serve"],
         env=server_env({}),
         cwd=tmp_path,
         capture_output=True,

@@ -10,10 +10,10 @@ import pytest
 from flask.testing import FlaskClient
 from sqlalchemy import Engine, func, select
 
-from consumer.app import create_app
+from consumer.config.settings import Settings
 from consumer.db.schema import inbox
-from consumer.envelopes_out import storage_body, wrapped_body
-from consumer.settings import Settings
+from consumer.http.app import create_app
+from consumer.wire.envelopes_out import storage_body, wrapped_body
 
 
 def _with(message: dict[str, Any], **envelope: Any) -> bytes:

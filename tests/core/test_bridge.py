@@ -17,7 +17,7 @@ import pytest
 import requests
 
 from consumer.demo.processes import descendants
-from consumer.envelopes_out import wrapped_body
+from consumer.wire.envelopes_out import wrapped_body
 from tests.conftest import free_port, stop_process, wait_until
 from tests.core.test_serve import clean_env
 

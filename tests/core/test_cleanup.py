@@ -9,14 +9,14 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import Engine, select, update
 
-from consumer.dispatch import Dispatcher
-from consumer.envelope import parse_push
-from consumer.envelopes_out import deploy_body, tick_body
-from consumer.inbox import Inbox, Status
+from consumer.config.settings import Settings
+from consumer.db.inbox import Inbox, Status
 from consumer.jobs import store as jobs_store
 from consumer.jobs.schema import jobs
+from consumer.pipeline.dispatch import Dispatcher
 from consumer.plugins import build_registry
-from consumer.settings import Settings
+from consumer.wire.envelope import parse_push
+from consumer.wire.envelopes_out import deploy_body, tick_body
 from tests.conftest import Clock
 
 FAKE_NOW = datetime(2020, 6, 1, 12, 0, tzinfo=UTC)

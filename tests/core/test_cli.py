@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import requests
 
+from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
-from consumer.inbox import Inbox, Status
-from consumer.settings import Settings
+from consumer.db.inbox import Inbox, Status
 from tests.conftest import Server, free_port, settings_env, stop_process, wait_until
 
 pytestmark = pytest.mark.slow

@@ -9,10 +9,10 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from consumer.cli_context import CliContext, current_cli, local_url, pass_cli
-from consumer.cli_errors import ConsumerGroup
+from consumer.cli.context import CliContext, current_cli, local_url, pass_cli
+from consumer.cli.errors import ConsumerGroup
+from consumer.config.settings import Settings
 from consumer.errors import Permanent
-from consumer.settings import Settings
 
 
 @pytest.fixture(autouse=True)

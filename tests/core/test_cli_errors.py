@@ -12,7 +12,7 @@ import click
 import pytest
 from click.testing import CliRunner, Result
 
-from consumer.cli import main
+from consumer.cli.main import main
 from consumer.db.migrate import upgrade
 
 CLEAN = {k: None for k in os.environ if k.startswith(("CONSUMER_", "DEPLOY_HOOK_"))}
@@ -165,9 +165,9 @@ def test_a_real_process_prints_one_line_and_leaves_no_file(tmp_path: Path) -> No
 
 
 def test_readiness_waits_for_the_head_revision(tmp_path: Path) -> None:
-    from consumer.app import create_app
+    from consumer.config.settings import Settings
     from consumer.db.engine import make_engine
-    from consumer.settings import Settings
+    from consumer.http.app import create_app
 
     url = f"sqlite:///{tmp_path / 'ready.db'}"
     engine = make_engine(url)
@@ -183,9 +183,9 @@ def test_readiness_waits_for_the_head_revision(tmp_path: Path) -> None:
 
 
 def test_readiness_reports_a_database_behind_the_code(tmp_path: Path) -> None:
-    from consumer.app import create_app
+    from consumer.config.settings import Settings
     from consumer.db.engine import make_engine
-    from consumer.settings import Settings
+    from consumer.http.app import create_app
 
     url = f"sqlite:///{tmp_path / 'old.db'}"
     upgrade(url, "0001_inbox")

@@ -9,8 +9,8 @@ from collections.abc import Callable
 import pytest
 from click.testing import CliRunner, Result
 
-from consumer.cli import main
-from consumer.settings import Settings
+from consumer.cli.main import main
+from consumer.config.settings import Settings
 from tests.conftest import Server, free_port, settings_env
 
 pytestmark = pytest.mark.slow

@@ -13,17 +13,17 @@ import pytest
 from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
 
-from consumer.context import HandlerContext
+from consumer.config.settings import Settings
 from consumer.db.engine import make_engine, unavailable_on_db_fault
+from consumer.db.inbox import Inbox, Status
+from consumer.db.inbox_queries import finish
 from consumer.db.prepared import prepared
-from consumer.decisions import Source
-from consumer.dispatch import Dispatcher
 from consumer.errors import Unavailable
-from consumer.events import DeployEvent
-from consumer.inbox import Inbox, Status
-from consumer.inbox_queries import finish
-from consumer.registry import Registry
-from consumer.settings import Settings
+from consumer.pipeline.context import HandlerContext
+from consumer.pipeline.decisions import Source
+from consumer.pipeline.dispatch import Dispatcher
+from consumer.pipeline.registry import Registry
+from consumer.wire.events import DeployEvent
 from tests.core.test_keys import deploy
 
 pytestmark = pytest.mark.postgres

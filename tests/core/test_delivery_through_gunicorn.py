@@ -15,10 +15,10 @@ import pytest
 import requests
 from sqlalchemy import Engine
 
+from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
-from consumer.envelopes_out import deploy_body, storage_body
-from consumer.inbox import Inbox, Status
-from consumer.settings import Settings
+from consumer.db.inbox import Inbox, Status
+from consumer.wire.envelopes_out import deploy_body, storage_body
 from tests.conftest import Server, settings_env, wait_until
 from tests.plugins.effects import effect_rows
 from tests.support.tcpproxy import TcpProxy

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from werkzeug.wrappers import Request
 
-from consumer.environ import wsgi_environ
+from consumer.http.environ import wsgi_environ
 
 
 def scope(*headers: tuple[bytes, bytes]) -> dict[str, object]:

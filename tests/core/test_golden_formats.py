@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from consumer.classify import classify
-from consumer.envelope import parse_push
+from consumer.wire.classify import classify
+from consumer.wire.envelope import parse_push
 
 FORMATS = Path(__file__).parent.parent / "data" / "formats"
 CASES = sorted(path.name.removesuffix(".input.json") for path in FORMATS.glob("*.input.json"))
@@ -54,6 +54,6 @@ def test_stored_form_round_trips(name: str) -> None:
     """The inbox keeps ``to_json``; replay rebuilds the message from it, unchanged."""
     headers, body, _ = load_case(name)
     message = parse_push(headers, body)
-    from consumer.message import PushMessage
+    from consumer.wire.message import PushMessage
 
     assert PushMessage.from_json(json.loads(json.dumps(message.to_json()))) == message

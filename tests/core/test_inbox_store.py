@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import Engine
 
-from consumer.inbox import Inbox, Status
-from consumer.message import PushMessage
+from consumer.db.inbox import Inbox, Status
+from consumer.wire.message import PushMessage
 from tests.conftest import Rollback
 
 NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)

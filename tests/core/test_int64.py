@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
-from consumer.envelope import parse_push
 from consumer.errors import InvalidEnvelope
+from consumer.wire.envelope import parse_push
 
 GOOD = {"messageId": "1", "publishTime": "2024-01-01T00:00:00Z"}
 

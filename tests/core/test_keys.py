@@ -1,4 +1,5 @@
-"""Idempotency keys (consumer.events): distinct events never share a key, and events whose names
+"""Idempotency keys (consumer.wire.events): distinct events never share a key, and events whose
+names
 contain no escaped character keep exactly the keys a deployed inbox already holds."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from urllib.parse import unquote
 from hypothesis import given
 from hypothesis import strategies as st
 
-from consumer.events import (
+from consumer.wire.events import (
     DeployEvent,
     Event,
     OtherEvent,
@@ -18,8 +19,8 @@ from consumer.events import (
     TickEvent,
     escape,
 )
-from consumer.message import PushMessage
-from consumer.schedule import Every
+from consumer.wire.message import PushMessage
+from consumer.wire.schedule import Every
 
 WHEN = datetime(2026, 11, 30, 12, 5, tzinfo=UTC)
 # Names made mostly of the characters that matter, so collisions would be found if they existed.

@@ -9,7 +9,7 @@ import multiprocessing
 import time
 from multiprocessing.connection import Connection
 
-from consumer.large_slot import SlotTimeout, large_body_slot
+from consumer.http.large_slot import SlotTimeout, large_body_slot
 
 HOLD_SECONDS = 1.5
 

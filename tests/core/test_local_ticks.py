@@ -9,9 +9,9 @@ from itertools import pairwise
 
 import pytest
 
+from consumer.config.settings import Settings
 from consumer.plugins import build_registry
-from consumer.schedule import Every
-from consumer.settings import Settings
+from consumer.wire.schedule import Every
 from triggers.local.scheduler import next_round
 from triggers.local.stack import stack_env
 

@@ -12,12 +12,12 @@ from datetime import datetime
 import pytest
 from sqlalchemy import Engine
 
-from consumer import tracing
-from consumer.app import create_app
-from consumer.envelopes_out import tick_body
-from consumer.logs import JsonFormatter, SkipDecidedRequests, TextFormatter, resolve_format
-from consumer.settings import Settings
-from consumer.tracing import Trace
+from consumer.config.settings import Settings
+from consumer.http.app import create_app
+from consumer.observe import tracing
+from consumer.observe.logs import JsonFormatter, SkipDecidedRequests, TextFormatter, resolve_format
+from consumer.observe.tracing import Trace
+from consumer.wire.envelopes_out import tick_body
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 TRACE_FIELD = "logging.googleapis.com/trace"

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import requests
 
-from consumer.envelopes_out import tick_body
+from consumer.wire.envelopes_out import tick_body
 from tests.conftest import Server
 
 pytestmark = pytest.mark.slow

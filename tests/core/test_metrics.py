@@ -6,9 +6,9 @@ from flask.testing import FlaskClient
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import Engine
 
-from consumer.app import create_app
-from consumer.envelopes_out import tick_body, wrapped_body
-from consumer.settings import Settings
+from consumer.config.settings import Settings
+from consumer.http.app import create_app
+from consumer.wire.envelopes_out import tick_body, wrapped_body
 
 
 def decisions(client: FlaskClient, **labels: str) -> float:

@@ -12,14 +12,14 @@ import pytest
 from prometheus_client import generate_latest
 from sqlalchemy import Engine
 
-from consumer.certs import CachedCerts
-from consumer.dispatch import Dispatcher
-from consumer.envelope import Limits, parse_wrapped
-from consumer.envelopes_out import deploy_body
+from consumer.auth.certs import CachedCerts
+from consumer.config.settings import Settings
 from consumer.errors import Unavailable
-from consumer.metrics import process_registry
+from consumer.observe.metrics import process_registry
+from consumer.pipeline.dispatch import Dispatcher
 from consumer.plugins import build_registry
-from consumer.settings import Settings
+from consumer.wire.envelope import Limits, parse_wrapped
+from consumer.wire.envelopes_out import deploy_body
 from tests.conftest import free_port
 from tests.core.metrics_text import total
 

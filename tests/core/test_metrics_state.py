@@ -11,15 +11,15 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from sqlalchemy import Engine, update
 
-from consumer import metrics_state
-from consumer.app import create_app
+from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
-from consumer.envelopes_out import tick_body, wrapped_body
+from consumer.http.app import create_app
 from consumer.jobs.schema import jobs
 from consumer.jobs.store import enqueue
-from consumer.metrics_state import StateCollector
-from consumer.settings import Settings
-from consumer.timeutil import utcnow
+from consumer.observe import state as metrics_state
+from consumer.observe.state import StateCollector
+from consumer.wire.envelopes_out import tick_body, wrapped_body
+from consumer.wire.timeutil import utcnow
 from tests.core.metrics_text import total
 from tests.jobs import kinds_plugin
 

@@ -12,8 +12,8 @@ import requests
 from sqlalchemy import Engine
 
 from consumer.db.engine import make_engine
-from consumer.envelopes_out import tick_body
 from consumer.jobs.store import enqueue
+from consumer.wire.envelopes_out import tick_body
 from tests.conftest import Server
 from tests.core.metrics_text import total
 from tests.jobs import kinds_plugin

@@ -13,8 +13,8 @@ from consumer.db.engine import make_engine
 from consumer.db.schema import metadata
 
 ENTRY_POINTS = {
-    "consumer.wsgi",
-    "consumer.gunicorn_conf",
+    "consumer.http.wsgi",
+    "consumer.http.gunicorn_conf",
     "consumer.__main__",
 }  # they act on import
 

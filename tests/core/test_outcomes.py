@@ -11,12 +11,12 @@ import pytest
 from flask.testing import FlaskClient
 from sqlalchemy import Engine
 
-from consumer.app import create_app
-from consumer.envelopes_out import deploy_body, storage_body, tick_body, wrapped_body
-from consumer.inbox import Inbox, Status
+from consumer.config.settings import Settings
+from consumer.db.inbox import Inbox, Status
+from consumer.http.app import create_app
 from consumer.plugins import build_registry
-from consumer.replay import NotReplayable, replay
-from consumer.settings import Settings
+from consumer.sources.replay import NotReplayable, replay
+from consumer.wire.envelopes_out import deploy_body, storage_body, tick_body, wrapped_body
 from tests.conftest import Clock
 from tests.plugins.effects import effect_rows
 
@@ -79,8 +79,8 @@ def test_running_elsewhere_is_409_until_the_lease_expires(
 ) -> None:
     body = deploy_body("web", "r2")
     message = json.loads(json.dumps(body))
-    from consumer.classify import classify
-    from consumer.envelope import parse_push
+    from consumer.wire.classify import classify
+    from consumer.wire.envelope import parse_push
 
     event = classify(parse_push({}, json.dumps(message).encode()), lambda _: 60)
     lease = timedelta(seconds=effect_settings.lease_seconds)
@@ -180,8 +180,8 @@ def test_replay_of_an_unroutable_event_runs_once_a_handler_exists(
 
 def stored_dead(engine: Engine, body: dict[str, Any], when: datetime, period: int = 60) -> str:
     """Record ``body``'s event dead, as a delivery whose handler failed for good would; its key."""
-    from consumer.classify import classify
-    from consumer.envelope import parse_push
+    from consumer.wire.classify import classify
+    from consumer.wire.envelope import parse_push
 
     message = parse_push({}, json.dumps(body).encode())
     event = classify(message, lambda _: period)
@@ -196,7 +196,7 @@ def test_a_tick_whose_schedule_changed_is_not_replayed_under_another_key(
 ) -> None:
     """Its slot, and so its key, would differ: the replay is refused and the row kept as it was.
     Under the schedule it was recorded with, the same replay runs."""
-    from consumer.schedule import Every
+    from consumer.wire.schedule import Every
 
     now = datetime.now(UTC)  # replay runs on the real clock
     if now.minute == 0:
@@ -295,8 +295,8 @@ def claim_elsewhere(engine: Engine, body: dict[str, Any], clock: Clock, **messag
     """Claim the event of ``body`` as another delivery would (live lease), as ``message`` says."""
     from dataclasses import replace
 
-    from consumer.classify import classify
-    from consumer.envelope import parse_push
+    from consumer.wire.classify import classify
+    from consumer.wire.envelope import parse_push
 
     event = classify(parse_push({}, json.dumps(body).encode()), lambda _: 60)
     running = replace(event.message, **message)
@@ -327,7 +327,7 @@ def test_a_copy_of_an_event_running_from_a_hook_is_nacked(
     client: FlaskClient, engine: Engine, clock: Clock
 ) -> None:
     """Nobody redelivers a hook's request if its pod dies: every copy must stay alive."""
-    from consumer.message import Format
+    from consumer.wire.message import Format
 
     body = deploy_body("web", "r10", message_id="copy-1")
     claim_elsewhere(engine, body, clock, message_id="hook-1", format=Format.DEPLOY_HOOK)

@@ -12,13 +12,13 @@ import psycopg
 import pytest
 from sqlalchemy import Engine, text
 
+from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
 from consumer.db.pinned import PinnedConnections
-from consumer.decisions import Source
-from consumer.dispatch import Dispatcher
-from consumer.events import DeployEvent
-from consumer.registry import Registry
-from consumer.settings import Settings
+from consumer.pipeline.decisions import Source
+from consumer.pipeline.dispatch import Dispatcher
+from consumer.pipeline.registry import Registry
+from consumer.wire.events import DeployEvent
 from tests.core.test_dead_connections import end_other_backends
 from tests.core.test_keys import deploy
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine
 
-from consumer.dispatch import Dispatcher
+from consumer.config.settings import Settings
+from consumer.pipeline.dispatch import Dispatcher
 from consumer.plugins import build_registry
-from consumer.pull import PullConsumer
-from consumer.settings import Settings
+from consumer.sources.pull import PullConsumer
 from tests.plugins.effects import effect_rows
 from triggers.local import stack
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from consumer.settings_doc import BEGIN, END, markdown_table
+from consumer.config.doc import BEGIN, END, markdown_table
 
 README = Path(__file__).parents[2] / "README.md"
 

@@ -14,15 +14,15 @@ import pytest
 from sqlalchemy import Engine
 
 import consumer
-from consumer.dispatch import Dispatcher
+from consumer.config.settings import Settings
+from consumer.db.inbox import Inbox, Status
 from consumer.errors import AlreadyRegistered, SettingsError
-from consumer.events import OtherEvent
-from consumer.inbox import Inbox, Status
-from consumer.message import CloudEventMeta, Format, PushMessage
+from consumer.pipeline.dispatch import Dispatcher
+from consumer.pipeline.registry import Registry
 from consumer.plugins import build_registry
-from consumer.registry import Registry
-from consumer.schedule import Every
-from consumer.settings import Settings
+from consumer.wire.events import OtherEvent
+from consumer.wire.message import CloudEventMeta, Format, PushMessage
+from consumer.wire.schedule import Every
 
 
 def message(cloudevent_type: str = "", **attributes: str) -> PushMessage:
@@ -125,7 +125,7 @@ def test_messages_and_cloudevents_reach_plugin_handlers(settings: Settings, engi
 
 def test_core_modules_do_not_import_the_features() -> None:
     code = (
-        "import sys, consumer.registry, consumer.dispatch, consumer.errors\n"
+        "import sys, consumer.pipeline.registry, consumer.pipeline.dispatch, consumer.errors\n"
         "features = [m for m in sys.modules if m.startswith("
         "('consumer.jobs', 'consumer.storage', 'consumer.deploy', 'flask'))]\n"
         "assert not features, features"
@@ -135,9 +135,9 @@ def test_core_modules_do_not_import_the_features() -> None:
 
 
 def test_public_api_and_old_import_paths() -> None:
-    from consumer.context import LeaseLost as context_lease_lost
-    from consumer.dispatch import Skip as dispatch_skip
-    from consumer.replay import NotReplayable as replay_not_replayable
+    from consumer.pipeline.context import LeaseLost as context_lease_lost
+    from consumer.pipeline.dispatch import Skip as dispatch_skip
+    from consumer.sources.replay import NotReplayable as replay_not_replayable
 
     assert dispatch_skip is consumer.errors.Skip and context_lease_lost is consumer.LeaseLost
     assert replay_not_replayable is consumer.NotReplayable

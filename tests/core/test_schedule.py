@@ -1,4 +1,5 @@
-"""Schedule arithmetic (consumer.schedule): slots, previous fire times, daylight saving, staleness,
+"""Schedule arithmetic (consumer.wire.schedule): slots, previous fire times, daylight saving,
+staleness,
 future refusal, the settings syntax, and the start-up errors for bad schedules. Pure: no I/O."""
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from cronsim import CronSim
 from hypothesis import given
 from hypothesis import strategies as st
 
+from consumer.config.settings import Settings
 from consumer.errors import SettingsError
-from consumer.registry import Registry
-from consumer.schedule import (
+from consumer.pipeline.registry import Registry
+from consumer.wire.schedule import (
     Cron,
     Every,
     future_reason,
@@ -23,7 +25,6 @@ from consumer.schedule import (
     parse_overrides,
     stale_reason,
 )
-from consumer.settings import Settings
 
 MADRID = ZoneInfo("Europe/Madrid")
 

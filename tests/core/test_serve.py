@@ -17,7 +17,7 @@ import requests
 
 from consumer.db.engine import make_engine
 from consumer.demo.processes import descendants
-from consumer.envelopes_out import wrapped_body
+from consumer.wire.envelopes_out import wrapped_body
 from tests.conftest import free_port, server_env, stop_process, wait_until
 from tests.plugins.effects import effect_rows
 
@@ -93,9 +93,9 @@ def test_a_bad_setting_is_one_line_and_a_nonzero_exit(
     env = clean_env(tmp_path, CONSUMER_LOCAL_MODE="true", **{variable: value})
     for command in (
         [*CONSUMER, "serve", "--local"],
-        [sys.executable, "-m", "gunicorn", "--config", "python:consumer.gunicorn_conf",
-         "consumer.wsgi:asgi()"],
-        [sys.executable, "-c", "import consumer.wsgi as w; w.asgi()"],
+        [sys.executable, "-m", "gunicorn", "--config", "python:consumer.http.gunicorn_conf",
+         "consumer.http.wsgi:asgi()"],
+        [sys.executable, "-c", "import consumer.http.wsgi as w; w.asgi()"],
     ):  # fmt: skip
         result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
         assert result.returncode != 0, command

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from consumer.config.env import builtin_catalog
+from consumer.config.parse import names, periods
+from consumer.config.settings import Settings
 from consumer.errors import SettingsError
-from consumer.schedule import Every
-from consumer.settings import Settings
-from consumer.settings_env import builtin_catalog
-from consumer.settings_parse import names, periods
+from consumer.wire.schedule import Every
 
 
 def test_defaults_need_an_explicit_choice_of_authentication() -> None:

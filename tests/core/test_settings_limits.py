@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from consumer.config.env import builtin_catalog
+from consumer.config.parse import whole
+from consumer.config.settings import Settings
 from consumer.errors import SettingsError
-from consumer.settings import Settings
-from consumer.settings_env import builtin_catalog
-from consumer.settings_parse import whole
 
 RANGES = {
     name: s.metadata["within"] for name, (_, s) in builtin_catalog().items() if s.metadata["within"]

@@ -12,14 +12,14 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import Engine
 
-from consumer.app import create_app
-from consumer.cli import main
-from consumer.envelopes_out import tick_body
+from consumer.cli.main import main
+from consumer.config.fields import setting
+from consumer.config.settings import Section, Settings
 from consumer.errors import AlreadyRegistered, SettingsError
+from consumer.http.app import create_app
+from consumer.pipeline.registry import Registry
 from consumer.plugins import build_registry
-from consumer.registry import Registry
-from consumer.settings import Section, Settings
-from consumer.settings_fields import setting
+from consumer.wire.envelopes_out import tick_body
 from tests.plugins.billing import BillingSettings
 
 PLUGIN = {"CONSUMER_LOCAL_MODE": "true", "CONSUMER_PLUGINS": "tests.plugins.billing"}

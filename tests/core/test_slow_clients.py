@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from consumer.envelopes_out import tick_body
+from consumer.wire.envelopes_out import tick_body
 from tests.conftest import free_port, stop_process, wait_until
 from tests.core.test_serve import clean_env
 from tests.deploy_artifacts.artifacts import dockerfile, image_command

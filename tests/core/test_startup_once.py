@@ -1,6 +1,6 @@
 """Start-up does its work once per process: each plugin's ``register`` (counted by
 ``tests.plugins.counted``), the settings' validation and the push authenticator, whichever entry
-point starts the process: ``consumer.wsgi:asgi()``, ``consumer.wsgi:app()`` under the
+point starts the process: ``consumer.http.wsgi:asgi()``, ``consumer.http.wsgi:app()`` under the
 production worker, ``consumer serve``, the CLI's context."""
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ import pytest
 import requests
 from click.testing import CliRunner
 
-from consumer import app as app_module
-from consumer import serve, wsgi
-from consumer.cli import main
-from consumer.cli_context import CliContext
+from consumer.cli.context import CliContext
+from consumer.cli.main import main
+from consumer.config.settings import Settings
 from consumer.errors import SettingsError
+from consumer.http import app as app_module
+from consumer.http import serve, wsgi
 from consumer.plugins import build_registry
-from consumer.settings import Settings
 from tests.conftest import Server, free_port, server_env, settings_env, wait_until
 from tests.plugins import counted
 
@@ -93,7 +93,8 @@ def test_an_asgi_worker_starts_once(calls: Counter[str]) -> None:
 
 
 def test_a_plain_app_under_the_production_worker_starts_once(calls: Counter[str]) -> None:
-    """``consumer.worker`` puts ``consumer.wsgi:app()`` behind the bridge with ``bridged``."""
+    """``consumer.http.worker`` puts ``consumer.http.wsgi:app()`` behind the bridge with
+    ``bridged``."""
     before = len(counted.registered)
     wsgi.bridged(wsgi.app())
     assert {**calls, "registers": registers_since(before)} == ONCE
@@ -146,11 +147,12 @@ def wait_for_processes(log: Path, count: int) -> dict[int, int]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("app", ["consumer.wsgi:asgi()", "consumer.wsgi:app()"])
+@pytest.mark.parametrize("app", ["consumer.http.wsgi:asgi()", "consumer.http.wsgi:app()"])
 def test_each_process_of_gunicorn_registers_once(
     env: dict[str, str], start_server: Callable[..., Server], tmp_path: Path, app: str
 ) -> None:
-    """The container's command: the arbiter reads the settings (``consumer.gunicorn_conf``), then
+    """The container's command: the arbiter reads the settings (``consumer.http.gunicorn_conf``),
+    then
     each worker reads them and loads the plugins, once, its own."""
     log = tmp_path / "registered"
     server = start_server({**env, counted.LOG_ENV: str(log)}, workers=2, app=app)

@@ -10,15 +10,15 @@ import pytest
 from flask.testing import FlaskClient
 from sqlalchemy import Engine, func, select
 
-from consumer.app import create_app
-from consumer.context import HandlerContext
+from consumer.config.settings import Settings
+from consumer.db.inbox import Inbox
 from consumer.db.schema import inbox
-from consumer.envelopes_out import tick_body
-from consumer.events import TickEvent
-from consumer.inbox import Inbox
+from consumer.http.app import create_app
+from consumer.pipeline.context import HandlerContext
+from consumer.pipeline.registry import Registry
 from consumer.plugins import build_registry
-from consumer.registry import Registry
-from consumer.settings import Settings
+from consumer.wire.envelopes_out import tick_body
+from consumer.wire.events import TickEvent
 from tests.conftest import Clock
 from tests.plugins.effects import effect_rows, record
 

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 import requests
 
+from consumer.config.settings import DEFAULT_MAX_BODY_BYTES
 from consumer.demo.processes import descendants
-from consumer.settings import DEFAULT_MAX_BODY_BYTES
 from tests.conftest import free_port, stop_process, wait_until
 from tests.core.test_serve import clean_env
 

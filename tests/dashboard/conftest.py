@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine
 
+from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
-from consumer.settings import Settings
 from tests.conftest import Server, settings_env
 from tests.dashboard.data import PLUGIN, Seeded, seed
 
 TOKEN = "dashboard-admin-token-for-tests"
 APP = "consumer.dashboard.wsgi:app()"
 DASHBOARD_WORKER = "sync"
-"""What ``consumer dashboard`` runs its WSGI app on (``consumer.dashboard.cli``)."""
+"""What ``consumer dashboard`` runs its WSGI app on (``consumer.cli.dashboard``)."""
 
 
 @dataclass(frozen=True)

@@ -8,20 +8,20 @@ from datetime import timedelta
 
 from sqlalchemy import Engine
 
+from consumer.config.settings import Settings
 from consumer.deploy.report import TargetResult, WarmReport
 from consumer.deploy.runs import WarmRuns
-from consumer.dispatch import Dispatcher
-from consumer.envelope import Limits, parse_wrapped
-from consumer.envelopes_out import deploy_body, tick_body
-from consumer.events import DeployEvent
 from consumer.jobs import store
-from consumer.message import PushMessage
-from consumer.outcomes import Kind
+from consumer.pipeline.dispatch import Dispatcher
 from consumer.plugins import build_registry
-from consumer.settings import Settings
 from consumer.storage.model import FileStatus, Progress, StoredObject
 from consumer.storage.store import ProcessedFiles
-from consumer.timeutil import utcnow
+from consumer.wire.envelope import Limits, parse_wrapped
+from consumer.wire.envelopes_out import deploy_body, tick_body
+from consumer.wire.events import DeployEvent
+from consumer.wire.message import PushMessage
+from consumer.wire.outcomes import Kind
+from consumer.wire.timeutil import utcnow
 
 PLUGIN = "tests.dashboard.plugin"
 DEAD_RELEASES = ("r1", "r2")

@@ -14,15 +14,15 @@ import os
 from pathlib import Path
 from typing import Any
 
-from consumer.context import HandlerContext
 from consumer.deploy.report import TargetResult, WarmReport
 from consumer.deploy.runs import WarmRuns
 from consumer.errors import Permanent
-from consumer.events import DeployEvent, TickEvent
 from consumer.jobs import Job
 from consumer.jobs.kinds import JobContext
-from consumer.registry import Registry
-from consumer.timeutil import utcnow
+from consumer.pipeline.context import HandlerContext
+from consumer.pipeline.registry import Registry
+from consumer.wire.events import DeployEvent, TickEvent
+from consumer.wire.timeutil import utcnow
 
 
 def on_deploy(context: HandlerContext, event: DeployEvent) -> dict[str, Any]:

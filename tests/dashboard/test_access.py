@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 import requests
 
+from consumer.config.settings import Settings
 from consumer.dashboard.access import CSRF_COOKIE, Access
 from consumer.dashboard.app import create_dashboard
 from consumer.errors import SettingsError
 from consumer.jobs import store
-from consumer.settings import Settings
 from tests.conftest import Server
 from tests.dashboard.conftest import APP, DASHBOARD_WORKER, TOKEN
 from tests.dashboard.iap_keys import AUDIENCE, IapKey, key_server

@@ -7,16 +7,16 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import Engine, event
 
+from consumer.config.settings import Settings
 from consumer.dashboard import queries
 from consumer.dashboard.app import create_dashboard
-from consumer.inbox import Inbox, Status
+from consumer.db.inbox import Inbox, Status
 from consumer.jobs import store
 from consumer.jobs.model import Status as JobStatus
 from consumer.jobs.schema import jobs
 from consumer.jobs.store import JobStore
 from consumer.plugins import build_registry
-from consumer.settings import Settings
-from consumer.timeutil import floor_to_period, utcnow
+from consumer.wire.timeutil import floor_to_period, utcnow
 from tests.dashboard.data import PLUGIN, seed
 
 

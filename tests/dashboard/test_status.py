@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
+from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
-from consumer.settings import Settings
 from tests.dashboard.data import PLUGIN, seed
 
 SCREEN_LINES = 40

@@ -5,10 +5,10 @@
 
 from __future__ import annotations
 
-from consumer.context import HandlerContext
 from consumer.deploy import TargetResult, WarmReport, warmers_of
-from consumer.events import DeployEvent
-from consumer.registry import Registry
+from consumer.pipeline.context import HandlerContext
+from consumer.pipeline.registry import Registry
+from consumer.wire.events import DeployEvent
 
 calls: list[tuple[str, str]] = []
 

@@ -17,9 +17,9 @@ import pytest
 import requests
 import yaml
 
+from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
-from consumer.inbox import Inbox, Status
-from consumer.settings import Settings
+from consumer.db.inbox import Inbox, Status
 from tests.conftest import Server, free_port, settings_env
 from tests.deploy.conftest import SECRET
 from tests.deploy.targets import TargetServer

@@ -14,14 +14,14 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from sqlalchemy import Engine, func, select
 
-from consumer.app import create_app
+from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
+from consumer.db.inbox import Inbox
 from consumer.deploy.hook import HOOK_MAX_BYTES
 from consumer.deploy.runs import warm_runs
 from consumer.deploy.signature import SIGNATURE_HEADER, TIMESTAMP_HEADER, signed_headers
-from consumer.envelopes_out import deploy_body
-from consumer.inbox import Inbox
-from consumer.settings import Settings
+from consumer.http.app import create_app
+from consumer.wire.envelopes_out import deploy_body
 from tests.deploy.conftest import OLD_SECRET, SECRET
 from tests.deploy.targets import TargetServer
 

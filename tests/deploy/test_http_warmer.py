@@ -11,14 +11,14 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
-from consumer.context import HandlerContext
+from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
 from consumer.deploy.http_warmer import HttpWarmer
 from consumer.deploy.report import WarmReport
-from consumer.envelope import Limits, parse_wrapped
-from consumer.envelopes_out import deploy_body
-from consumer.events import DeployEvent
-from consumer.settings import Settings
+from consumer.pipeline.context import HandlerContext
+from consumer.wire.envelope import Limits, parse_wrapped
+from consumer.wire.envelopes_out import deploy_body
+from consumer.wire.events import DeployEvent
 from tests.deploy.targets import TargetServer, sitemap, sitemap_index
 
 EVENT = DeployEvent("web", "v1", message=parse_wrapped(deploy_body("web", "v1"), Limits()))

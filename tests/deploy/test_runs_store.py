@@ -10,8 +10,8 @@ from sqlalchemy import Engine
 
 from consumer.deploy.report import TargetResult, WarmReport
 from consumer.deploy.runs import WarmRuns
-from consumer.events import DeployEvent
-from consumer.message import PushMessage
+from consumer.wire.events import DeployEvent
+from consumer.wire.message import PushMessage
 from tests.conftest import Rollback
 
 NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from consumer.config.settings import Settings
 from consumer.deploy.http_fetch import HttpPolicy
 from consumer.errors import SettingsError
-from consumer.settings import Settings
 
 BASE = {"CONSUMER_LOCAL_MODE": "true"}
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import Engine, text
 
+from consumer.config.settings import Settings
 from consumer.deploy.runs import WarmRuns
-from consumer.dispatch import Dispatcher
-from consumer.envelope import Limits, parse_wrapped
-from consumer.envelopes_out import deploy_body
-from consumer.events import DeployEvent
+from consumer.pipeline.dispatch import Dispatcher
 from consumer.plugins import build_registry
-from consumer.settings import Settings
+from consumer.wire.envelope import Limits, parse_wrapped
+from consumer.wire.envelopes_out import deploy_body
+from consumer.wire.events import DeployEvent
 from tests.deploy.targets import TargetServer
 
 

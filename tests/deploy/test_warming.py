@@ -11,15 +11,15 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
+from consumer.config.settings import Settings
+from consumer.db.inbox import Inbox, Status
 from consumer.deploy import warmers_of
 from consumer.deploy.runs import WarmRuns
-from consumer.dispatch import Dispatcher
-from consumer.envelope import Limits, parse_wrapped
-from consumer.envelopes_out import deploy_body, wrapped_body
-from consumer.inbox import Inbox, Status
-from consumer.message import PushMessage
+from consumer.pipeline.dispatch import Dispatcher
 from consumer.plugins import build_registry
-from consumer.settings import Settings
+from consumer.wire.envelope import Limits, parse_wrapped
+from consumer.wire.envelopes_out import deploy_body, wrapped_body
+from consumer.wire.message import PushMessage
 from tests.conftest import Clock
 from tests.deploy import plugin
 from tests.deploy.targets import TargetServer

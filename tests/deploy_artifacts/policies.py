@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from consumer.settings import Settings
+from consumer.config.settings import Settings
 from tests.deploy_artifacts.artifacts import (
     SERVING_KINDS,
     Doc,

@@ -15,13 +15,13 @@ from zoneinfo import ZoneInfo
 import pytest
 from cronsim import CronSim
 
-from consumer.classify import classify
-from consumer.envelope import parse_push
-from consumer.envelopes_out import wrapped_body
-from consumer.events import TickEvent
+from consumer.config.settings import Settings
 from consumer.plugins import build_registry
-from consumer.schedule import Cron, Every, Schedule
-from consumer.settings import Settings
+from consumer.wire.classify import classify
+from consumer.wire.envelope import parse_push
+from consumer.wire.envelopes_out import wrapped_body
+from consumer.wire.events import TickEvent
+from consumer.wire.schedule import Cron, Every, Schedule
 from tests.deploy_artifacts.artifacts import TERRAFORM, Doc, config_env, one, pod_spec
 from tests.deploy_artifacts.terraform import Module, evaluate
 from tests.deploy_artifacts.timing import Chain, gather, problems, service_settings
@@ -262,7 +262,7 @@ def test_configmap_holds_only_settings_the_service_knows(docs: list[Doc]) -> Non
 
 def test_ingress_exposes_exactly_the_services_post_routes(docs: list[Doc], tmp_path: Path) -> None:
     """Every entry a trigger calls is reachable; health, readiness and metrics stay internal."""
-    from consumer.app import create_app
+    from consumer.http.app import create_app
 
     app = create_app(Settings(local_mode=True, database_url=f"sqlite:///{tmp_path / 'c.db'}"))
     posts = {rule.rule for rule in app.url_map.iter_rules() if "POST" in (rule.methods or ())}

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from consumer.config.settings import Settings
 from consumer.dashboard.access import Access
-from consumer.settings import Settings
 from tests.deploy_artifacts.artifacts import Doc, config_env, find, one, pod_spec
 from tests.deploy_artifacts.conftest import rendered_overlay
 

@@ -67,8 +67,8 @@ def test_entrypoint_is_gunicorn_configured_from_the_settings() -> None:
     assert command == [
         "gunicorn",
         "--config",
-        "python:consumer.gunicorn_conf",
-        "consumer.wsgi:asgi()",  # gunicorn's asyncio worker (consumer.worker) serves it
+        "python:consumer.http.gunicorn_conf",
+        "consumer.http.wsgi:asgi()",  # gunicorn's asyncio worker (consumer.http.worker) serves it
     ]
     assert not any(word in " ".join(command) for word in ("upgrade", "alembic", "migrate"))
 

@@ -1,4 +1,5 @@
-"""consumer.gunicorn_conf: its values come from the settings, its hooks keep multiprocess metrics
+"""consumer.http.gunicorn_conf: its values come from the settings, its hooks keep multiprocess
+metrics
 honest, and ``consumer serve`` uses it too, so the image and the CLI cannot disagree."""
 
 from __future__ import annotations
@@ -10,9 +11,9 @@ from types import ModuleType, SimpleNamespace
 
 import pytest
 
-from consumer.gunicorn_options import WORKER_CLASS
-from consumer.serve import Server
-from consumer.settings import Settings
+from consumer.config.settings import Settings
+from consumer.http.gunicorn_options import WORKER_CLASS
+from consumer.http.serve import Server
 
 
 @pytest.fixture
@@ -32,9 +33,9 @@ def conf(clean_env: pytest.MonkeyPatch, tmp_path: Path) -> ModuleType:
     monkeypatch.setenv("CONSUMER_ACK_DEADLINE_SECONDS", "45")
     monkeypatch.setenv("CONSUMER_BIND", "127.0.0.1:9999")
     monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path / "prometheus"))
-    import consumer.gunicorn_conf
+    import consumer.http.gunicorn_conf
 
-    return importlib.reload(consumer.gunicorn_conf)
+    return importlib.reload(consumer.http.gunicorn_conf)
 
 
 def test_values_follow_the_settings(conf: ModuleType) -> None:
@@ -47,10 +48,10 @@ def test_invalid_settings_stop_gunicorn_at_start(
     clean_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     clean_env.setenv("CONSUMER_ACK_DEADLINE_SECONDS", "5")
-    import consumer.gunicorn_conf
+    import consumer.http.gunicorn_conf
 
     with pytest.raises(SystemExit) as stopped:
-        importlib.reload(consumer.gunicorn_conf)
+        importlib.reload(consumer.http.gunicorn_conf)
     assert stopped.value.code == 2
     assert "CONSUMER_ACK_DEADLINE_SECONDS" in capsys.readouterr().err
 
@@ -79,7 +80,7 @@ def test_child_exit_drops_the_dead_workers_live_gauges(conf: ModuleType, tmp_pat
 
 
 def test_values_follow_the_settings_with_the_watchdog_worker(conf: ModuleType) -> None:
-    assert conf.worker_class == WORKER_CLASS == "consumer.worker.ConsumerWorker"
+    assert conf.worker_class == WORKER_CLASS == "consumer.http.worker.ConsumerWorker"
 
 
 def test_consumer_serve_resolves_what_the_config_module_does(conf: ModuleType) -> None:

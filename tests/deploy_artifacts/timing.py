@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from consumer.settings import Settings
+from consumer.config.settings import Settings
 from tests.deploy_artifacts.artifacts import (
     Doc,
     config_env,
@@ -109,7 +109,7 @@ def problems(chain: Chain) -> list[str]:
         (
             # Its watchdog is what ends a request at gunicorn's timeout (threads keep the
             # asyncio worker's heartbeat going, so gunicorn alone would not).
-            c.worker_class == "consumer.worker.ConsumerWorker",
+            c.worker_class == "consumer.http.worker.ConsumerWorker",
             "the image's gunicorn worker has no request watchdog",
         ),
         (c.lease > c.gunicorn_timeout, "inbox lease does not outlive gunicorn's timeout"),

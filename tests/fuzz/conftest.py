@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 from flask import Flask
 
-from consumer.app import create_app
-from consumer.context import HandlerContext
+from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
 from consumer.db.migrate import upgrade
-from consumer.registry import Registry
-from consumer.settings import Settings
+from consumer.http.app import create_app
+from consumer.pipeline.context import HandlerContext
+from consumer.pipeline.registry import Registry
 from tests.conftest import migrated_postgres_database
 
 

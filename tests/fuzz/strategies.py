@@ -12,7 +12,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from consumer.envelope import CLOUDEVENT_TYPES
+from consumer.wire.envelope import CLOUDEVENT_TYPES
 
 JSON: st.SearchStrategy[Any] = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),

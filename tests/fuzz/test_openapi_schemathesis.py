@@ -1,4 +1,4 @@
-"""schemathesis against ``consumer/openapi.yaml`` and the live app (WSGI, a real SQLite database):
+"""schemathesis against ``consumer/http/openapi.yaml`` and the live app (WSGI, a real SQLite database):
 no 500, and every response matches the description (status, content type, body schema, headers).
 
 Positive and negative cases. Two of schemathesis's checks are left out on purpose: the push
@@ -21,7 +21,7 @@ from schemathesis import checks
 from werkzeug.test import TestResponse
 
 from consumer.deploy.signature import signed_headers
-from consumer.openapi import text
+from consumer.http.openapi import text
 from tests.fuzz.conftest import fuzz_app
 
 CHECKS = [

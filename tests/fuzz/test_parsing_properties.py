@@ -11,11 +11,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from consumer.classify import classify
-from consumer.envelope import Limits, parse_push
 from consumer.errors import InvalidEnvelope, InvalidEvent
-from consumer.message import CloudEventMeta, PushMessage
-from consumer.registry import Registry
+from consumer.pipeline.registry import Registry
+from consumer.wire.classify import classify
+from consumer.wire.envelope import Limits, parse_push
+from consumer.wire.message import CloudEventMeta, PushMessage
 from tests.fuzz import strategies as hs
 
 LIMITS = Limits(max_attributes=100, max_json_depth=16)

@@ -9,10 +9,10 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import Engine
 
+from consumer.config.settings import Settings
 from consumer.jobs.kinds import JobKinds
 from consumer.jobs.sweep import Sweeper, SweepSummary
-from consumer.registry import Registry
-from consumer.settings import Settings
+from consumer.pipeline.registry import Registry
 from tests.conftest import Clock
 from tests.jobs import kinds_plugin, smtp_server
 from tests.jobs.smtp_server import Recorder

@@ -16,7 +16,7 @@ from sqlalchemy import Column, Engine, Integer, MetaData, Table, func, insert, s
 from consumer.errors import Permanent
 from consumer.jobs import Job
 from consumer.jobs.kinds import JobContext
-from consumer.registry import Registry
+from consumer.pipeline.registry import Registry
 
 runs_metadata = MetaData()
 runs = Table(

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner, Result
 from sqlalchemy import Engine, select
 
-from consumer.cli import main
+from consumer.cli.main import main
 from consumer.db.engine import make_engine
 from consumer.errors import Unavailable
 from consumer.jobs import InvalidJob

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from consumer.cli import main
+from consumer.cli.main import main
 from consumer.db.engine import make_engine
 from consumer.jobs.store import JobStore
 from tests.jobs import kinds_plugin

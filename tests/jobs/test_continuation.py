@@ -14,18 +14,18 @@ import pytest
 import requests
 from sqlalchemy import Engine, select
 
+from consumer.config.settings import Settings
 from consumer.db.schema import tick_progress
-from consumer.dispatch import Dispatcher
-from consumer.envelopes_out import tick_body
-from consumer.events import TickEvent
 from consumer.jobs import NewJob, enqueue_many
 from consumer.jobs.sweep import SweepSummary
 from consumer.jobs.tick import continuations_wanted
-from consumer.message import PushMessage
-from consumer.outcomes import Kind
+from consumer.pipeline.dispatch import Dispatcher
 from consumer.plugins import build_registry
-from consumer.settings import Settings
-from consumer.timeutil import utcnow
+from consumer.wire.envelopes_out import tick_body
+from consumer.wire.events import TickEvent
+from consumer.wire.message import PushMessage
+from consumer.wire.outcomes import Kind
+from consumer.wire.timeutil import utcnow
 from tests.conftest import Server, settings_env
 from tests.jobs import kinds_plugin
 from triggers.local import stack

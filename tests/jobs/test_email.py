@@ -11,14 +11,14 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
+from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
 from consumer.jobs import Status, enqueue
 from consumer.jobs.email import build_message, message_id
 from consumer.jobs.kinds import JobKinds
 from consumer.jobs.store import JobStore
 from consumer.jobs.tick import register
-from consumer.registry import Registry
-from consumer.settings import Settings
+from consumer.pipeline.registry import Registry
 from tests.conftest import free_port
 from tests.jobs import smtp_server
 from tests.jobs.conftest import sweep

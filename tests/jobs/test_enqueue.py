@@ -8,11 +8,11 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import Engine, func, select, update
 
+from consumer.config.settings import Settings
 from consumer.errors import SettingsError
 from consumer.jobs import InvalidJob, NewJob, UnknownKind, enqueue, enqueue_many
 from consumer.jobs.schema import jobs
-from consumer.settings import Settings
-from consumer.timeutil import utcnow
+from consumer.wire.timeutil import utcnow
 
 
 def count(engine: Engine) -> int:

@@ -20,9 +20,9 @@ import requests
 from sqlalchemy import Engine, func, select
 
 from consumer.db.engine import make_engine
-from consumer.envelopes_out import tick_body
 from consumer.jobs import NewJob, enqueue_many
 from consumer.jobs.schema import jobs
+from consumer.wire.envelopes_out import tick_body
 from tests.conftest import Server
 from tests.jobs import kinds_plugin
 from tests.jobs.smtp_server import Recorder

@@ -9,14 +9,14 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 from sqlalchemy import Engine, select, update
 
+from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
 from consumer.jobs import NewJob, Status, enqueue, enqueue_many
 from consumer.jobs.kinds import JobKinds
 from consumer.jobs.lease import LeaseKeeper
 from consumer.jobs.schema import jobs
 from consumer.jobs.store import JobStore
-from consumer.settings import Settings
-from consumer.timeutil import utcnow
+from consumer.wire.timeutil import utcnow
 from tests.conftest import Clock, free_port
 from tests.jobs.conftest import sweep
 from tests.jobs.kinds_plugin import run_counts

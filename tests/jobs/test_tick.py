@@ -9,18 +9,18 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, func, select, update
 
-from consumer.context import HandlerContext
-from consumer.dispatch import Dispatcher
-from consumer.events import TickEvent
-from consumer.handlers import cleanup as cleanup_task
+from consumer.config.settings import Settings
+from consumer.jobs import cleanup as cleanup_task
 from consumer.jobs import enqueue
 from consumer.jobs.schema import jobs
-from consumer.message import PushMessage
-from consumer.outcomes import Kind
+from consumer.pipeline.context import HandlerContext
+from consumer.pipeline.dispatch import Dispatcher
 from consumer.plugins import build_registry
-from consumer.schedule import Every
-from consumer.settings import Settings
-from consumer.timeutil import utcnow
+from consumer.wire.events import TickEvent
+from consumer.wire.message import PushMessage
+from consumer.wire.outcomes import Kind
+from consumer.wire.schedule import Every
+from consumer.wire.timeutil import utcnow
 
 
 def tick(task: str, message_id: str = "m1") -> PushMessage:

@@ -6,12 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from consumer.context import HandlerContext
-from consumer.events import TickEvent
-from consumer.registry import Registry
-from consumer.settings import Section
-from consumer.settings_fields import Rule, setting
-from consumer.settings_parse import names, whole
+from consumer.config.fields import Rule, setting
+from consumer.config.parse import names, whole
+from consumer.config.settings import Section
+from consumer.pipeline.context import HandlerContext
+from consumer.pipeline.registry import Registry
+from consumer.wire.events import TickEvent
 
 
 def regions(raw: str) -> frozenset[str]:

@@ -9,11 +9,11 @@ import os
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from consumer.context import HandlerContext
-from consumer.events import TickEvent
-from consumer.registry import Registry
-from consumer.settings import Section
-from consumer.settings_fields import setting
+from consumer.config.fields import setting
+from consumer.config.settings import Section
+from consumer.pipeline.context import HandlerContext
+from consumer.pipeline.registry import Registry
+from consumer.wire.events import TickEvent
 
 LOG_ENV = "COUNTED_PLUGIN_LOG"
 registered: list[int] = []

@@ -22,10 +22,10 @@ from typing import Any
 
 from sqlalchemy import Column, Engine, Integer, MetaData, Table, Text, insert, select
 
-from consumer.context import HandlerContext
 from consumer.errors import Incomplete, Permanent, Retryable
-from consumer.events import DeployEvent, StorageEvent, TickEvent
-from consumer.registry import Registry
+from consumer.pipeline.context import HandlerContext
+from consumer.pipeline.registry import Registry
+from consumer.wire.events import DeployEvent, StorageEvent, TickEvent
 
 effects_metadata = MetaData()
 effects = Table(

@@ -11,18 +11,18 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, func, select
 
-from consumer.dispatch import Dispatcher
-from consumer.envelope import parse_push
-from consumer.envelopes_out import storage_body
+from consumer.config.settings import Settings
 from consumer.jobs.schema import jobs
-from consumer.outcomes import Outcome
-from consumer.registry import Registry
-from consumer.settings import Settings
+from consumer.pipeline.dispatch import Dispatcher
+from consumer.pipeline.registry import Registry
 from consumer.storage.handler import StorageHandler
 from consumer.storage.model import FileRow
 from consumer.storage.reader import ObjectStore
 from consumer.storage.store import ProcessedFiles
-from consumer.timeutil import Clock, utcnow
+from consumer.wire.envelope import parse_push
+from consumer.wire.envelopes_out import storage_body
+from consumer.wire.outcomes import Outcome
+from consumer.wire.timeutil import Clock, utcnow
 from triggers.local import stack
 
 BUCKET = "uploads"

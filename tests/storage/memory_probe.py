@@ -17,8 +17,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
-from consumer.settings import Settings
 from consumer.storage.handler import StorageHandler
 from consumer.storage.reader import ObjectStore
 from tests.storage.conftest import Harness

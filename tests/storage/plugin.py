@@ -18,7 +18,7 @@ from collections.abc import Callable
 from sqlalchemy import Connection
 
 from consumer.errors import Retryable
-from consumer.registry import Registry
+from consumer.pipeline.registry import Registry
 from consumer.storage import FileInput, FileResult, FileStatus, Progress, processors_of
 from consumer.storage.import_jobs import import_jobs
 

@@ -9,8 +9,8 @@ import gzip
 
 import pytest
 
-from consumer.outcomes import Kind, Outcome
 from consumer.storage.model import FileStatus
+from consumer.wire.outcomes import Kind, Outcome
 from tests.storage.conftest import Harness
 from tests.storage.test_reader import upload_gzip
 

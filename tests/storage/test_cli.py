@@ -6,7 +6,7 @@ import json
 
 from click.testing import CliRunner
 
-from consumer.cli import main
+from consumer.cli.main import main
 from tests.storage.conftest import Harness, email_csv
 
 

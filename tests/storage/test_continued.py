@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from consumer import continuation
-from consumer.classify import classify
-from consumer.envelope import parse_push
-from consumer.envelopes_out import storage_body, wrapped_body
-from consumer.inbox import Inbox, Status
-from consumer.outcomes import Kind, Outcome
+from consumer.db.inbox import Inbox, Status
+from consumer.pipeline import continuation
 from consumer.storage.model import FileStatus
+from consumer.wire.classify import classify
+from consumer.wire.envelope import parse_push
+from consumer.wire.envelopes_out import storage_body, wrapped_body
+from consumer.wire.outcomes import Kind, Outcome
 from tests.storage.conftest import Harness, email_csv
 from tests.storage.test_long_files import slow_rule, with_plugin
 from triggers.local import stack

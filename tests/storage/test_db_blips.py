@@ -15,14 +15,14 @@ from dataclasses import dataclass
 import pytest
 from sqlalchemy import Engine
 
+from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
-from consumer.outcomes import Kind, Outcome
-from consumer.registry import Registry
-from consumer.settings import Settings
+from consumer.pipeline.registry import Registry
 from consumer.storage.handler import StorageHandler
 from consumer.storage.model import FileStatus
 from consumer.storage.reader import ObjectStore
 from consumer.storage.store import ProcessedFiles
+from consumer.wire.outcomes import Kind, Outcome
 from tests.storage import plugin
 from tests.storage.conftest import Harness, email_csv
 from tests.support.tcpproxy import TcpProxy

@@ -18,11 +18,11 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import Engine, func, select
 
+from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
+from consumer.db.inbox import Inbox, Status
 from consumer.db.schema import inbox
-from consumer.inbox import Inbox, Status
 from consumer.jobs.schema import jobs
-from consumer.settings import Settings
 from consumer.storage.model import FINAL, FileRow, FileStatus
 from consumer.storage.store import ProcessedFiles
 from tests.conftest import Server, settings_env

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import generate_latest
 
-from consumer.metrics import process_registry
-from consumer.outcomes import Kind
+from consumer.observe.metrics import process_registry
+from consumer.wire.outcomes import Kind
 from tests.core.metrics_text import total
 from tests.storage.conftest import Harness, email_csv
 

@@ -8,10 +8,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from consumer.inbox import Inbox, Status
-from consumer.outcomes import Kind
+from consumer.db.inbox import Inbox, Status
 from consumer.storage.model import FileStatus
-from consumer.timeutil import utcnow
+from consumer.wire.outcomes import Kind
+from consumer.wire.timeutil import utcnow
 from tests.storage.conftest import Harness, email_csv
 
 FAKE_NOW = datetime(2020, 6, 1, 12, 0, tzinfo=UTC)

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
-from consumer.classify import classify
-from consumer.envelope import parse_push
 from consumer.errors import InvalidEvent
-from consumer.events import StorageEvent
-from consumer.int64 import INT64_MAX, NotInt64, int64_text
+from consumer.wire.classify import classify
+from consumer.wire.envelope import parse_push
+from consumer.wire.events import StorageEvent
+from consumer.wire.int64 import INT64_MAX, NotInt64, int64_text
 
 # The object resource of google-cloudevents' StorageObjectData-complex.json, abridged.
 RESOURCE = {"bucket": "sample-bucket", "name": "MyFile", "generation": 96883251,

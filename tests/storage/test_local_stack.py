@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
-from consumer.inbox import Inbox
-from consumer.settings import Settings
+from consumer.db.inbox import Inbox
 from tests.conftest import Server, settings_env
 from triggers.local import stack
 

@@ -9,14 +9,14 @@ from datetime import datetime
 
 import pytest
 
-from consumer.context import HandlerContext
+from consumer.config.settings import Settings
+from consumer.db.inbox import Inbox
 from consumer.errors import Unavailable
-from consumer.inbox import Inbox
-from consumer.outcomes import Kind, Outcome
-from consumer.registry import Registry
-from consumer.settings import Settings
+from consumer.pipeline.context import HandlerContext
+from consumer.pipeline.registry import Registry
 from consumer.storage.budget import BudgetExhausted, Pacer
 from consumer.storage.model import FileStatus
+from consumer.wire.outcomes import Kind, Outcome
 from tests.storage import plugin
 from tests.storage.conftest import Harness, email_csv
 

@@ -8,10 +8,10 @@ import gzip
 
 import pytest
 
-from consumer.outcomes import Kind
 from consumer.storage.handler import StorageHandler
 from consumer.storage.model import FileStatus
 from consumer.storage.reader import ChecksumMismatch, ObjectStore, ObjectUnavailable
+from consumer.wire.outcomes import Kind
 from tests.storage.conftest import Harness, email_csv
 from triggers.local import stack
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from consumer.config.settings import Settings
+from consumer.config.storage_rules import Rules, load_rules, problem_with
 from consumer.errors import SettingsError
-from consumer.events import StorageEventType as T
-from consumer.settings import Settings
-from consumer.storage.rules import Rules, load_rules, problem_with
+from consumer.wire.events import StorageEventType as T
 
 FINALIZE = T.OBJECT_FINALIZE
 RULES = [

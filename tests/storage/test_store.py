@@ -10,7 +10,7 @@ from consumer.jobs import NewJob, enqueue_many
 from consumer.jobs.schema import jobs
 from consumer.storage.model import FileStatus, Progress, StoredObject
 from consumer.storage.store import FileTakenOver, ProcessedFiles
-from consumer.timeutil import utcnow
+from consumer.wire.timeutil import utcnow
 from tests.conftest import Rollback
 
 OBJ = StoredObject("b", "dir/a.csv", 1700000000000001, size=10, content_type="text/csv")

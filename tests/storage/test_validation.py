@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
+from consumer.config.import_options import ImportOptions
 from consumer.errors import SettingsError
-from consumer.storage.import_options import ImportOptions
 from consumer.storage.model import StoredObject
 from consumer.storage.validate import row_problem
 

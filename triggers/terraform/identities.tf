@@ -33,7 +33,7 @@ resource "google_storage_bucket_iam_member" "workload_reader" {
 }
 
 # A sweep or a file import that cannot finish within its budget publishes continuations
-# (consumer/continuation.py, consumer/storage/continued.py).
+# (consumer/pipeline/continuation.py, consumer/storage/continued.py).
 resource "google_pubsub_topic_iam_member" "workload_continuations_publisher" {
   topic  = google_pubsub_topic.events["continuations"].id
   role   = "roles/pubsub.publisher"

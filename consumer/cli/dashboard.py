@@ -1,0 +1,80 @@
+"""``consumer dashboard`` and ``consumer status``."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import click
+
+from consumer.errors import SettingsError
+
+
+def _settings(local: bool, **overrides: Any) -> Any:
+    from consumer.cli.main import as_env, load_settings
+
+    if local:
+        overrides["local_mode"] = "true"
+    settings = load_settings(**overrides)
+    return settings, as_env(overrides)
+
+
+def gunicorn_command(bind: str, workers: int, timeout: int) -> list[str]:
+    """One gunicorn for the dashboard; a replay runs its handler in the request, so the worker
+    timeout is the ack deadline like the service's."""
+    return [
+        sys.executable, "-m", "gunicorn",
+        "--bind", bind,
+        "--workers", str(workers),
+        "--timeout", str(timeout),
+        "--access-logfile", "-",
+        "--no-control-socket",
+        "consumer.dashboard.wsgi:app()",
+    ]  # fmt: skip
+
+
+@click.command("dashboard")
+@click.option("--local", is_flag=True, help="Insecure local mode: no sign-in (loopback only).")
+@click.option("--bind", default=None, help="host:port (CONSUMER_DASHBOARD_BIND, 127.0.0.1:8081).")
+@click.option("--workers", default=2, show_default=True, help="gunicorn workers.")
+def dashboard(local: bool, bind: str | None, workers: int) -> None:
+    """Serve the operator's dashboard on its own listener (never the push port)."""
+    from consumer.dashboard.access import Access
+
+    settings, env = _settings(local, dashboard_bind=bind)
+    try:
+        Access.from_settings(settings)
+    except SettingsError as exc:
+        raise click.UsageError(str(exc)) from exc
+    if settings.dashboard.bind == settings.server.bind:
+        raise click.UsageError("the dashboard must not listen on the push port (CONSUMER_BIND)")
+    command = gunicorn_command(
+        settings.dashboard.bind, workers, settings.inbox.ack_deadline_seconds
+    )
+    # gunicorn replaces this process: a signal to our PID reaches it (no orphaned server).
+    os.execvpe(command[0], command, {**os.environ, **env})
+
+
+@click.command("status")
+def status() -> None:
+    """The dashboard's overview in the terminal: deliveries, jobs, ticks, files, warm runs."""
+    from consumer.cli.context import load_with_plugins
+    from consumer.dashboard.queries import overview
+    from consumer.dashboard.status import render
+    from consumer.db.engine import make_engine
+    from consumer.plugins import build_registry
+    from consumer.wire.timeutil import utcnow
+
+    settings, loaded = load_with_plugins()  # each plugin registers once
+    registry = build_registry(settings, loaded=loaded)
+    engine = make_engine(settings.database_url)
+    try:
+        click.echo(render(overview(engine, registry, utcnow())))
+    finally:
+        engine.dispose()
+
+
+def register(group: click.Group) -> None:
+    group.add_command(dashboard)
+    group.add_command(status)

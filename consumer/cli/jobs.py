@@ -1,0 +1,211 @@
+"""``consumer jobs ...`` and ``consumer sweep --once`` (added to the main group in
+consumer.cli.main)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime
+from typing import Any
+
+import click
+from sqlalchemy import Engine
+
+from consumer.cli.context import current_cli
+from consumer.config.settings import Settings
+from consumer.jobs.model import EnqueueResult, InvalidJob, Job, Status
+from consumer.wire.timeutil import parse_rfc3339, utcnow
+
+
+def _settings() -> Settings:
+    """Push authentication is irrelevant to these commands, so it is not demanded."""
+    return current_cli().settings
+
+
+def _engine() -> Engine:
+    return current_cli().engine
+
+
+def _parse_json(_ctx: click.Context, _param: click.Parameter, value: str) -> Any:
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"not valid JSON: {exc}") from exc
+
+
+def _parse_time(_ctx: click.Context, _param: click.Parameter, value: str | None) -> Any:
+    if value is None:
+        return None
+    try:
+        return parse_rfc3339(value)
+    except ValueError as exc:
+        raise click.BadParameter(f"expected an RFC 3339 time with a zone: {exc}") from exc
+
+
+@click.group()
+def jobs() -> None:
+    """Enqueue, inspect, retry and cancel jobs."""
+
+
+@jobs.command("enqueue")
+@click.argument("kind")
+@click.option("--payload", default="{}", callback=_parse_json, help="The job's JSON payload.")
+@click.option("--key", default=None, help="Idempotency key: a second job with it is refused.")
+@click.option(
+    "--run-at", default=None, callback=_parse_time, help="RFC 3339, e.g. 2026-01-01T09:00:00Z."
+)
+@click.option("--priority", default=0, show_default=True, help="Higher runs first.")
+@click.option("--max-attempts", type=click.IntRange(min=1), default=None)
+@click.option(
+    "--from", "from_file", default=None, type=click.Path(exists=True, dir_okay=False),
+    help="A JSON Lines or CSV file: one KIND job per row (keys PREFIX:LINE; rows reported by "
+    "line). Not with --payload or --key.",
+)  # fmt: skip
+@click.option("--format", "file_format", type=click.Choice(["auto", "jsonl", "csv"]),
+              default="auto", show_default=True, help="Of --from; auto: .csv is CSV.")  # fmt: skip
+@click.option("--key-prefix", default=None, help="Of --from; default: a digest of the file.")
+@click.option("--unknown", is_flag=True, help="Enqueue even if no registered plugin provides KIND.")
+def enqueue_command(
+    kind: str,
+    payload: Any,
+    key: str | None,
+    run_at: datetime | None,
+    priority: int,
+    max_attempts: int | None,
+    from_file: str | None,
+    file_format: str,
+    key_prefix: str | None,
+    unknown: bool,
+) -> None:
+    """Add a KIND job (or, with --from, one per row of a file). A duplicate key is reported
+    (exit status 0), not inserted twice; a KIND that no registered plugin (CONSUMER_PLUGINS)
+    provides is refused without --unknown."""
+    from consumer.jobs.store import enqueue
+
+    current_cli().registry  # noqa: B018 (built now: its kinds and the plugins' are the known ones)
+    if from_file is not None:
+        from consumer.jobs.bulk_file import enqueue_file_command
+
+        options = (kind, run_at, priority, max_attempts, from_file, file_format, key_prefix)
+        raise SystemExit(enqueue_file_command(_engine, payload, key, *options))
+    try:
+        result = enqueue(
+            _engine(), kind, payload, key=key, run_at=run_at, priority=priority,
+            max_attempts=max_attempts, allow_unknown=unknown,
+        )  # fmt: skip
+    except InvalidJob as exc:
+        raise click.UsageError(str(exc)) from exc
+    click.echo(json.dumps(_enqueued(result, key)))
+
+
+def _enqueued(result: EnqueueResult, key: str | None) -> dict[str, Any]:
+    if result.inserted:
+        return {"outcome": "enqueued", "id": result.job_id}
+    return {"outcome": "duplicate", "id": result.job_id, "key": key}
+
+
+@jobs.command("list")
+@click.option("--status", type=click.Choice([s.value for s in Status]), default=None)
+@click.option("--kind", default=None)
+@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
+def list_command(status: str | None, kind: str | None, limit: int) -> None:
+    """Newest first: id, status, attempts, kind, run_at, last error."""
+    from consumer.jobs.store import JobStore
+
+    for job in JobStore(_engine()).list(Status(status) if status else None, kind, limit):
+        click.echo(_line(job))
+
+
+def _line(job: Job) -> str:
+    error = f"  {job.last_error[:80]}" if job.last_error else ""
+    return (
+        f"{job.id:>8}  {job.status:<9}  {job.attempts:>2}  {job.kind:<12}  "
+        f"{job.run_at:%Y-%m-%d %H:%M:%S}{error}"
+    )
+
+
+@jobs.command("show")
+@click.argument("job_id", type=int)
+def show_command(job_id: int) -> None:
+    """One job in full, with its error history."""
+    from consumer.jobs.store import JobStore
+
+    job = JobStore(_engine()).get(job_id)
+    if job is None:
+        raise click.ClickException(f"no job {job_id}")
+    click.echo(json.dumps(job._asdict(), default=str, indent=2))
+
+
+@jobs.command("retry")
+@click.argument("job_id", type=int, required=False)
+@click.option("--dead", is_flag=True, help="Every dead job.")
+def retry_command(job_id: int | None, dead: bool) -> None:
+    """Make a dead or cancelled job (or, with --dead, every dead job) pending again with fresh
+    attempts; its error history is kept."""
+    from consumer.jobs.store import JobStore
+
+    if job_id is None and not dead:
+        raise click.UsageError("give a job ID or --dead (every dead job)")
+    if job_id is not None and dead:
+        raise click.UsageError("give a job ID or --dead, not both")
+    count = JobStore(_engine()).retry(utcnow(), None if dead else job_id)
+    if job_id is not None and count == 0:
+        raise click.ClickException(f"job {job_id} is missing or not dead or cancelled")
+    click.echo(json.dumps({"outcome": "retried", "count": count}))
+
+
+@jobs.command("cancel")
+@click.argument("job_id", type=int)
+def cancel_command(job_id: int) -> None:
+    """Cancel a pending job (a running one cannot be stopped mid-effect)."""
+    from consumer.jobs.store import JobStore
+
+    if not JobStore(_engine()).cancel(job_id, utcnow()):
+        raise click.ClickException(f"job {job_id} is missing or not pending")
+    click.echo(json.dumps({"outcome": "cancelled", "id": job_id}))
+
+
+@click.command("sweep")
+@click.option("--once", is_flag=True, help="Run one sweep now (required; ticks do the rest).")
+@click.option(
+    "--budget",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Seconds; default: the handler budget.",
+)
+def sweep_command(once: bool, budget: float | None) -> None:
+    """Run the sweep tick handler once, in this process, and print its summary.
+
+    It skips the inbox on purpose: a manual sweep always runs, even beside a tick's sweep;
+    the job claims keep them apart."""
+    if not once:
+        raise click.UsageError("use --once; in a cluster, Cloud Scheduler ticks run the sweep")
+    current_cli().require_database()  # run_sweep_once's own engine would create a missing file
+    click.echo(json.dumps(run_sweep_once(_settings(), budget)))
+
+
+def run_sweep_once(settings: Settings, budget: float | None = None) -> dict[str, Any]:
+    """The registered ``sweep`` task, decided by the same pipeline as a tick (logged, counted,
+    errors turned into outcomes) but without taking the tick's inbox slot."""
+    from consumer.db.engine import make_engine
+    from consumer.pipeline.decisions import Source
+    from consumer.pipeline.dispatch import Dispatcher
+    from consumer.plugins import build_registry
+    from consumer.wire.events import TickEvent
+    from consumer.wire.message import Format, PushMessage
+
+    registry = build_registry(settings)
+    settings.require_mail_transport()  # the sweep runs the email kind
+    now, schedule = utcnow(), registry.schedule_of("sweep")
+    message = PushMessage(
+        f"cli-{uuid.uuid4().hex}", now, attributes={"task": "sweep"}, format=Format.CLI
+    )
+    event = TickEvent("sweep", schedule.slot_of(now), schedule, message)
+    engine = make_engine(settings.database_url)
+    try:
+        outcome = Dispatcher(settings, engine, registry).run_unclaimed(event, Source.CLI, budget)
+    finally:
+        engine.dispose()
+    if outcome.kind.value != "done":
+        raise click.ClickException(f"sweep {outcome.kind.value}: {outcome.details.get('error')}")
+    return {k: v for k, v in outcome.details.items() if k != "attempt"}

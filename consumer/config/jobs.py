@@ -1,0 +1,53 @@
+"""The sweep's settings: batches, leases, retries and retention of jobs, and the continuations a
+sweep publishes when it runs out of budget with work left."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import ClassVar
+
+from consumer.config.fields import Rule, Section, setting
+from consumer.config.parse import whole
+from consumer.config.rules import DAY
+
+TOPIC = re.compile(r"projects/[^/]+/topics/[^/]+")
+
+
+@dataclass(frozen=True, repr=False)
+class JobSettings(Section):
+    """``CONSUMER_JOB_*``, ``CONSUMER_SWEEP_BATCH_SIZE`` and ``CONSUMER_CONTINUATION_*``."""
+
+    prefix: ClassVar[str] = "JOB_"
+    # SQLite binds at most 32766 parameters.
+    sweep_batch_size: int = setting(100, convert=whole, within=(1, 10_000), env="SWEEP_BATCH_SIZE")
+    """Jobs the sweep claims per statement; a sweeper killed mid-batch re-runs at most these."""
+    lease_seconds: int = setting(10, convert=whole, within=(1, 3600))
+    """Lease on a claimed job, renewed by the live sweeper every third of it: a killed sweeper's
+    batch is retried after about this long."""
+    max_attempts: int = setting(10, convert=whole, within=(1, 1000))
+    """Attempts of a job enqueued without its own ``max_attempts`` before it is ``dead``."""
+    retry_base_seconds: int = setting(10, convert=whole, within=(0, 30 * DAY))
+    """First retry delay of a failed job; doubles per attempt, with jitter, up to the max."""
+    retry_max_seconds: int = setting(3600, convert=whole, within=(0, 30 * DAY))
+    retention_seconds: int = setting(7 * DAY, convert=whole, within=(60, 3650 * DAY))
+    """``cleanup`` purges finished jobs (freeing their idempotency keys) after this."""
+    continuation_topic: str = setting("", env="CONTINUATION_TOPIC")
+    """Pub/Sub topic (``projects/P/topics/T``, pushed to this service) on which a sweep or a file
+    import that ran out of budget with work left publishes a continuation; empty: the next tick
+    (or, for an import, Pub/Sub's redelivery) carries on."""
+    continuation_fanout: int = setting(4, convert=whole, within=(1, 100), env="CONTINUATION_FANOUT")
+    """Most continuations one tick's sweep publishes, so several pods drain a backlog."""
+
+    def checks(self) -> list[Rule]:
+        topic = self.continuation_topic
+        return [
+            (
+                self.retry_base_seconds <= self.retry_max_seconds,
+                "CONSUMER_JOB_RETRY_BASE_SECONDS must be at most CONSUMER_JOB_RETRY_MAX_SECONDS",
+            ),
+            (
+                not topic or TOPIC.fullmatch(topic) is not None,
+                "CONSUMER_CONTINUATION_TOPIC must be projects/PROJECT/topics/TOPIC",
+            ),
+        ]

@@ -1,0 +1,177 @@
+"""The Flask application: the route table, and the single mapping from errors to responses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from flask import Flask, Response, jsonify, request
+from prometheus_client import CONTENT_TYPE_LATEST
+from sqlalchemy import Engine
+from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
+
+from consumer.auth.push import Authenticator, authenticator_for
+from consumer.config.settings import Settings
+from consumer.db.engine import make_engine, unavailable_on_db_fault
+from consumer.db.migrate import require_schema_at_head
+from consumer.deploy.hook import HOOK_MAX_BYTES, parse_hook
+from consumer.deploy.signature import Verifier
+from consumer.errors import BodyTooLarge, ConsumerError
+from consumer.http import openapi
+from consumer.http.precheck import PUSH_AUTHENTICATED
+from consumer.observe import logs, metrics
+from consumer.observe import state as metrics_state
+from consumer.pipeline.decisions import Source
+from consumer.pipeline.dispatch import Dispatcher
+from consumer.pipeline.registry import Registry
+from consumer.plugins import build_registry
+from consumer.wire.envelope import Limits, parse_push
+from consumer.wire.events import DeployEvent
+from consumer.wire.message import PushMessage
+from consumer.wire.outcomes import Outcome, from_error
+from consumer.wire.timeutil import Clock, utcnow
+
+
+@dataclass(frozen=True)
+class BuiltWith:
+    """What ``create_app`` built an app from, kept in ``app.extensions["consumer"]`` so what
+    wraps the app (the bridge's precheck) reuses it: neither is built twice per worker."""
+
+    settings: Settings
+    authenticate: Authenticator
+
+
+def built_with(app: Flask) -> BuiltWith | None:
+    """The settings and authenticator of an app ``create_app`` built (None for any other)."""
+    found = app.extensions.get("consumer")
+    return found if isinstance(found, BuiltWith) else None
+
+
+def create_app(
+    settings: Settings,
+    registry: Registry | None = None,
+    engine: Engine | None = None,
+    clock: Clock = utcnow,
+    authenticate: Authenticator | None = None,
+) -> Flask:
+    """Build the service. Everything it needs is passed in; nothing is read from the process."""
+    settings.validate()
+    app = Flask("consumer")
+    # One byte over the limit: Werkzeug cuts a chunked body (no Content-Length) off at this size
+    # without an error, so reading one byte more is how ``_body`` tells "at" from "over".
+    app.config["MAX_CONTENT_LENGTH"] = settings.server.max_body_bytes + 1
+    engine = engine or make_engine(settings.database_url)
+    dispatcher = Dispatcher(settings, engine, registry or build_registry(settings), clock)
+    authenticate = authenticate or authenticator_for(settings)
+    limits = Limits(
+        settings.inbox.max_attributes, settings.inbox.max_json_depth, settings.inbox.max_json_nodes
+    )
+    app.before_request(logs.bind_request)  # trace ids for this request's log lines
+    app.teardown_request(logs.unbind_request)
+
+    app.add_url_rule(
+        "/push", "push", _push_view(dispatcher, authenticate, limits), methods=["POST"]
+    )
+    app.add_url_rule("/hooks/deploy", "deploy_hook", _hook_view(dispatcher), methods=["POST"])
+    app.add_url_rule("/healthz", "healthz", lambda: jsonify(status="ok"))
+    app.add_url_rule("/readyz", "readyz", _ready_view(engine))
+    state = metrics_state.collector_for(engine, dispatcher.registry, clock)
+    app.add_url_rule("/metrics", "metrics", _metrics_view(state))
+    app.add_url_rule("/openapi.yaml", "openapi", openapi.view)
+    app.register_error_handler(HTTPException, _http_error)
+    app.extensions["consumer"] = BuiltWith(settings, authenticate)
+    return app
+
+
+def _push_view(dispatcher: Dispatcher, authenticate: Authenticator, limits: Limits) -> Any:
+    """``POST /push``: authenticate and parse; the dispatcher decides."""
+
+    def push() -> Response:
+        def receive() -> PushMessage:
+            headers = dict(request.headers)
+            if not request.environ.get(PUSH_AUTHENTICATED):  # the bridge's precheck did it
+                authenticate(headers, request.args)
+            return parse_push(headers, _body(dispatcher.settings.server.max_body_bytes), limits)
+
+        return respond(dispatcher.decide(Source.PUSH, receive))
+
+    return push
+
+
+def _hook_view(dispatcher: Dispatcher) -> Any:
+    """``POST /hooks/deploy``: verify the signature, then parse; the dispatcher decides."""
+    settings = dispatcher.settings
+    verifier = Verifier(settings.deploy_hook.secrets, settings.deploy_hook.tolerance_seconds)
+
+    def deploy_hook() -> Response:
+        def receive() -> DeployEvent:
+            body = _hook_body()
+            verifier.verify(dict(request.headers), body, dispatcher.clock().timestamp())
+            return parse_hook(body, dispatcher.clock(), dispatcher.registry.period_of)
+
+        return respond(dispatcher.decide(Source.HOOK, receive))
+
+    return deploy_hook
+
+
+def _body(limit: int) -> bytes:
+    """Read at most ``limit`` + 1 bytes (a larger Content-Length is refused unread); 413 if over."""
+    try:
+        body = request.get_data(cache=False)
+    except RequestEntityTooLarge:
+        raise BodyTooLarge() from None
+    if len(body) > limit:
+        raise BodyTooLarge()
+    return body
+
+
+def _hook_body() -> bytes:
+    """The raw body, refused over ``HOOK_MAX_BYTES`` (an announcement is a few lines); a chunked
+    body is read only one byte past the limit, not up to the push limit."""
+    if (request.content_length or 0) > HOOK_MAX_BYTES:
+        raise BodyTooLarge(f"hook body is over {HOOK_MAX_BYTES} bytes")
+    chunks, size = [], 0
+    try:
+        while size <= HOOK_MAX_BYTES and (chunk := request.stream.read(HOOK_MAX_BYTES + 1 - size)):
+            chunks.append(chunk)
+            size += len(chunk)
+    except RequestEntityTooLarge:
+        raise BodyTooLarge() from None
+    if size > HOOK_MAX_BYTES:
+        raise BodyTooLarge(f"hook body is over {HOOK_MAX_BYTES} bytes")
+    return b"".join(chunks)
+
+
+def respond(outcome: Outcome) -> Response:
+    response = jsonify(outcome.body())
+    response.status_code = outcome.http_status
+    return response
+
+
+def _metrics_view(state: metrics_state.StateCollector) -> Any:
+    def view() -> Response:
+        return Response(metrics.exposition(state), mimetype=CONTENT_TYPE_LATEST)
+
+    return view
+
+
+def _ready_view(engine: Engine) -> Any:
+    def ready() -> Response:
+        try:
+            with unavailable_on_db_fault(), engine.connect() as connection:
+                require_schema_at_head(engine, connection)
+        except ConsumerError as error:
+            return respond(from_error(error))
+        return jsonify(status="ready")
+
+    return ready
+
+
+def _http_error(error: HTTPException) -> Response:
+    """404, 405, 413... and the 500 Flask makes of an unexpected exception: JSON, no trace."""
+    outcome = "error" if (error.code or 500) >= 500 else "rejected"
+    response = jsonify(outcome=outcome, error=error.description or error.name)
+    response.status_code = error.code or 500
+    # Keep what the error adds besides its HTML (the Allow header of a 405).
+    response.headers.extend((k, v) for k, v in error.get_headers() if k.lower() != "content-type")
+    return response

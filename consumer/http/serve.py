@@ -1,0 +1,118 @@
+"""``consumer serve``: gunicorn run in this process through its application API, so stopping
+``serve`` (SIGTERM, SIGINT, Ctrl-C) stops the server and its workers with it; plus, in local mode
+only, one tick source for the whole server (never one per worker: that was the original bug).
+
+Plugins are loaded once here before gunicorn starts: a bad ``CONSUMER_PLUGINS`` is one line
+and a non-zero exit, not a worker boot failure per worker. Each worker then loads them once more,
+its own: what a plugin's ``register`` opens (a client, a connection) is never shared across the
+fork.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from gunicorn.app.base import BaseApplication
+
+from consumer.config.settings import Settings
+from consumer.db.migrate import upgrade
+from consumer.errors import SettingsError
+from consumer.http.gunicorn_options import options
+from consumer.observe import metrics
+from consumer.observe.logs import configure_logging
+from consumer.pipeline.registry import Registry
+from consumer.plugins import build_registry
+from consumer.sources.ticker import LocalTicker
+
+
+class Server(BaseApplication):
+    """gunicorn's arbiter in this process; each worker builds the app from ``settings``."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.ticker: LocalTicker | None = None
+        super().__init__()
+
+    def load_config(self) -> None:
+        for key, value in options(self.settings).items():
+            self.cfg.set(key, value)
+        self.cfg.set("when_ready", self._when_ready)
+        self.cfg.set("on_exit", self._on_exit)
+
+    def load(self) -> Any:
+        from consumer.http.wsgi import asgi_app
+
+        return asgi_app(self.settings)
+
+    def _when_ready(self, _server: Any) -> None:
+        self.ticker = start_ticker(self.settings)
+
+    def _on_exit(self, _server: Any) -> None:
+        if self.ticker:
+            self.ticker.stop()
+
+
+Loaded = tuple[Settings, Registry | None]
+"""What ``Settings.loaded_from_env`` returns: the settings, and the registry of their plugins."""
+OWNED_METRICS_ENV = "PROMETHEUS_MULTIPROC_DIR_OWNED_BY_SERVE"
+"""Set by ``serve`` for its restarted self: the metrics directory to remove on exit."""
+
+
+def run(read: Callable[[], Loaded], overrides: Mapping[str, str]) -> None:
+    """Serve until stopped. ``read``: the settings and the registry their plugins were loaded
+    into (``Settings.loaded_from_env``). It is called after the restart ``_metrics_directory``
+    may make, never before: settings read before it would be read again, every plugin loaded
+    again, by the same PID. Bad settings still stop ``serve`` before gunicorn starts, from the
+    restarted process, which removes the metrics directory it was given. ``overrides`` (the
+    command line's ``CONSUMER_*`` values) also go into this process's environment first, for
+    plugins that read their own variables."""
+    owned_metrics_dir = _metrics_directory()
+    try:
+        os.environ.update(overrides)
+        settings = _checked(*read())
+        if settings.local_mode:
+            # Local convenience only; in a cluster the migration Job runs once per release.
+            upgrade(settings.database_url)
+        Server(settings).run()
+    finally:
+        if owned_metrics_dir:
+            shutil.rmtree(owned_metrics_dir, ignore_errors=True)
+
+
+def _checked(settings: Settings, loaded: Registry | None) -> Settings:
+    """The pre-start check: the registry the settings loaded is finished (a bad plugin is one
+    line and exit 2), then dropped, as the workers build their own."""
+    configure_logging(settings.logging.level, settings.logging.format, settings.logging.project_id)
+    try:
+        build_registry(settings, loaded=loaded)
+    except SettingsError as error:
+        print(f"invalid settings: {error}", file=sys.stderr)
+        sys.exit(2)
+    return settings
+
+
+def _metrics_directory() -> str:
+    """The workers' metrics are summed from a shared directory (``/metrics``). prometheus_client
+    chooses its storage when it is first imported, which in this process has already happened,
+    and forked workers inherit that choice: so without a directory, make one and start this
+    command again (same PID, same arguments) with it set. Returns the directory made here."""
+    if os.environ.get(metrics.MULTIPROC_ENV):
+        return os.environ.get(OWNED_METRICS_ENV, "")
+    directory = tempfile.mkdtemp(prefix="consumer-metrics-")
+    os.environ[metrics.MULTIPROC_ENV] = directory
+    os.environ[OWNED_METRICS_ENV] = directory
+    os.execv(sys.executable, [sys.executable, "-m", "consumer", *sys.argv[1:]])
+
+
+def start_ticker(settings: Settings) -> LocalTicker | None:
+    if not (settings.local_mode and settings.server.local_tick_seconds > 0):
+        return None
+    ticker = LocalTicker(f"http://{settings.server.bind}/push", settings.server.local_tick_seconds)
+    threading.Thread(target=ticker.run, name="local-ticker", daemon=True).start()
+    return ticker

@@ -1,0 +1,59 @@
+"""Tick task ``cleanup``: purge finished inbox rows and jobs past their retention, and inbox rows
+left ``running`` by a delivery that died and never came back (lease expired over the retention).
+
+Rows go in chunks of ``CHUNK_ROWS``, one transaction each, so no single DELETE outlasts the ack
+deadline (rolled back, then retried the next day forever) or holds SQLite's write lock for long.
+When the budget runs low the task stops and reports ``more: true``; the next tick goes on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from consumer.db.inbox import Inbox
+from consumer.jobs.store import JobStore
+from consumer.pipeline.context import HandlerContext
+from consumer.pipeline.registry import Registry
+from consumer.wire.events import TickEvent
+
+DAY = 24 * 3600
+CHUNK_ROWS = 5000
+RESERVE_SECONDS = 5.0
+"""Stop purging when less than this is left of the budget (a chunk takes well under it)."""
+
+
+def cleanup(context: HandlerContext, event: TickEvent) -> dict[str, Any]:
+    settings, engine, now = context.settings, context.engine, context.clock()
+    inbox_before = now - timedelta(seconds=settings.inbox.retention_seconds)
+    jobs_before = now - timedelta(seconds=settings.jobs.retention_seconds)
+    inbox_purged, more = _in_chunks(
+        context, lambda limit: Inbox(engine).purge(inbox_before, limit=limit)
+    )
+    jobs_purged, jobs_more = _in_chunks(
+        context, lambda limit: JobStore(engine).purge(jobs_before, limit=limit)
+    )
+    return {
+        "task": event.task, "inbox_purged": inbox_purged, "jobs_purged": jobs_purged,
+        "more": more or jobs_more,
+    }  # fmt: skip
+
+
+def _in_chunks(context: HandlerContext, purge: Callable[[int], int]) -> tuple[int, bool]:
+    """Purge chunk by chunk (at least one) until one comes back short or the budget is low;
+    ``(purged, stopped early)``."""
+    reserve = min(RESERVE_SECONDS, context.settings.handler_budget_seconds / 2)
+    purged = 0
+    while True:
+        deleted = purge(CHUNK_ROWS)
+        purged += deleted
+        if deleted < CHUNK_ROWS:
+            return purged, False
+        if context.remaining() <= reserve:
+            return purged, True
+        context.heartbeat()
+
+
+def register(registry: Registry) -> None:
+    registry.tick("cleanup", period_seconds=DAY)(cleanup)

@@ -1,0 +1,190 @@
+"""The database's state as gauges, read when ``/metrics`` is scraped: is work stuck?
+
+Jobs by kind and status and the age of the oldest due job, inbox rows by route and status, files
+by status, and each tick task's last completed slot beside its period. Every pod reads the same
+database, so these are the same on every pod: aggregate them with ``max``, never ``sum``.
+
+A scrape must never load the database, however often it comes and however large the tables grow:
+the answer is cached per process for ``CACHE_SECONDS`` (one scrape at a time refreshes it), each
+count reads at most ``ROW_CAP`` rows (beyond that it is a lower bound), and on PostgreSQL the
+queries run under a ``statement_timeout``. If they fail, the scrape still answers, with
+``consumer_state_up 0`` and none of the gauges (a stale value would hide the outage).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from sqlalchemy import Column, Connection, Engine, func, select, text
+
+from consumer.db.schema import inbox, tick_progress
+from consumer.jobs.schema import jobs
+from consumer.pipeline.registry import Registry
+from consumer.storage.schema import processed_files
+from consumer.wire.schedule import interval_at
+from consumer.wire.timeutil import Clock, utcnow
+
+log = logging.getLogger("consumer.metrics")
+CACHE_SECONDS = 15.0
+ROW_CAP = 100_000
+STATEMENT_TIMEOUT_MS = 2000
+JOB_STATUSES = ("pending", "running", "dead")
+"""Done and cancelled jobs are history (counted by ``consumer_job_results_total``)."""
+INBOX_STATUSES = ("running", "failed", "dead", "unroutable")
+"""The rows that need attention or are in flight; done and skipped ones are history."""
+
+
+def jobs_by_kind_status(connection: Connection) -> list[tuple[str, str, int]]:
+    """Named query: jobs in ``JOB_STATUSES`` by kind and status, at most ``ROW_CAP`` read."""
+    return _capped_counts(connection, jobs.c.kind, jobs.c.status, JOB_STATUSES)
+
+
+def oldest_due_run_at(connection: Connection, now: datetime) -> datetime | None:
+    """Named query: since when the longest-waiting due job has been claimable: a pending job's
+    ``run_at``, or the expired lease of a running one (its sweeper died)."""
+    pending = select(func.min(jobs.c.run_at)).where(
+        jobs.c.status == "pending", jobs.c.run_at <= now
+    )
+    expired = select(func.min(jobs.c.lease_until)).where(
+        jobs.c.status == "running", jobs.c.lease_until < now
+    )
+    found = [connection.execute(query).scalar_one_or_none() for query in (pending, expired)]
+    due = [value for value in found if isinstance(value, datetime)]
+    return min(due) if due else None
+
+
+def inbox_by_route_status(connection: Connection) -> list[tuple[str, str, int]]:
+    """Named query: inbox rows in ``INBOX_STATUSES`` by route and status, capped."""
+    return _capped_counts(connection, inbox.c.route, inbox.c.status, INBOX_STATUSES)
+
+
+def _capped_counts(
+    connection: Connection, group: Column[str], status: Column[str], statuses: Iterable[str]
+) -> list[tuple[str, str, int]]:
+    """Rows with one of ``statuses`` counted by ``group`` and status, at most ``ROW_CAP`` read
+    (the cap sits in a subquery so that the count is a lower bound, never a full scan)."""
+    sample = select(group, status).where(status.in_(statuses)).limit(ROW_CAP).subquery()
+    first, second = sample.c[group.name], sample.c[status.name]
+    query = select(first, second, func.count()).group_by(first, second)
+    return [(str(g), str(s), int(n)) for g, s, n in connection.execute(query)]
+
+
+def files_by_status(connection: Connection) -> list[tuple[str, int]]:
+    """Named query: processed files by status, capped."""
+    sample = select(processed_files.c.status).limit(ROW_CAP).subquery()
+    query = select(sample.c.status, func.count()).group_by(sample.c.status)
+    return [(str(s), int(n)) for s, n in connection.execute(query)]
+
+
+def tick_last_slots(connection: Connection) -> list[tuple[str, datetime]]:
+    """Named query: each tick task's latest completed slot (one row per task)."""
+    query = select(tick_progress.c.task, tick_progress.c.last_slot)
+    return [(str(task), slot) for task, slot in connection.execute(query)]
+
+
+GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "consumer_state_up": ("1 if the last state query succeeded", ()),
+    "consumer_state_query_seconds": ("Time the last state query took", ()),
+    "consumer_jobs": ("Jobs by kind and status (pending, running, dead)", ("kind", "status")),
+    "consumer_oldest_due_job_age_seconds": (
+        "How long the longest-waiting due job has been claimable: past its run_at, or past the "
+        "expired lease of a dead sweeper (0: none is due)",
+        (),
+    ),
+    "consumer_inbox_rows": (
+        "Inbox rows by route and status (running, failed, dead, unroutable)",
+        ("route", "status"),
+    ),
+    "consumer_files": ("Processed files by status", ("status",)),
+    "consumer_tick_last_slot_timestamp_seconds": (
+        "Unix time of each tick task's latest completed schedule slot",
+        ("task",),
+    ),
+    "consumer_tick_period_seconds": ("Each registered tick task's period", ("task",)),
+}
+"""Every gauge this collector exports: name -> (help, labels). The contract with k8s/monitoring."""
+
+
+def gauge(name: str, rows: Iterable[tuple[object, ...]] = ()) -> Metric:
+    """The family ``name`` with one sample per row: label values, then the value."""
+    documentation, labels = GAUGES[name]
+    family = GaugeMetricFamily(name, documentation, labels=list(labels))
+    for row in rows:
+        family.add_metric([str(value) for value in row[:-1]], float(row[-1]))  # type: ignore[arg-type]
+    return family
+
+
+class StateCollector(Collector):
+    """A custom collector: reads the state at most once per ``cache_seconds`` per process."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        periods: Callable[[], dict[str, float]],
+        clock: Clock = utcnow,
+        cache_seconds: float = CACHE_SECONDS,
+    ) -> None:
+        self.engine = engine
+        self.periods = periods
+        self.clock = clock
+        self.cache_seconds = cache_seconds
+        self._lock = threading.Lock()
+        self._cached: list[Metric] = []
+        self._expires = float("-inf")
+        self.reads = 0
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            if time.monotonic() >= self._expires:
+                self._cached = list(self._read())
+                self._expires = time.monotonic() + self.cache_seconds
+            cached = list(self._cached)
+        yield from cached
+
+    def _read(self) -> Iterable[Metric]:
+        self.reads += 1
+        started = time.monotonic()
+        try:
+            families = self._query()
+        except Exception as exc:
+            log.warning("metrics: cannot read the state", extra={"reason": type(exc).__name__})
+            return [gauge("consumer_state_up", [(0,)])]
+        took = gauge("consumer_state_query_seconds", [(time.monotonic() - started,)])
+        return [gauge("consumer_state_up", [(1,)]), took, *families]
+
+    def _query(self) -> list[Metric]:
+        now = self.clock()
+        with self.engine.connect() as connection, connection.begin():
+            if connection.dialect.name == "postgresql":
+                connection.execute(text(f"SET LOCAL statement_timeout = {STATEMENT_TIMEOUT_MS}"))
+            job_rows = jobs_by_kind_status(connection)
+            oldest = oldest_due_run_at(connection, now)
+            inbox_rows = inbox_by_route_status(connection)
+            file_rows = files_by_status(connection)
+            slots = tick_last_slots(connection)
+        age = max(0.0, (now - oldest).total_seconds()) if oldest else 0.0
+        return [
+            gauge("consumer_jobs", job_rows),
+            gauge("consumer_oldest_due_job_age_seconds", [(age,)]),
+            gauge("consumer_inbox_rows", inbox_rows),
+            gauge("consumer_files", file_rows),
+            gauge("consumer_tick_last_slot_timestamp_seconds",
+                  [(task, slot.timestamp()) for task, slot in slots]),
+            gauge("consumer_tick_period_seconds", sorted(self.periods().items())),
+        ]  # fmt: skip
+
+
+def collector_for(engine: Engine, registry: Registry, clock: Clock = utcnow) -> StateCollector:
+    """The app's collector: tick periods as the registry resolves them (overrides included)."""
+
+    def periods() -> dict[str, float]:
+        now = clock()
+        return {task: interval_at(registry.schedule_of(task), now) for task in registry.tasks}
+
+    return StateCollector(engine, periods, clock)

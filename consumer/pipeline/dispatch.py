@@ -1,0 +1,286 @@
+"""The decision pipeline: classify -> claim in the inbox -> run the handler -> record the outcome
+-> log one decision line and count it.
+
+Every source of deliveries (push, deploy hook, pull, replay, a manual sweep) calls
+``Dispatcher.decide``; sources only adapt their input and output. This is where at-least-once
+delivery becomes an exactly-once effect.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from datetime import timedelta
+
+from sqlalchemy import Connection, Engine
+
+from consumer.config.settings import Settings
+from consumer.db import retry
+from consumer.db.engine import retry_on_stale, unavailable_on_db_fault
+from consumer.db.inbox import Claim, Inbox, Status
+from consumer.db.pinned import PinnedConnections
+from consumer.errors import ConsumerError, Unavailable
+from consumer.pipeline import decisions
+from consumer.pipeline.context import HandlerContext
+from consumer.pipeline.decisions import Source
+from consumer.pipeline.registry import Registry
+from consumer.pipeline.running import Skip, Verdict, context_for, invoke
+from consumer.wire import schedule
+from consumer.wire.classify import classify
+from consumer.wire.events import Event, TickEvent
+from consumer.wire.message import Format, PushMessage
+from consumer.wire.outcomes import Kind, Outcome, from_error, in_progress
+from consumer.wire.timeutil import Clock, utcnow
+
+log = logging.getLogger("consumer.dispatch")
+RECORD_SLACK_SECONDS = 1.0
+"""Recording stops retrying this long before the lease (or the request's deadline) runs out."""
+NOT_REDELIVERED = frozenset({Format.DEPLOY_HOOK, Format.CLI})
+"""Formats whose delivery nobody redelivers if its process dies (no unacknowledged message)."""
+STATUS_OF = {
+    Kind.DONE: Status.DONE,
+    Kind.RETRY: Status.FAILED,
+    Kind.DEAD: Status.DEAD,
+    Kind.SKIPPED: Status.SKIPPED,
+    Kind.UNROUTABLE: Status.UNROUTABLE,
+}
+Received = PushMessage | Event
+__all__ = ["Dispatcher", "Skip"]
+
+
+@dataclass
+class Delivery:
+    """One claimed delivery: its claim, its inbox connection, and until when it may record."""
+
+    claim: Claim
+    inbox: Inbox
+    started: float
+    """``time.monotonic()`` when the delivery was received."""
+    record_by: float
+    """``time.monotonic()`` by which recording must be done: the lease's or the request's end."""
+
+
+class Dispatcher:
+    """Decides deliveries: one per call of ``decide``, from any thread."""
+
+    def __init__(
+        self, settings: Settings, engine: Engine, registry: Registry, clock: Clock = utcnow
+    ) -> None:
+        self.settings = settings
+        self.engine = engine
+        self.registry = registry
+        self.inbox = Inbox(engine)
+        self.clock = clock
+        postgres = engine.dialect.name == "postgresql"
+        self._pinned = PinnedConnections.of(engine) if postgres else None
+
+    def decide(self, source: Source, receive: Callable[[], Received]) -> Outcome:
+        """Receive (authenticate, parse: a ``ConsumerError`` becomes a 4xx/503 outcome), then
+        classify, claim, run and record; log and count the decision once."""
+        return self._decide(source, receive, claimed=True, budget=None)
+
+    def dispatch(self, message: PushMessage, source: Source = Source.PUSH) -> Outcome:
+        return self.decide(source, lambda: message)
+
+    def handle(self, event: Event, source: Source = Source.PUSH) -> Outcome:
+        return self.decide(source, lambda: event)
+
+    def run_unclaimed(self, event: Event, source: Source, budget: float | None) -> Outcome:
+        """Run the event's handler without taking its inbox slot (a manual sweep runs beside a
+        tick's sweep; the job claims keep them apart), otherwise decided like any delivery."""
+        return self._decide(source, lambda: event, claimed=False, budget=budget)
+
+    def _decide(
+        self, source: Source, receive: Callable[[], Received], claimed: bool, budget: float | None
+    ) -> Outcome:
+        started, event, message_id = time.monotonic(), None, None
+        try:
+            received = receive()
+            message_id = _message_of(received).message_id
+            event = self._classify(received)
+            outcome = self._handle(event, started) if claimed else self._unclaimed(event, budget)
+        except ConsumerError as error:
+            outcome = from_error(error)
+        if event is not None:
+            outcome = replace(outcome, route=event.route.value)
+        decisions.record(source, outcome, message_id, time.monotonic() - started)
+        return outcome
+
+    def classify(self, message: PushMessage) -> Event:
+        """The event ``message`` is, under this process's schedules and limits; ``InvalidEvent``
+        (a 400: nothing is stored) when the message is ours but incomplete."""
+        nodes = self.settings.inbox.max_json_nodes
+        return classify(message, self.registry.period_of, nodes)
+
+    def _classify(self, received: Received) -> Event:
+        return self.classify(received) if isinstance(received, PushMessage) else received
+
+    def _handle(self, event: Event, started: float) -> Outcome:
+        # One connection serves the claim and the finish. Everything that reads before the claim
+        # may fail with nothing written; after the claim, every path finishes the row.
+        if early := self._future_reason(event):
+            return Outcome(Kind.SKIPPED, event.key, {"reason": early, "recorded": False})
+        with self._connection() as connection:
+            inbox = self.inbox.on(connection)
+            stale, claim = retry_on_stale(connection, lambda: self._claim(inbox, event))
+            if claim is None:
+                return self._not_claimed(inbox, event)
+            delivery = Delivery(claim, inbox, started, self._record_by(started, time.monotonic()))
+            terminal = self._terminal(claim, event, stale)
+            if terminal is not None:
+                return self._finish(delivery, terminal)
+            return self._run(delivery, event)
+
+    def _claim(self, inbox: Inbox, event: Event) -> tuple[str, Claim | None]:
+        """Nothing has run yet, so a try that met a dead connection may simply be made again."""
+        stale = self._stale_reason(inbox, event)
+        lease = timedelta(seconds=self.settings.lease_seconds)
+        return stale, inbox.claim(event.key, event.route, event.message, self.clock(), lease)
+
+    @contextmanager
+    def _connection(self) -> Iterator[Connection]:
+        """Single-statement writes need no transaction block: on PostgreSQL each runs in
+        autocommit (one round trip instead of BEGIN, the statement and COMMIT), on the thread's
+        kept connection. SQLite's writers queue on one file lock: a connection per delivery."""
+        with unavailable_on_db_fault():
+            if self._pinned is not None:
+                with self._pinned.connection() as connection:
+                    yield connection
+            else:
+                with self.engine.connect() as connection:
+                    yield connection
+
+    def _terminal(self, claim: Claim, event: Event, stale: str) -> Verdict | None:
+        """The outcomes decided before any handler runs."""
+        if claim.attempts > self.settings.inbox.max_attempts:
+            return Verdict(Kind.DEAD, {}, "attempts exhausted (did a worker die?)")
+        if self.registry.resolve(event) is None:
+            return Verdict(Kind.UNROUTABLE, {}, self._unroutable(event))
+        if stale:
+            return Verdict(Kind.SKIPPED, {"reason": stale})
+        return None
+
+    def _unroutable(self, event: Event) -> str:
+        if isinstance(event, TickEvent):
+            names = ", ".join(sorted(self.registry.tasks)) or "none"
+            return f"no tick task {event.task!r} is registered (registered: {names})"
+        return f"no handler for {event.route}"
+
+    def _run(self, delivery: Delivery, event: Event) -> Outcome:
+        claim = delivery.claim
+        renew = self._renewer(delivery)
+        context = context_for(
+            self.settings, self.engine, claim.key, claim.attempts, renew=renew, clock=self.clock
+        )
+        verdict = self._invoke(context, event)
+        if verdict.kind is Kind.LEASE_LOST:
+            return Outcome(Kind.LEASE_LOST, claim.key, verdict.details)
+        outcome = self._finish(delivery, verdict)
+        if isinstance(event, TickEvent) and outcome.kind is Kind.DONE and not event.continuation:
+            self._advance_slot(delivery, event)
+        return outcome
+
+    def _unclaimed(self, event: Event, budget: float | None) -> Outcome:
+        if self.registry.resolve(event) is None:
+            return Outcome(Kind.UNROUTABLE, event.key, {"error": self._unroutable(event)})
+        context = context_for(self.settings, self.engine, event.key, 1, budget, clock=self.clock)
+        verdict = self._invoke(context, event)
+        body = {**verdict.details, "attempt": 1}
+        if verdict.error:
+            body["error"] = verdict.error
+        return Outcome(verdict.kind, event.key, body)
+
+    def _invoke(self, context: HandlerContext, event: Event) -> Verdict:
+        handler = self.registry.resolve(event)
+        assert handler is not None  # unroutable events never get here
+        return invoke(handler, context, event, self.settings.inbox.max_attempts)
+
+    def _renewer(self, delivery: Delivery) -> Callable[[], bool]:
+        """The heartbeat of a long handler; a renewed lease also leaves recording more room."""
+
+        def renew() -> bool:
+            now, lease = self.clock(), timedelta(seconds=self.settings.lease_seconds)
+            if not self.inbox.heartbeat(delivery.claim, now + lease, now):
+                return False
+            renewed = self._record_by(delivery.started, time.monotonic())
+            delivery.record_by = max(delivery.record_by, renewed)
+            return True
+
+        return renew
+
+    def _record_by(self, started: float, leased_at: float) -> float:
+        """Recording may retry until the lease ends, but not past the request's own deadline
+        (gunicorn's timeout is the ack deadline: a killed worker records nothing)."""
+        lease_end = leased_at + self.settings.lease_seconds
+        request_end = started + self.settings.inbox.ack_deadline_seconds
+        return min(lease_end, request_end) - RECORD_SLACK_SECONDS
+
+    def _finish(self, delivery: Delivery, verdict: Verdict) -> Outcome:
+        """Record the verdict, retrying through a database outage while the lease leaves room,
+        so an effect already made is not run again by the redelivery."""
+        claim, inbox, status = delivery.claim, delivery.inbox, STATUS_OF[verdict.kind]
+        result = verdict.details
+
+        def write() -> bool:
+            now = self.clock()
+            kept = inbox.finish(claim, status, now, result or None, verdict.error,
+                                verdict.refund_attempt)  # fmt: skip
+            # A commit whose reply was lost looks like a lost lease to the retry.
+            return kept or inbox.finished_as(claim, status)
+
+        if not retry.until_deadline(write, delivery.record_by, f"the outcome of {claim.key}"):
+            return Outcome(Kind.LEASE_LOST, claim.key, {"attempt": claim.attempts})
+        body = {**result, "attempt": claim.attempts}
+        if verdict.error:
+            body["error"] = verdict.error
+        return Outcome(verdict.kind, claim.key, body)
+
+    def _advance_slot(self, delivery: Delivery, event: TickEvent) -> None:
+        """Retried like the finish; the tick is done either way, a missed advance only delays
+        coalescing."""
+        advance = lambda: delivery.inbox.advance_slot(event.task, event.slot)  # noqa: E731
+        try:
+            retry.until_deadline(advance, delivery.record_by, f"the slot of {event.key}")
+        except Unavailable:
+            log.warning("could not record the completed slot of %s", event.key)
+
+    def _not_claimed(self, inbox: Inbox, event: Event) -> Outcome:
+        row = inbox.holder(event.key)
+        if row is None or row.status in (Status.RUNNING, Status.FAILED):
+            # Running elsewhere with a live lease (or just rearmed): the running copy decides.
+            # Only the running delivery's own message must be nacked to stay alive.
+            acknowledge = (
+                row is not None
+                and row.status is Status.RUNNING
+                and row.message_id != event.message.message_id
+                and row.format not in NOT_REDELIVERED
+            )
+            return in_progress(event.key, event.route, acknowledge)
+        return Outcome(Kind.DUPLICATE, event.key, {"status": row.status.value})
+
+    def _future_reason(self, event: Event) -> str:
+        """A tick whose slot has not begun is forged or skewed: acknowledged but not claimed, so
+        no row takes that slot's key (the genuine tick runs) and no completed slot advances."""
+        if not isinstance(event, TickEvent):
+            return ""
+        tolerance = self.settings.ticks.future_tolerance_seconds
+        return schedule.future_reason(event.slot, self.clock(), tolerance)
+
+    def _stale_reason(self, inbox: Inbox, event: Event) -> str:
+        """Ticks from a backlog are coalesced: only the current slots run."""
+        if not isinstance(event, TickEvent) or event.continuation:
+            return ""  # a continuation carries on a run that was current
+        max_age = self.settings.ticks.max_age_periods
+        if old := schedule.stale_reason(event.schedule, event.slot, self.clock(), max_age):
+            return old
+        last = inbox.last_slot(event.task)
+        if last is not None and event.slot < last:
+            return f"tick slot {event.slot.isoformat()} precedes completed slot {last.isoformat()}"
+        return ""
+
+
+def _message_of(received: Received) -> PushMessage:
+    return received if isinstance(received, PushMessage) else received.message

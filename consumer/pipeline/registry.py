@@ -1,0 +1,189 @@
+"""The handler registry: the one place plugins extend the service (see ``consumer.plugins``).
+
+A plugin's ``register(registry)`` may add tick tasks, job kinds, file processors, cache warmers,
+and handlers for routes: the storage and deploy handlers, Pub/Sub messages that are none of
+ours (``route("message", ...)``) and CloudEvents by type (``cloudevent("com.example.x", ...)``).
+The built-in handlers are given the tables they read when they are built, so a plugin that
+replaces the storage or deploy handler does not cut the others off from their processors or
+warmers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+from weakref import WeakSet
+
+from consumer.config.fields import Section
+from consumer.errors import AlreadyRegistered, SettingsError
+from consumer.pipeline.context import HandlerContext
+from consumer.pipeline.extensions import Functions, Named, Warmers
+from consumer.wire.events import DeployEvent, Event, OtherEvent, Route, StorageEvent, TickEvent
+from consumer.wire.schedule import Cron, Every, Schedule, ScheduleError, as_schedule
+
+DEFAULT_TICK_PERIOD_SECONDS = 60
+DEFAULT_SCHEDULE = Every(DEFAULT_TICK_PERIOD_SECONDS)
+
+HandlerResult = Mapping[str, Any] | None
+Handler = Callable[[HandlerContext, Any], HandlerResult]
+TickHandler = Callable[[HandlerContext, TickEvent], HandlerResult]
+StorageHandler = Callable[[HandlerContext, StorageEvent], HandlerResult]
+DeployHandler = Callable[[HandlerContext, DeployEvent], HandlerResult]
+MessageHandler = Callable[[HandlerContext, OtherEvent], HandlerResult]
+H = TypeVar("H", bound=Callable[..., Any])
+S = TypeVar("S", bound=type[Section])
+
+ROUTES = ("storage", "deploy", "message")
+"""Routes a handler may be registered for; CloudEvent types have their own table."""
+MessageEvent = OtherEvent
+"""What a ``message`` or CloudEvent handler receives: the raw ``PushMessage`` as ``.message``."""
+
+
+@dataclass(frozen=True)
+class TickTask:
+    name: str
+    schedule: Schedule
+    handler: TickHandler
+
+
+class Registry:
+    """Every extension point, each a table by name."""
+
+    def __init__(self) -> None:
+        self.tasks: dict[str, TickTask] = {}
+        self.period_overrides: Mapping[str, Schedule | int] = {}
+        """Schedules from the settings (``CONSUMER_TICK_PERIODS``); an int is seconds."""
+        self.routes: Named[Handler] = Named("handler for route")
+        self.cloudevents: Named[Handler] = Named("handler for CloudEvent type")
+        self.job_kinds = Functions("job kind")
+        _LIVE_JOB_KINDS.add(self.job_kinds)
+        """Job kinds the sweep runs: ``@registry.job_kind("name")``."""
+        self.processors = Functions("file processor")
+        """File processors a storage rule may name: ``@registry.processor("name")``."""
+        self.warmers = Warmers()
+        """Cache warmers run for each deploy: ``@registry.warmer("name", services=...)``."""
+        self.setting_sections: dict[str, type[Section]] = {}
+        """Plugins' settings sections by prefix: ``registry.settings(MySettings)``."""
+
+    def settings(self, section: S) -> S:
+        """Declare a plugin's settings section (also a class decorator): its
+        ``CONSUMER_<prefix>*`` variables are then read and validated with the built-in ones,
+        and handlers read it with ``context.settings.section(section)``."""
+        from consumer.config.env import check_plugin_section
+
+        check_plugin_section(section, self.setting_sections)
+        self.setting_sections[section.prefix] = section
+        return section
+
+    def tick(
+        self,
+        name: str,
+        period_seconds: int | None = None,
+        *,
+        cron: str | None = None,
+        timezone: str = "UTC",
+        replace: bool = False,
+    ) -> Callable[[H], H]:
+        """Register a tick task on a fixed period or a cron schedule (``cron="0 9 * * 1-5"``,
+        ``timezone="Europe/Madrid"``): its slots key its ticks, and so decide its duplicates."""
+        schedule = _schedule(name, period_seconds, cron, timezone)
+        if name in self.tasks and not replace:
+            raise AlreadyRegistered(
+                f"tick task {name!r} is already registered (pass replace=True to replace it)"
+            )
+
+        def register(handler: H) -> H:
+            self.tasks[name] = TickTask(name, schedule, handler)
+            return handler
+
+        return register
+
+    def job_kind(self, name: str, *, replace: bool = False) -> Callable[[H], H]:
+        return self.job_kinds.kind(name, replace=replace)
+
+    def processor(self, name: str, *, replace: bool = False) -> Callable[[H], H]:
+        return self.processors.kind(name, replace=replace)
+
+    def warmer(
+        self, name: str, services: Collection[str] = (), *, replace: bool = False
+    ) -> Callable[[H], H]:
+        return self.warmers.warmer(name, services, replace=replace)
+
+    def route(self, route: str, handler: H, *, replace: bool = False) -> H:
+        """The handler of ``route``: ``storage``, ``deploy`` or ``message`` (anything else)."""
+        if route not in ROUTES:
+            raise ValueError(f"unknown route {route!r} (known: {', '.join(ROUTES)})")
+        self.routes.add(route, handler, replace=replace)
+        return handler
+
+    def storage(self, handler: H, *, replace: bool = False) -> H:
+        return self.route("storage", handler, replace=replace)
+
+    def deploy(self, handler: H, *, replace: bool = False) -> H:
+        return self.route("deploy", handler, replace=replace)
+
+    def cloudevent(self, event_type: str, handler: H, *, replace: bool = False) -> H:
+        """The handler of CloudEvents of ``event_type`` that are not storage notifications."""
+        self.cloudevents.add(event_type, handler, replace=replace)
+        return handler
+
+    @property
+    def storage_handler(self) -> Handler | None:
+        return self.routes.get("storage")
+
+    @property
+    def deploy_handler(self) -> Handler | None:
+        return self.routes.get("deploy")
+
+    def schedule_of(self, task: str) -> Schedule:
+        """Configured override, else the registered schedule, else every minute."""
+        if task in self.period_overrides:
+            return as_schedule(self.period_overrides[task])
+        registered = self.tasks.get(task)
+        return registered.schedule if registered else DEFAULT_SCHEDULE
+
+    period_of = schedule_of  # the older name
+
+    def resolve(self, event: Event) -> Handler | None:
+        """The handler for ``event``, or ``None`` when it is unroutable."""
+        return _RESOLVERS[event.route](self, event)
+
+
+def _tick(registry: Registry, event: Any) -> Handler | None:
+    task = registry.tasks.get(event.task)
+    return task.handler if task else None
+
+
+def _other(registry: Registry, event: Any) -> Handler | None:
+    """A CloudEvent's type picks its handler first; any other message goes to ``message``."""
+    cloudevent = event.message.cloudevent
+    by_type = registry.cloudevents.get(cloudevent.type) if cloudevent is not None else None
+    return by_type or registry.routes.get("message")
+
+
+_RESOLVERS: dict[Route, Callable[[Registry, Any], Handler | None]] = {
+    Route.TICK: _tick,
+    Route.STORAGE: lambda registry, _event: registry.routes.get("storage"),
+    Route.DEPLOY: lambda registry, _event: registry.routes.get("deploy"),
+    Route.OTHER: _other,
+}
+
+
+_LIVE_JOB_KINDS: WeakSet[Functions] = WeakSet()
+
+
+def live_job_kinds() -> list[Functions]:
+    """The job-kind tables of the registries this process built, while any is still held
+    (``jobs.kinds.known_kinds``: code that enqueues holds an engine, not a registry)."""
+    return list(_LIVE_JOB_KINDS)
+
+
+def _schedule(name: str, period_seconds: int | None, cron: str | None, timezone: str) -> Schedule:
+    """The task's schedule; a bad one is a start-up error naming the task."""
+    if (period_seconds is None) == (cron is None):
+        raise SettingsError(f"tick task {name!r}: give period_seconds or cron, not both or neither")
+    try:
+        return Every(period_seconds) if period_seconds is not None else Cron(str(cron), timezone)
+    except ScheduleError as exc:
+        raise SettingsError(f"tick task {name!r}: {exc}") from None

@@ -1,0 +1,179 @@
+"""Tick schedules: a fixed period or a cron expression in a time zone, and the slot arithmetic
+that keys, coalesces and refuses ticks (DESIGN.md sections 2 and 7). Pure: no I/O, no clock.
+
+Cloud Scheduler publishes no scheduled time, so a tick's ``publishTime`` is all we have: its
+*slot* is the latest scheduled fire time at or before it, and every copy of one run (a
+redelivery, a duplicated Scheduler run) shares that slot and so the inbox key.
+
+The settings syntax (``CONSUMER_TICK_PERIODS``) is ``task=SECONDS`` or
+``task=cron:EXPRESSION[@TIME_ZONE]``, items separated by commas (a comma inside a cron expression
+stays part of it: cron fields never contain ``=``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from cronsim import CronSim, CronSimError
+
+from consumer.wire.timeutil import floor_to_period
+
+CRON_PREFIX = "cron:"
+DEFAULT_TIME_ZONE = "UTC"
+ITEM_SEPARATOR = re.compile(r",\s*(?=[^,=]*=)")
+"""A comma followed by ``name=``: the next item starts there (cron lists like 9,17 do not)."""
+PROBE_START = datetime(2024, 1, 1, tzinfo=UTC)
+
+
+class ScheduleError(ValueError):
+    """A schedule that cannot be used: a bad period, cron expression or time zone."""
+
+
+@dataclass(frozen=True)
+class Every:
+    """Slots of a fixed length, aligned to the Unix epoch (``period_seconds``)."""
+
+    seconds: int
+
+    def __post_init__(self) -> None:
+        if isinstance(self.seconds, bool) or not isinstance(self.seconds, int):
+            raise ScheduleError(f"a period must be a whole number of seconds, not {self.seconds!r}")
+        if self.seconds <= 0:
+            raise ScheduleError("a period must be positive")
+
+    def slot_of(self, moment: datetime) -> datetime:
+        return floor_to_period(moment, self.seconds)
+
+    def previous(self, slot: datetime) -> datetime:
+        """The slot before ``slot``."""
+        return slot - timedelta(seconds=self.seconds)
+
+    def recent(self, now: datetime, count: int) -> datetime:
+        """The oldest of the ``count`` latest slots begun at or before ``now``."""
+        return self.slot_of(now) - timedelta(seconds=self.seconds * (count - 1))
+
+    def following(self, slot: datetime) -> datetime:
+        """The slot after ``slot``."""
+        return slot + timedelta(seconds=self.seconds)
+
+    def __str__(self) -> str:
+        return str(self.seconds)
+
+
+@dataclass(frozen=True)
+class Cron:
+    """Fire times of a five-field (unix-cron, as Cloud Scheduler) expression in an IANA zone.
+
+    Daylight saving follows cronsim, which follows Debian's cron: a fire time in the skipped hour
+    runs at the jump; in the repeated hour a fixed-time job runs once, an hourly one twice."""
+
+    expression: str
+    timezone: str = DEFAULT_TIME_ZONE
+
+    def __post_init__(self) -> None:
+        if len(self.expression.split()) != 5:
+            raise ScheduleError(f"cron expression {self.expression!r} must have five fields")
+        try:
+            zone = ZoneInfo(self.timezone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ScheduleError(f"unknown time zone {self.timezone!r}") from None
+        try:
+            next(CronSim(self.expression, PROBE_START.astimezone(zone)))
+        except CronSimError as exc:
+            raise ScheduleError(f"cron expression {self.expression!r}: {exc}") from None
+        except StopIteration:
+            raise ScheduleError(f"cron expression {self.expression!r} never fires") from None
+
+    def slot_of(self, moment: datetime) -> datetime:
+        """The latest fire time at or before ``moment``."""
+        return self._fire_before(moment + timedelta(microseconds=1))
+
+    def previous(self, slot: datetime) -> datetime:
+        """The fire time before ``slot``."""
+        return self._fire_before(slot)
+
+    def recent(self, now: datetime, count: int) -> datetime:
+        """The oldest of the ``count`` latest fire times at or before ``now``."""
+        return self._fire_before(now + timedelta(microseconds=1), count)
+
+    def following(self, slot: datetime) -> datetime:
+        """The fire time after ``slot``."""
+        try:
+            return next(CronSim(self.expression, slot.astimezone(ZoneInfo(self.timezone))))
+        except StopIteration:
+            raise ScheduleError(f"{self} has no fire time after {slot.isoformat()}") from None
+
+    def _fire_before(self, moment: datetime, count: int = 1) -> datetime:
+        """The ``count``-th fire time strictly before ``moment``, in UTC."""
+        fires = CronSim(self.expression, moment.astimezone(ZoneInfo(self.timezone)), reverse=True)
+        try:
+            for _ in range(count - 1):
+                next(fires)
+            return next(fires).astimezone(UTC)
+        except StopIteration:  # cronsim looks back 50 years
+            raise ScheduleError(f"{self} has no fire time before {moment.isoformat()}") from None
+
+    def __str__(self) -> str:
+        return f"{CRON_PREFIX}{self.expression}@{self.timezone}"
+
+
+Schedule = Every | Cron
+
+
+def parse(text: str) -> Schedule:
+    """``SECONDS`` or ``cron:EXPRESSION[@TIME_ZONE]`` (the zone defaults to UTC)."""
+    value = text.strip()
+    if not value.startswith(CRON_PREFIX):
+        if not (value.isascii() and value.isdigit()):
+            raise ScheduleError(f"expected seconds or cron:EXPRESSION[@ZONE], got {value!r}")
+        return Every(int(value))
+    expression, at, zone = value[len(CRON_PREFIX) :].partition("@")
+    return Cron(" ".join(expression.split()), zone.strip() if at else DEFAULT_TIME_ZONE)
+
+
+def parse_overrides(raw: str) -> dict[str, Schedule]:
+    """``task=SCHEDULE`` items separated by commas; each problem names its task."""
+    schedules: dict[str, Schedule] = {}
+    for item in filter(None, (part.strip() for part in ITEM_SEPARATOR.split(raw))):
+        task, sep, value = item.partition("=")
+        if not sep or not task.strip():
+            raise ScheduleError(f"expected task=seconds or task=cron:EXPRESSION, got {item!r}")
+        try:
+            schedules[task.strip()] = parse(value)
+        except ScheduleError as exc:
+            raise ScheduleError(f"task {task.strip()!r}: {exc}") from None
+    return schedules
+
+
+def as_schedule(value: Schedule | int) -> Schedule:
+    """A schedule; a bare number is a period in seconds (how overrides were written before)."""
+    return Every(value) if isinstance(value, int) else value
+
+
+def interval_at(schedule: Schedule, now: datetime) -> float:
+    """Seconds between the latest fire time and the one before it: a cron task's period now."""
+    slot = schedule.slot_of(now)
+    return (slot - schedule.previous(slot)).total_seconds()
+
+
+def stale_reason(schedule: Schedule, slot: datetime, now: datetime, max_age_fires: int) -> str:
+    """Why a tick's slot is too old to run (a backlog is coalesced), or ``""``: it is stale when
+    older than the ``max_age_fires`` latest fire times at or before ``now``."""
+    oldest = schedule.recent(now, max_age_fires)
+    if slot < oldest:
+        return f"tick slot {slot.isoformat()} is older than slot {oldest.isoformat()}"
+    return ""
+
+
+def future_reason(slot: datetime, now: datetime, tolerance_seconds: float) -> str:
+    """Why a tick's slot has not begun by our clock (forged or badly skewed), or ``""``."""
+    ahead = (slot - now).total_seconds()
+    if ahead > tolerance_seconds:
+        return (
+            f"tick slot {slot.isoformat()} is in the future: it begins {ahead:.0f} s after "
+            f"our clock (tolerance {tolerance_seconds:g} s); nothing was recorded"
+        )
+    return ""
