@@ -6,21 +6,19 @@ group ``consumer.plugins`` (an installed package declares
 Each plugin is a ``register(registry)`` function; a broken plugin is a ``SettingsError`` that
 names it, raised before anything serves.
 
-A process registers each plugin once: the registry ``Settings.loaded_from_env`` loads them into
-(to learn their settings sections) is handed on to ``build_registry``. A gunicorn worker loads
-its own after the fork, so nothing a ``register`` opens is shared between processes.
+A process registers each plugin once, when it composes (``consumer.service.compose``); a
+gunicorn worker composes its own after the fork, so nothing a ``register`` opens is shared
+between processes.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from importlib.metadata import EntryPoint, entry_points
 from types import ModuleType
 from typing import Any
 
-from consumer.config.env import ENTRY_POINT_GROUP
-from consumer.config.parse import names
 from consumer.config.settings import Settings
 from consumer.deploy import warming
 from consumer.errors import ConsumerError, SettingsError
@@ -29,32 +27,22 @@ from consumer.jobs import tick as jobs_tick
 from consumer.pipeline.registry import Registry
 from consumer.storage import handler as storage_handler
 
+ENTRY_POINT_GROUP = "consumer.plugins"
+"""Where installed packages declare plugins."""
 
-def build_registry(settings: Settings, *, loaded: Registry | None = None) -> Registry:
-    """The registry a server runs with: built-ins first, so a plugin may replace one. A plugin
-    section ``settings`` was built without (tests) must pass its rules with its defaults.
-    ``loaded``: the registry ``Settings.loaded_from_env`` loaded the plugins of ``settings``
-    into, finished here instead of registering them again."""
-    if loaded is None:
-        loaded = load_plugins(settings.plugins)
-    loaded.period_overrides = dict(settings.ticks.periods)
-    missing = [kind for kind in loaded.setting_sections.values() if kind not in settings.extra]
+
+def build_registry(settings: Settings) -> Registry:
+    """The registry for settings built in code (tests, an app that embeds the service): the
+    built-ins and the plugins of ``settings``, with its schedule overrides. A plugin section
+    ``settings`` was built without must pass its rules with its defaults. Processes that start
+    from the environment compose through ``consumer.service.compose`` instead."""
+    registry = load_plugins(settings.plugins)
+    registry.period_overrides = dict(settings.ticks.periods)
+    missing = [kind for kind in registry.setting_sections.values() if kind not in settings.extra]
     problems = [problem for kind in missing for problem in kind().problems()]
     if problems:
         raise SettingsError("; ".join(problems))
-    return loaded
-
-
-def load_configured(env: Mapping[str, str]) -> tuple[Registry | None, str | None]:
-    """The plugins of ``CONSUMER_PLUGINS`` in ``env`` and the entry points loaded into a
-    registry, for ``Settings.loaded_from_env`` (the settings must be whole before anything is
-    built from them), or why loading failed. A failure is not raised here: commands that never
-    build the registry keep working, and the others report it when they build it."""
-    module_names = names(env.get("CONSUMER_PLUGINS", ""))
-    try:
-        return load_plugins(module_names), None
-    except SettingsError as exc:
-        return None, str(exc)
+    return registry
 
 
 def load_plugins(module_names: Iterable[str]) -> Registry:

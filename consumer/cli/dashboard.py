@@ -8,16 +8,12 @@ from typing import Any
 
 import click
 
+from consumer.cli.context import as_env, current_cli
+from consumer.dashboard.access import Access
+from consumer.dashboard.queries import overview
+from consumer.dashboard.status import render
 from consumer.errors import SettingsError
-
-
-def _settings(local: bool, **overrides: Any) -> Any:
-    from consumer.cli.main import as_env, load_settings
-
-    if local:
-        overrides["local_mode"] = "true"
-    settings = load_settings(**overrides)
-    return settings, as_env(overrides)
+from consumer.wire.timeutil import utcnow
 
 
 def gunicorn_command(bind: str, workers: int, timeout: int) -> list[str]:
@@ -40,9 +36,8 @@ def gunicorn_command(bind: str, workers: int, timeout: int) -> list[str]:
 @click.option("--workers", default=2, show_default=True, help="gunicorn workers.")
 def dashboard(local: bool, bind: str | None, workers: int) -> None:
     """Serve the operator's dashboard on its own listener (never the push port)."""
-    from consumer.dashboard.access import Access
-
-    settings, env = _settings(local, dashboard_bind=bind)
+    overrides: dict[str, Any] = {"dashboard_bind": bind, "local_mode": "true" if local else None}
+    settings, env = current_cli().compose(**overrides).settings, as_env(overrides)
     try:
         Access.from_settings(settings)
     except SettingsError as exc:
@@ -59,20 +54,8 @@ def dashboard(local: bool, bind: str | None, workers: int) -> None:
 @click.command("status")
 def status() -> None:
     """The dashboard's overview in the terminal: deliveries, jobs, ticks, files, warm runs."""
-    from consumer.cli.context import load_with_plugins
-    from consumer.dashboard.queries import overview
-    from consumer.dashboard.status import render
-    from consumer.db.engine import make_engine
-    from consumer.plugins import build_registry
-    from consumer.wire.timeutil import utcnow
-
-    settings, loaded = load_with_plugins()  # each plugin registers once
-    registry = build_registry(settings, loaded=loaded)
-    engine = make_engine(settings.database_url)
-    try:
-        click.echo(render(overview(engine, registry, utcnow())))
-    finally:
-        engine.dispose()
+    service = current_cli().service
+    click.echo(render(overview(service.engine, service.registry, utcnow())))
 
 
 def register(group: click.Group) -> None:

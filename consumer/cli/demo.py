@@ -7,6 +7,9 @@ from pathlib import Path
 
 import click
 
+from consumer.demo.acts import Options, after, before, workspace
+from consumer.demo.report import table
+
 
 @click.command()
 @click.option("--jobs", "-n", default=1000, show_default=True, help="Emails to enqueue.")
@@ -27,9 +30,6 @@ def demo(
     workdir: Path | None,
 ) -> None:  # fmt: skip
     """Watch three pods send duplicate emails, then watch them not do it."""
-    from consumer.demo.acts import Options, after, before, workspace  # starts nothing on import
-    from consumer.demo.report import table
-
     if jobs < 1 or not 1 <= pods <= 16:
         raise click.BadParameter("--jobs must be at least 1 and --pods 1..16")
     options = Options(jobs=jobs, pods=pods, kill=kill, database=database, emulator=emulator)

@@ -10,6 +10,7 @@ from dataclasses import asdict
 import click
 
 from consumer.cli.context import current_cli
+from consumer.config.storage_rules import load_rules
 from consumer.storage.model import FileStatus
 from consumer.storage.store import ProcessedFiles
 
@@ -58,8 +59,6 @@ def files_show(url: str) -> None:
 def files_rules() -> None:
     """Check CONSUMER_STORAGE_RULES and print them, with the processors they may name; exit
     non-zero when a rule names a processor that is not registered."""
-    from consumer.config.storage_rules import load_rules
-
     cli = current_cli()
     known = cli.registry.processors.names()
     missing = []

@@ -13,7 +13,14 @@ from sqlalchemy import Engine
 
 from consumer.cli.context import current_cli
 from consumer.config.settings import Settings
+from consumer.jobs.bulk_file import enqueue_file_command
 from consumer.jobs.model import EnqueueResult, InvalidJob, Job, Status
+from consumer.jobs.store import JobStore, enqueue
+from consumer.pipeline.decisions import Source
+from consumer.pipeline.dispatch import Dispatcher
+from consumer.service import Service
+from consumer.wire.events import TickEvent
+from consumer.wire.message import Format, PushMessage
 from consumer.wire.timeutil import parse_rfc3339, utcnow
 
 
@@ -80,12 +87,9 @@ def enqueue_command(
     """Add a KIND job (or, with --from, one per row of a file). A duplicate key is reported
     (exit status 0), not inserted twice; a KIND that no registered plugin (CONSUMER_PLUGINS)
     provides is refused without --unknown."""
-    from consumer.jobs.store import enqueue
 
     current_cli().registry  # noqa: B018 (built now: its kinds and the plugins' are the known ones)
     if from_file is not None:
-        from consumer.jobs.bulk_file import enqueue_file_command
-
         options = (kind, run_at, priority, max_attempts, from_file, file_format, key_prefix)
         raise SystemExit(enqueue_file_command(_engine, payload, key, *options))
     try:
@@ -110,7 +114,6 @@ def _enqueued(result: EnqueueResult, key: str | None) -> dict[str, Any]:
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
 def list_command(status: str | None, kind: str | None, limit: int) -> None:
     """Newest first: id, status, attempts, kind, run_at, last error."""
-    from consumer.jobs.store import JobStore
 
     for job in JobStore(_engine()).list(Status(status) if status else None, kind, limit):
         click.echo(_line(job))
@@ -128,7 +131,6 @@ def _line(job: Job) -> str:
 @click.argument("job_id", type=int)
 def show_command(job_id: int) -> None:
     """One job in full, with its error history."""
-    from consumer.jobs.store import JobStore
 
     job = JobStore(_engine()).get(job_id)
     if job is None:
@@ -142,7 +144,6 @@ def show_command(job_id: int) -> None:
 def retry_command(job_id: int | None, dead: bool) -> None:
     """Make a dead or cancelled job (or, with --dead, every dead job) pending again with fresh
     attempts; its error history is kept."""
-    from consumer.jobs.store import JobStore
 
     if job_id is None and not dead:
         raise click.UsageError("give a job ID or --dead (every dead job)")
@@ -158,7 +159,6 @@ def retry_command(job_id: int | None, dead: bool) -> None:
 @click.argument("job_id", type=int)
 def cancel_command(job_id: int) -> None:
     """Cancel a pending job (a running one cannot be stopped mid-effect)."""
-    from consumer.jobs.store import JobStore
 
     if not JobStore(_engine()).cancel(job_id, utcnow()):
         raise click.ClickException(f"job {job_id} is missing or not pending")
@@ -180,32 +180,23 @@ def sweep_command(once: bool, budget: float | None) -> None:
     the job claims keep them apart."""
     if not once:
         raise click.UsageError("use --once; in a cluster, Cloud Scheduler ticks run the sweep")
-    current_cli().require_database()  # run_sweep_once's own engine would create a missing file
-    click.echo(json.dumps(run_sweep_once(_settings(), budget)))
+    click.echo(json.dumps(run_sweep_once(current_cli().service, budget)))
 
 
-def run_sweep_once(settings: Settings, budget: float | None = None) -> dict[str, Any]:
+def run_sweep_once(service: Service, budget: float | None = None) -> dict[str, Any]:
     """The registered ``sweep`` task, decided by the same pipeline as a tick (logged, counted,
-    errors turned into outcomes) but without taking the tick's inbox slot."""
-    from consumer.db.engine import make_engine
-    from consumer.pipeline.decisions import Source
-    from consumer.pipeline.dispatch import Dispatcher
-    from consumer.plugins import build_registry
-    from consumer.wire.events import TickEvent
-    from consumer.wire.message import Format, PushMessage
-
-    registry = build_registry(settings)
+    errors turned into outcomes) but without taking the tick's inbox slot. A database that is
+    missing, unreachable or not migrated is refused first, in one line."""
+    settings, registry = service.settings, service.registry
     settings.require_mail_transport()  # the sweep runs the email kind
+    service.require_database()
     now, schedule = utcnow(), registry.schedule_of("sweep")
     message = PushMessage(
         f"cli-{uuid.uuid4().hex}", now, attributes={"task": "sweep"}, format=Format.CLI
     )
     event = TickEvent("sweep", schedule.slot_of(now), schedule, message)
-    engine = make_engine(settings.database_url)
-    try:
-        outcome = Dispatcher(settings, engine, registry).run_unclaimed(event, Source.CLI, budget)
-    finally:
-        engine.dispose()
+    dispatcher = Dispatcher(settings, service.engine, registry)
+    outcome = dispatcher.run_unclaimed(event, Source.CLI, budget)
     if outcome.kind.value != "done":
         raise click.ClickException(f"sweep {outcome.kind.value}: {outcome.details.get('error')}")
     return {k: v for k, v in outcome.details.items() if k != "attempt"}

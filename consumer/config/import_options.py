@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from functools import cached_property
-from typing import Any
+from typing import Any, Protocol
 
 from consumer.errors import SettingsError
-from consumer.storage.model import StoredObject
 
 FORMATS = ("auto", "csv", "jsonl")
 JSONL_MEDIA_TYPES = {
@@ -20,6 +19,16 @@ EMAIL_ADDRESS_FIELDS = ("to", "cc", "bcc", "reply_to", "from")
 LIMITS = {"batch_rows": (1, 10_000), "max_errors": (0, 10_000), "max_row_bytes": (64, 1 << 20)}
 INT32 = (-(1 << 31), (1 << 31) - 1)
 """``jobs.priority`` and ``jobs.max_attempts`` are 32-bit columns."""
+
+
+class Named(Protocol):
+    """What ``format_for`` reads of a stored object (``consumer.storage.model.StoredObject``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def content_type(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -54,7 +63,7 @@ class ImportOptions:
             return self.emails
         return EMAIL_ADDRESS_FIELDS if self.kind == "email" else ()
 
-    def format_for(self, obj: StoredObject) -> str:
+    def format_for(self, obj: Named) -> str:
         if self.format != "auto":
             return self.format
         media_type = obj.content_type.split(";", 1)[0].strip().lower()

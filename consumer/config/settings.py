@@ -1,12 +1,11 @@
 """Service settings: one frozen object composed of sections, built from ``CONSUMER_*`` variables
 and validated at start as a whole (every problem of every section in one ``SettingsError``).
 
-Each feature owns its section (``consumer.config.jobs``, ``consumer.config.storage``...) and
-a plugin may declare its own (``registry.settings(MySettings)``). The feature sections are
-imported when a ``Settings`` is first built, never when this module is: importing ``consumer``
-stays cheap. Nothing reads the environment at import time; ``Settings.from_env`` is called by
-the CLI and the WSGI entry points (as ``loaded_from_env``, which hands on the registry the
-plugins were loaded into), and tests build ``Settings.of(...)``.
+The built-in sections live beside this module (``consumer.config.jobs``, ``.storage``...); a
+plugin declares its own (``registry.settings(MySettings)``) and the composition root
+(``consumer.service``) hands the registry's sections to ``from_env``: settings never load plugins
+or features to learn them. Nothing reads the environment at import time; tests build
+``Settings.of(...)``.
 """
 
 from __future__ import annotations
@@ -14,11 +13,18 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from importlib import import_module
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from functools import cache
+from typing import Any, ClassVar, TypeVar
 from weakref import WeakValueDictionary
 
+from sqlalchemy.engine import make_url
+
+from consumer.config import env as env_vars
+from consumer.config.dashboard import DashboardSettings
+from consumer.config.deploy import DeployHookSettings, WarmingSettings
 from consumer.config.fields import PREFIX, Rule, Section, named, setting
+from consumer.config.jobs import JobSettings
+from consumer.config.mail import NO_SMTP_HOST, SmtpSettings
 from consumer.config.parse import boolean, names
 from consumer.config.rules import database_url_problem
 from consumer.config.sections import (
@@ -29,15 +35,8 @@ from consumer.config.sections import (
     ServerSettings,
     TickSettings,
 )
+from consumer.config.storage import StorageSettings
 from consumer.errors import SettingsError
-
-if TYPE_CHECKING:
-    from consumer.config.dashboard import DashboardSettings
-    from consumer.config.deploy import DeployHookSettings, WarmingSettings
-    from consumer.config.jobs import JobSettings
-    from consumer.config.mail import SmtpSettings
-    from consumer.config.storage import StorageSettings
-    from consumer.pipeline.registry import Registry
 
 __all__ = ["DEFAULT_DATABASE_URL", "DEFAULT_MAX_BODY_BYTES", "PREFIX", "Section", "Settings"]
 DEFAULT_DATABASE_URL = "sqlite:///consumer.db"
@@ -49,22 +48,6 @@ _VALID: WeakValueDictionary[int, Settings] = WeakValueDictionary()
 
 SECTION = {"section": True}
 """Metadata of the fields of ``Settings`` that are sections."""
-
-
-class Lazy:
-    """The default of a feature's section: its class, named ``"module:Class"``, is imported when
-    a ``Settings`` is built, so importing the core does not import the features."""
-
-    def __init__(self, home: str) -> None:
-        self.home = home
-
-    def __call__(self) -> Any:  # the section, typed by the field it is the default of
-        return self.section_class()()
-
-    def section_class(self) -> type[Section]:
-        module, _, name = self.home.partition(":")
-        kind: type[Section] = getattr(import_module(module), name)
-        return kind
 
 
 @dataclass(frozen=True, repr=False)
@@ -84,24 +67,12 @@ class Settings(Section):
     inbox: InboxSettings = field(default_factory=InboxSettings, metadata=SECTION)
     ticks: TickSettings = field(default_factory=TickSettings, metadata=SECTION)
     logging: LoggingSettings = field(default_factory=LoggingSettings, metadata=SECTION)
-    jobs: JobSettings = field(
-        default_factory=Lazy("consumer.config.jobs:JobSettings"), metadata=SECTION
-    )
-    smtp: SmtpSettings = field(
-        default_factory=Lazy("consumer.config.mail:SmtpSettings"), metadata=SECTION
-    )
-    deploy_hook: DeployHookSettings = field(
-        default_factory=Lazy("consumer.config.deploy:DeployHookSettings"), metadata=SECTION
-    )
-    warming: WarmingSettings = field(
-        default_factory=Lazy("consumer.config.deploy:WarmingSettings"), metadata=SECTION
-    )
-    storage: StorageSettings = field(
-        default_factory=Lazy("consumer.config.storage:StorageSettings"), metadata=SECTION
-    )
-    dashboard: DashboardSettings = field(
-        default_factory=Lazy("consumer.config.dashboard:DashboardSettings"), metadata=SECTION
-    )
+    jobs: JobSettings = field(default_factory=JobSettings, metadata=SECTION)
+    smtp: SmtpSettings = field(default_factory=SmtpSettings, metadata=SECTION)
+    deploy_hook: DeployHookSettings = field(default_factory=DeployHookSettings, metadata=SECTION)
+    warming: WarmingSettings = field(default_factory=WarmingSettings, metadata=SECTION)
+    storage: StorageSettings = field(default_factory=StorageSettings, metadata=SECTION)
+    dashboard: DashboardSettings = field(default_factory=DashboardSettings, metadata=SECTION)
     extra: Mapping[type[Section], Section] = field(default_factory=dict)
     """The sections plugins declared, by class (read them with ``section``)."""
 
@@ -137,40 +108,24 @@ class Settings(Section):
         env: Mapping[str, str],
         *,
         serves_push: bool = True,
-        sections: Iterable[type[Section]] | None = None,
+        sections: Iterable[type[Section]] = (),
     ) -> Settings:
         """Build from ``CONSUMER_*`` variables; every problem is reported at once.
         ``serves_push=False`` (pull mode, CLI tools) has no endpoint to authenticate.
-        ``sections``: the plugins' sections; by default the configured plugins are loaded to
-        learn them (``consumer.plugins.load_configured``); if one fails to load, its error is
-        reported only with the problems it may explain (its variables are then unknown)."""
-        return cls.loaded_from_env(env, serves_push=serves_push, sections=sections)[0]
-
-    @classmethod
-    def loaded_from_env(
-        cls,
-        env: Mapping[str, str],
-        *,
-        serves_push: bool = True,
-        sections: Iterable[type[Section]] | None = None,
-    ) -> tuple[Settings, Registry | None]:
-        """``from_env``, and the registry the plugins were loaded into to learn their sections
-        (None if nothing was loaded). A process that serves hands it to
-        ``build_registry(settings, loaded=...)``, so each plugin's ``register`` runs once."""
-        from consumer.config.env import read_env, wants_plugins
-
-        loaded, failure = None, None
-        if sections is None and wants_plugins(env):
-            from consumer.plugins import load_configured
-
-            loaded, failure = load_configured(env)
-        if sections is None:
-            sections = loaded.setting_sections.values() if loaded else ()
-        settings = read_env(cls, env, tuple(sections), failure)
+        ``sections``: the plugins' sections (``registry.setting_sections``): their variables are
+        unknown settings without them."""
+        plugins = tuple(sections)
+        for kind in plugins:
+            check_plugin_section(kind)
+        known = {**builtin_catalog(), **env_vars.catalog({}, plugins)}
+        values = env_vars.convert(env, known)
+        parts: dict[str, Any] = {n: kind(**values.get(n, {})) for n, kind in part_classes().items()}
+        extra = {kind: kind(**values.get(kind, {})) for kind in plugins}
+        settings = cls(**values.get("", {}), **parts, extra=extra)
         settings.validate(serves_push=serves_push)
         if serves_push:
             settings.require_mail_transport()
-        return settings, loaded
+        return settings
 
     @classmethod
     def of(cls, *sections: Section, **values: Any) -> Settings:
@@ -181,22 +136,34 @@ class Settings(Section):
         """A copy with whole ``sections`` replaced and ``values`` changed, each named like its
         variable without ``CONSUMER_`` (``smtp_host=``, ``job_lease_seconds=``) or like a field
         of ``Settings`` (``database_url=``, ``jobs=JobSettings(...)``). Not validated."""
-        from consumer.config.env import changed
-
-        return changed(self, sections, values)
+        top: dict[str, Any] = {"extra": dict(self.extra)}
+        by_class = {kind: name for name, kind in part_classes().items()}
+        for value in sections:
+            if type(value) in by_class:
+                top[by_class[type(value)]] = value
+            else:
+                top["extra"][type(value)] = value
+        per_part: dict[str, dict[str, Any]] = {}
+        for name, value in values.items():
+            if name in _OWN_FIELDS:
+                top[name] = value
+            elif name in flat_index():
+                owner, attribute = flat_index()[name]
+                per_part.setdefault(owner, {})[attribute] = value
+            else:
+                raise TypeError(f"no setting named {name!r}")
+        for owner, changes in per_part.items():
+            top[owner] = dataclasses.replace(top.get(owner, getattr(self, owner)), **changes)
+        return dataclasses.replace(self, **top)
 
     def value(self, name: str) -> Any:
         """A setting by its variable's name without ``CONSUMER_`` (``"send_to"``)."""
-        from consumer.config.env import flat_index
-
         owner, attribute = flat_index()[name]
         return getattr(getattr(self, owner) if owner else self, attribute)
 
     def require_mail_transport(self) -> None:
         """A process that runs handlers (and so the ``email`` job kind) outside local mode needs
         an SMTP host; the CLI's tools, which send no mail, do not."""
-        from consumer.config.mail import NO_SMTP_HOST
-
         if not (self.local_mode or self.smtp.host):
             raise SettingsError(NO_SMTP_HOST)
 
@@ -237,18 +204,44 @@ class Settings(Section):
 
 def part_classes() -> dict[str, type[Section]]:
     """Attribute -> class of every built-in section, in the order of the reference."""
-    found: dict[str, type[Section]] = {}
-    for spec in dataclasses.fields(Settings):
-        if "section" in spec.metadata:
-            default: Any = spec.default_factory
-            found[spec.name] = default.section_class() if isinstance(default, Lazy) else default
-    return found
+    return {
+        spec.name: spec.default_factory  # type: ignore[misc]
+        for spec in dataclasses.fields(Settings)
+        if "section" in spec.metadata
+    }
+
+
+_OWN_FIELDS = frozenset(spec.name for spec in dataclasses.fields(Settings))
+
+
+@cache
+def builtin_catalog() -> env_vars.Catalog:
+    """``CONSUMER_*`` variable -> (owner, field) of ``Settings`` and every built-in section."""
+    owners: dict[env_vars.Owner, type[Section]] = {"": Settings}
+    owners.update(part_classes())
+    return env_vars.catalog(owners)
+
+
+@cache
+def flat_index() -> dict[str, tuple[str, str]]:
+    """A built-in setting's variable without ``CONSUMER_``, lowercased -> (owner, field)."""
+    return {
+        variable[len(PREFIX) :].lower(): (str(owner), spec.name)
+        for variable, (owner, spec) in builtin_catalog().items()
+    }
+
+
+def check_plugin_section(kind: Any, taken: Mapping[str, type[Section]] | None = None) -> None:
+    """Refuse a plugin section that is malformed, uses a built-in prefix, or overlaps one of
+    ``taken`` (the other plugin sections, by prefix)."""
+    problem = env_vars.plugin_section_problem(kind, builtin_catalog())
+    if problem:
+        raise SettingsError(problem)
+    env_vars.check_prefix_free(kind, taken or {})
 
 
 def redacted_url(url: str) -> str:
     """A database URL with its password masked (unparseable: nothing of it is shown)."""
-    from sqlalchemy.engine import make_url
-
     try:
         return make_url(url).render_as_string(hide_password=True)
     except Exception:  # any parse failure: show nothing that might be a secret

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from consumer.config.fields import Rule, Section, setting
+from consumer.config.storage_rules import problem_with
 
 
 @dataclass(frozen=True, repr=False)
@@ -18,7 +19,5 @@ class StorageSettings(Section):
     """File-processing rules: a JSON list, or the path of a JSON file (see docs/storage.md)."""
 
     def checks(self) -> list[Rule]:
-        from consumer.config.storage_rules import problem_with
-
         problem = problem_with(self.rules)
         return [(not problem, f"CONSUMER_STORAGE_RULES: {problem}")]

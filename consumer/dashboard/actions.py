@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from typing import Any
 from urllib.parse import urlencode
 
 from flask import Blueprint, abort, g, render_template, request
 
 from consumer.dashboard import queries
+from consumer.dashboard.context import context
 from consumer.errors import ConsumerError
 from consumer.jobs.store import JobStore
 from consumer.sources.replay import replay
@@ -19,12 +19,6 @@ log = logging.getLogger("consumer.dashboard")
 blueprint = Blueprint("actions", __name__, url_prefix="/actions")
 REPLAY_ALL_LIMIT = 100
 """Dead events replayed by one click (each runs its handler in this request)."""
-
-
-def _ctx() -> Any:
-    from consumer.dashboard.app import context
-
-    return context()
 
 
 def _field(name: str) -> str:
@@ -57,7 +51,7 @@ def replay_event() -> tuple[str, int]:
     key = _field("key")
     back = f"/inbox/event?{urlencode({'key': key})}"
     try:
-        outcome = replay(_ctx().settings, key)
+        outcome = replay(context().service, key)
     except ConsumerError as exc:
         return _done("replay", key, False, str(exc), back)
     return _done("replay", key, True, f"replayed {key}: {outcome.kind.value}", back)
@@ -67,11 +61,11 @@ def replay_event() -> tuple[str, int]:
 def replay_route() -> tuple[str, int]:
     """Replay the dead events of one route, oldest first, up to a limit per click."""
     route = _field("route")
-    keys = queries.dead_keys(_ctx().engine, route, REPLAY_ALL_LIMIT)
+    keys = queries.dead_keys(context().engine, route, REPLAY_ALL_LIMIT)
     outcomes: Counter[str] = Counter()
     for key in keys:
         try:
-            outcomes[replay(_ctx().settings, key).kind.value] += 1
+            outcomes[replay(context().service, key).kind.value] += 1
         except ConsumerError:
             outcomes["not replayable"] += 1
     summary = ", ".join(f"{count} {kind}" for kind, count in sorted(outcomes.items()))
@@ -83,7 +77,7 @@ def replay_route() -> tuple[str, int]:
 @blueprint.post("/retry-job")
 def retry_job() -> tuple[str, int]:
     job_id = _job_id()
-    ctx = _ctx()
+    ctx = context()
     changed = JobStore(ctx.engine).retry(ctx.clock(), job_id)
     message = f"job {job_id} is pending again" if changed else f"job {job_id} is not dead"
     return _done("retry-job", str(job_id), bool(changed), message, f"/jobs/{job_id}")
@@ -92,7 +86,7 @@ def retry_job() -> tuple[str, int]:
 @blueprint.post("/retry-kind")
 def retry_kind() -> tuple[str, int]:
     kind = _field("kind")
-    ctx = _ctx()
+    ctx = context()
     changed = JobStore(ctx.engine).retry_dead_of_kind(ctx.clock(), kind)
     message = f"{changed} dead {kind} jobs are pending again"
     return _done("retry-kind", kind, changed > 0, message, f"/jobs?{urlencode({'kind': kind})}")
@@ -101,7 +95,7 @@ def retry_kind() -> tuple[str, int]:
 @blueprint.post("/cancel-job")
 def cancel_job() -> tuple[str, int]:
     job_id = _job_id()
-    ctx = _ctx()
+    ctx = context()
     cancelled = JobStore(ctx.engine).cancel(job_id, ctx.clock())
     message = f"job {job_id} is cancelled" if cancelled else f"job {job_id} is not pending"
     return _done("cancel-job", str(job_id), cancelled, message, f"/jobs/{job_id}")

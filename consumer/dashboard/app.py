@@ -1,4 +1,4 @@
-"""``create_dashboard(settings)``: the dashboard's Flask app, its guards and its route table.
+"""``create_dashboard(service)``: the dashboard's Flask app, its guards and its route table.
 
 Every request but ``/healthz`` and the login form needs an identity (``access.Access``); every
 POST needs the CSRF token. Pages are in ``pages``, actions in ``actions``; both reach the stores
@@ -7,58 +7,30 @@ through the ``Context`` kept on the app.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from flask import Flask, Response, current_app, g, render_template, request
-from sqlalchemy import Engine
+from flask import Flask, Response, g, render_template, request
 from werkzeug.exceptions import HTTPException
 
-from consumer.config.settings import Settings
 from consumer.dashboard import actions, pages
 from consumer.dashboard.access import CSRF_COOKIE, Access, csrf_ok, new_csrf_token
+from consumer.dashboard.context import Context, context
 from consumer.dashboard.formatting import FILTERS
-from consumer.db.engine import make_engine, unavailable_on_db_fault
+from consumer.db.engine import unavailable_on_db_fault
 from consumer.db.migrate import require_schema_at_head
 from consumer.errors import Unavailable
-from consumer.pipeline.registry import Registry
-from consumer.plugins import build_registry
+from consumer.service import Service
 from consumer.wire.timeutil import Clock, utcnow
 
 OPEN = frozenset({"healthz", "readyz", "static", "pages.login"})
 """Served without an identity: the probe, the stylesheet, and the form that gives one."""
 
 
-@dataclass(frozen=True)
-class Context:
-    settings: Settings
-    engine: Engine
-    registry: Registry
-    access: Access
-    clock: Clock
-
-
-def context() -> Context:
-    found: Context = current_app.extensions["dashboard"]
-    return found
-
-
-def create_dashboard(
-    settings: Settings,
-    engine: Engine | None = None,
-    registry: Registry | None = None,
-    clock: Clock = utcnow,
-) -> Flask:
+def create_dashboard(service: Service, clock: Clock = utcnow) -> Flask:
     """The app; raises ``SettingsError`` outside local mode without authentication."""
-    access = Access.from_settings(settings)
+    access = Access.from_settings(service.settings)
     app = Flask(__name__)
-    app.extensions["dashboard"] = Context(
-        settings,
-        engine or make_engine(settings.database_url),
-        registry or build_registry(settings),
-        access,
-        clock,
-    )
+    app.extensions["dashboard"] = Context(service, access, clock)
     app.add_url_rule("/healthz", "healthz", lambda: {"status": "ok"})
     app.add_url_rule("/readyz", "readyz", _ready)
     app.register_blueprint(pages.blueprint)

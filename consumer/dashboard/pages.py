@@ -12,6 +12,7 @@ from werkzeug import Response
 
 from consumer.dashboard import queries
 from consumer.dashboard.access import TOKEN_COOKIE
+from consumer.dashboard.context import context
 from consumer.db.inbox import Inbox
 from consumer.db.inbox import Status as InboxStatus
 from consumer.deploy.runs import WarmRuns
@@ -24,12 +25,6 @@ log = logging.getLogger("consumer.dashboard")
 blueprint = Blueprint("pages", __name__)
 LIMIT = 100
 E = TypeVar("E", bound=StrEnum)
-
-
-def _ctx() -> Any:
-    from consumer.dashboard.app import context
-
-    return context()
 
 
 def _choice(name: str, enum: type[E]) -> E | None:
@@ -50,14 +45,14 @@ def _page(template: str, **values: Any) -> str:
 
 @blueprint.get("/")
 def overview() -> str:
-    ctx = _ctx()
+    ctx = context()
     view = queries.overview(ctx.engine, ctx.registry, ctx.clock())
     return _page("overview.html", view=view, refresh=True)
 
 
 @blueprint.get("/inbox")
 def inbox() -> str:
-    ctx = _ctx()
+    ctx = context()
     rows = queries.inbox_rows(
         ctx.engine,
         status=_choice("status", InboxStatus),
@@ -79,7 +74,7 @@ def inbox() -> str:
 @blueprint.get("/inbox/event")
 def inbox_event() -> str:
     key = request.args.get("key", "")
-    row = Inbox(_ctx().engine).get(key) if key else None
+    row = Inbox(context().engine).get(key) if key else None
     if row is None:
         abort(404, f"no inbox row {key!r}")
     return _page("inbox_event.html", row=row)
@@ -87,7 +82,7 @@ def inbox_event() -> str:
 
 @blueprint.get("/jobs")
 def jobs() -> str:
-    ctx = _ctx()
+    ctx = context()
     rows = JobStore(ctx.engine).list(
         _choice("status", JobStatus), request.args.get("kind") or None, LIMIT
     )
@@ -107,7 +102,7 @@ def jobs() -> str:
 
 @blueprint.get("/jobs/<int:job_id>")
 def job(job_id: int) -> str:
-    found = JobStore(_ctx().engine).get(job_id)
+    found = JobStore(context().engine).get(job_id)
     if found is None:
         abort(404, f"no job {job_id}")
     return _page("job.html", job=found)
@@ -115,13 +110,13 @@ def job(job_id: int) -> str:
 
 @blueprint.get("/files")
 def files() -> str:
-    rows = ProcessedFiles(_ctx().engine).list(_choice("status", FileStatus), LIMIT)
+    rows = ProcessedFiles(context().engine).list(_choice("status", FileStatus), LIMIT)
     return _page("files.html", rows=rows, statuses=[s.value for s in FileStatus], refresh=True)
 
 
 @blueprint.get("/warm")
 def warm_runs() -> str:
-    return _page("warm.html", rows=WarmRuns(_ctx().engine).recent(LIMIT), refresh=True)
+    return _page("warm.html", rows=WarmRuns(context().engine).recent(LIMIT), refresh=True)
 
 
 @blueprint.route("/login", methods=["GET", "POST"])
@@ -129,7 +124,7 @@ def login() -> Any:
     """The token form; a right token becomes an HttpOnly, same-site cookie."""
     if request.method == "GET":
         return render_template("login.html", message="")
-    if not _ctx().access.token_matches(request.form.get("token", "")):
+    if not context().access.token_matches(request.form.get("token", "")):
         log.warning("dashboard sign-in refused", extra={"remote": request.remote_addr})
         return render_template("login.html", message="wrong token"), 401
     response = make_response(redirect("/", code=303))

@@ -1,5 +1,5 @@
-"""WSGI entry point of the dashboard: ``gunicorn 'consumer.dashboard.wsgi:app()'``. Reads the
-environment here, at start-up, and nowhere else."""
+"""WSGI entry point of the dashboard: ``gunicorn 'consumer.dashboard.wsgi:app()'``. Each worker
+composes the service (``consumer.service``) once, from the environment, at start-up."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ import os
 
 from flask import Flask
 
-from consumer.config.settings import Settings
 from consumer.dashboard.app import create_dashboard
 from consumer.observe.logs import configure_logging
+from consumer.service import compose, or_exit
 
 
 def app() -> Flask:
-    settings = Settings.from_env(os.environ, serves_push=False)
-    configure_logging(settings.logging.level)
-    return create_dashboard(settings)
+    service = or_exit(lambda: compose(os.environ, serves_push=False))
+    configure_logging(service.settings.logging.level)
+    return or_exit(lambda: create_dashboard(service), service=service)

@@ -1,33 +1,32 @@
 """gunicorn's configuration module for the container's command
-(``gunicorn --config python:consumer.http.gunicorn_conf 'consumer.http.wsgi:asgi()'``): every value
-comes
-from ``consumer.http.gunicorn_options``, the same source ``consumer serve`` uses.
+(``gunicorn --config python:consumer.http.gunicorn_conf 'consumer.http.wsgi:asgi()'``): every
+value comes from ``consumer.http.gunicorn_options``, the same source ``consumer serve`` uses.
 
-An invalid setting, or a plugin that cannot load or register, stops gunicorn here, before any
-worker boots, with one line naming it.
+The master composes the service once (``consumer.service``) when it reads this module, and
+checks its database when the arbiter is ready, before any worker boots: a bad setting, a plugin
+that cannot load or register, or a database that is missing or not migrated stops gunicorn with
+one line and exit 2 (an unreachable one is logged, and readiness waits for it), not each worker
+(two workers failing to boot at once made gunicorn's arbiter halt with a traceback). Each worker
+then composes its own after the fork.
 """
 
 from __future__ import annotations
 
 import os
-import sys
+from typing import Any
 
-from consumer.config.settings import Settings
-from consumer.errors import SettingsError
 from consumer.http.gunicorn_options import options
-from consumer.plugins import build_registry
+from consumer.service import compose, or_exit
 
-try:
-    _settings, _loaded = Settings.loaded_from_env(os.environ)
-    # The plugins' registry finished once here, then dropped (each worker builds its own after
-    # the fork): a plugin that cannot load or register stops the server before any worker
-    # boots, not each worker (two workers failing to boot at once made gunicorn's arbiter halt
-    # with a traceback).
-    build_registry(_settings, loaded=_loaded)
-except SettingsError as _error:
-    print(f"invalid settings: {_error}", file=sys.stderr)
-    sys.exit(2)
-del _loaded
+_service = or_exit(lambda: compose(os.environ))
+_settings = _service.settings
+
+
+def when_ready(_server: Any) -> None:
+    """The arbiter's last step before it forks the workers: the database must be usable."""
+    or_exit(lambda: _service.require_database(serving=True), service=_service)
+    _service.close()  # no pooled connection crosses the fork
+
 
 _options = options(_settings)
 bind = _options["bind"]

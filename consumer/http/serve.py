@@ -2,10 +2,10 @@
 ``serve`` (SIGTERM, SIGINT, Ctrl-C) stops the server and its workers with it; plus, in local mode
 only, one tick source for the whole server (never one per worker: that was the original bug).
 
-Plugins are loaded once here before gunicorn starts: a bad ``CONSUMER_PLUGINS`` is one line
-and a non-zero exit, not a worker boot failure per worker. Each worker then loads them once more,
-its own: what a plugin's ``register`` opens (a client, a connection) is never shared across the
-fork.
+The service is composed once here before gunicorn starts (``consumer.service``), and its
+database checked: a fault is one line and exit 2, not a worker boot failure per worker. Each
+worker then composes its own from the same environment: what a plugin's ``register`` opens (a
+client, a connection) is never shared across the fork.
 """
 
 from __future__ import annotations
@@ -22,12 +22,11 @@ from gunicorn.app.base import BaseApplication
 
 from consumer.config.settings import Settings
 from consumer.db.migrate import upgrade
-from consumer.errors import SettingsError
 from consumer.http.gunicorn_options import options
+from consumer.http.wsgi import asgi
 from consumer.observe import metrics
 from consumer.observe.logs import configure_logging
-from consumer.pipeline.registry import Registry
-from consumer.plugins import build_registry
+from consumer.service import Service, or_exit
 from consumer.sources.ticker import LocalTicker
 
 
@@ -46,9 +45,9 @@ class Server(BaseApplication):
         self.cfg.set("on_exit", self._on_exit)
 
     def load(self) -> Any:
-        from consumer.http.wsgi import asgi_app
-
-        return asgi_app(self.settings)
+        """In each worker, after the fork: its own composition, from this process's environment
+        (the command line's values included)."""
+        return asgi()
 
     def _when_ready(self, _server: Any) -> None:
         self.ticker = start_ticker(self.settings)
@@ -58,42 +57,38 @@ class Server(BaseApplication):
             self.ticker.stop()
 
 
-Loaded = tuple[Settings, Registry | None]
-"""What ``Settings.loaded_from_env`` returns: the settings, and the registry of their plugins."""
 OWNED_METRICS_ENV = "PROMETHEUS_MULTIPROC_DIR_OWNED_BY_SERVE"
 """Set by ``serve`` for its restarted self: the metrics directory to remove on exit."""
 
 
-def run(read: Callable[[], Loaded], overrides: Mapping[str, str]) -> None:
-    """Serve until stopped. ``read``: the settings and the registry their plugins were loaded
-    into (``Settings.loaded_from_env``). It is called after the restart ``_metrics_directory``
-    may make, never before: settings read before it would be read again, every plugin loaded
-    again, by the same PID. Bad settings still stop ``serve`` before gunicorn starts, from the
-    restarted process, which removes the metrics directory it was given. ``overrides`` (the
-    command line's ``CONSUMER_*`` values) also go into this process's environment first, for
-    plugins that read their own variables."""
+def run(compose: Callable[[], Service], overrides: Mapping[str, str]) -> None:
+    """Serve until stopped. ``compose``: the service from the environment, called after the
+    restart ``_metrics_directory`` may make, never before (a composition before it would be made
+    again, every plugin registered again, by the same PID). A fault still stops ``serve`` before
+    gunicorn starts, from the restarted process, which removes the metrics directory it was
+    given. ``overrides`` (the command line's ``CONSUMER_*`` values) go into this process's
+    environment first: the workers compose from it, and plugins may read their own variables."""
     owned_metrics_dir = _metrics_directory()
     try:
         os.environ.update(overrides)
-        settings = _checked(*read())
-        if settings.local_mode:
-            # Local convenience only; in a cluster the migration Job runs once per release.
-            upgrade(settings.database_url)
+        settings = _checked(or_exit(compose))
         Server(settings).run()
     finally:
         if owned_metrics_dir:
             shutil.rmtree(owned_metrics_dir, ignore_errors=True)
 
 
-def _checked(settings: Settings, loaded: Registry | None) -> Settings:
-    """The pre-start check: the registry the settings loaded is finished (a bad plugin is one
-    line and exit 2), then dropped, as the workers build their own."""
+def _checked(service: Service) -> Settings:
+    """The pre-start check: in local mode the database is migrated first (a convenience; in a
+    cluster the migration Job runs once per release), then it must exist and be at head (an
+    unreachable one is logged: readiness waits for it).
+    The composition is dropped before the fork: the workers compose their own."""
+    settings = service.settings
     configure_logging(settings.logging.level, settings.logging.format, settings.logging.project_id)
-    try:
-        build_registry(settings, loaded=loaded)
-    except SettingsError as error:
-        print(f"invalid settings: {error}", file=sys.stderr)
-        sys.exit(2)
+    if settings.local_mode:
+        or_exit(lambda: upgrade(settings.database_url), service=service)
+    or_exit(lambda: service.require_database(serving=True), service=service)
+    service.close()
     return settings
 
 

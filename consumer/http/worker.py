@@ -25,6 +25,7 @@ from gunicorn.workers import gasgi
 
 from consumer.http.bridge import BufferedWsgi
 from consumer.http.large_slot import fix_mmap_threshold
+from consumer.http.wsgi import bridged
 
 log = logging.getLogger("consumer.worker")
 DEFAULT_HEADER_TIMEOUT_SECONDS = 10.0
@@ -79,14 +80,12 @@ class ConsumerWorker(gasgi.ASGIWorker):
 
     def load_wsgi(self) -> None:
         """``consumer.http.wsgi:asgi()`` is served as is; a plain WSGI app
-        (``consumer.http.wsgi:app()``,
-        still named by older commands) is put behind the same bridge, with the same limits, from the
-        settings and authenticator the app was built with."""
+        (``consumer.http.wsgi:app()``, still named by older commands) is put behind the same
+        bridge, with the same limits, from the settings and authenticator the app was built
+        with."""
         super().load_wsgi()
         loaded: Any = getattr(self, "asgi", None)
         if isinstance(loaded, Flask):
-            from consumer.http.wsgi import bridged
-
             self.asgi = bridged(loaded)
 
     def handle_exit_signal(self) -> None:

@@ -1,54 +1,52 @@
-"""Entry points for gunicorn. Read the environment here, at start-up, and nowhere else.
+"""Entry points for gunicorn: each worker composes the service (``consumer.service``) once, from
+the environment, after the fork.
 
-- ``consumer.http.wsgi:asgi()``: what the container and ``consumer serve`` run (gunicorn's asyncio
-  worker, ``consumer.http.worker``), the Flask app behind the buffering bridge.
+- ``consumer.http.wsgi:asgi()``: what the container and ``consumer serve`` run (gunicorn's
+  asyncio worker, ``consumer.http.worker``), the Flask app behind the buffering bridge.
 - ``consumer.http.wsgi:app()``: the plain Flask (WSGI) app, for a WSGI server of your own.
 
-A worker reads its settings, loads each plugin and builds its authenticator once, whichever entry
-point it runs. An invalid setting ends the worker with gunicorn's "failed to boot" status after
-one line naming it: gunicorn then stops instead of restarting workers that can never boot.
+A fault at start-up ends the worker with gunicorn's "failed to boot" status after one line naming
+it: gunicorn then stops instead of restarting workers that can never boot. The master checked the
+same composition before forking (``consumer.http.gunicorn_conf``, ``consumer serve``), so this is
+the rare case of a fault that appeared in between.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import sys
-from collections.abc import Callable
-from typing import TypeVar
 
 from flask import Flask
 
 from consumer.auth.push import authenticator_for
 from consumer.config.settings import Settings
-from consumer.errors import SettingsError
 from consumer.http.app import BuiltWith, built_with, create_app
 from consumer.http.bridge import BridgeLimits, BufferedWsgi
 from consumer.http.precheck import precheck_for
 from consumer.observe.logs import configure_logging
-from consumer.pipeline.registry import Registry
-from consumer.plugins import build_registry
+from consumer.service import Service, compose, or_exit
 
-T = TypeVar("T")
 WORKER_BOOT_ERROR = 3  # gunicorn's Arbiter.WORKER_BOOT_ERROR: halt, do not respawn
 
 
 def app() -> Flask:
-    settings, loaded = _loaded_or_exit()
-    _started(settings)
-    return _or_exit(lambda: create_app(settings, build_registry(settings, loaded=loaded)))
+    return _app(_composed())
 
 
 def asgi() -> BufferedWsgi:
-    settings, loaded = _loaded_or_exit()
-    return _or_exit(lambda: asgi_app(settings, build_registry(settings, loaded=loaded)))
+    return bridged(_app(_composed()))
 
 
-def asgi_app(settings: Settings, registry: Registry | None = None) -> BufferedWsgi:
-    """The service as gunicorn's ASGI worker serves it. Without ``registry`` the app loads the
-    plugins itself: ``consumer serve``'s workers, each after the fork."""
-    _started(settings)
-    return bridged(create_app(settings, registry))
+def _composed() -> Service:
+    return or_exit(lambda: compose(os.environ), status=WORKER_BOOT_ERROR)
+
+
+def _app(service: Service) -> Flask:
+    _started(service.settings)
+    return or_exit(
+        lambda: create_app(service.settings, service.registry, service.engine),
+        status=WORKER_BOOT_ERROR,
+    )
 
 
 def bridged(flask_app: Flask) -> BufferedWsgi:
@@ -57,7 +55,7 @@ def bridged(flask_app: Flask) -> BufferedWsgi:
     ``consumer.http.wsgi:app()`` under ``consumer.http.worker`` reads its settings once."""
     built = built_with(flask_app)
     if built is None:  # a Flask app of someone else's: the settings come from the environment
-        settings = settings_or_exit()
+        settings = _composed().settings
         built = BuiltWith(settings, authenticator_for(settings))
     precheck = precheck_for(built.settings, built.authenticate)
     return BufferedWsgi(flask_app, _limits(built.settings), precheck)
@@ -78,21 +76,3 @@ def _limits(settings: Settings) -> BridgeLimits:
 def _started(settings: Settings) -> None:
     configure_logging(settings.logging.level, settings.logging.format, settings.logging.project_id)
     logging.getLogger("consumer").info("worker started", extra={"local_mode": settings.local_mode})
-
-
-def _loaded_or_exit() -> tuple[Settings, Registry | None]:
-    return _or_exit(lambda: Settings.loaded_from_env(os.environ))
-
-
-def settings_or_exit() -> Settings:
-    return _or_exit(lambda: Settings.from_env(os.environ))
-
-
-def _or_exit(build: Callable[[], T]) -> T:
-    """``build()``, or one line and gunicorn's boot-error exit on a settings error (a bad
-    plugin included), instead of a traceback per worker."""
-    try:
-        return build()
-    except SettingsError as error:
-        print(f"invalid settings: {error}", file=sys.stderr)
-        sys.exit(WORKER_BOOT_ERROR)

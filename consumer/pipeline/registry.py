@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from weakref import WeakSet
 
 from consumer.config.fields import Section
+from consumer.config.settings import check_plugin_section
 from consumer.errors import AlreadyRegistered, SettingsError
 from consumer.pipeline.context import HandlerContext
 from consumer.pipeline.extensions import Functions, Named, Warmers
@@ -70,8 +71,6 @@ class Registry:
         """Declare a plugin's settings section (also a class decorator): its
         ``CONSUMER_<prefix>*`` variables are then read and validated with the built-in ones,
         and handlers read it with ``context.settings.section(section)``."""
-        from consumer.config.env import check_plugin_section
-
         check_plugin_section(section, self.setting_sections)
         self.setting_sections[section.prefix] = section
         return section

@@ -16,12 +16,10 @@ from typing import Any
 from google.cloud import pubsub_v1
 from google.cloud.pubsub_v1.subscriber.scheduler import ThreadScheduler
 
-from consumer.config.settings import Settings
-from consumer.db.engine import make_engine
 from consumer.observe.logs import configure_logging
 from consumer.pipeline.decisions import Source
 from consumer.pipeline.dispatch import Dispatcher
-from consumer.plugins import build_registry
+from consumer.service import Service
 from consumer.wire.message import Format, PushMessage
 
 log = logging.getLogger("consumer.pull")
@@ -106,14 +104,16 @@ class PullConsumer:
             )
 
 
-def run_pull(settings: Settings, subscription: str, max_messages: int) -> None:
-    """``consumer pull``: run until SIGTERM or SIGINT, then drain and exit."""
+def run_pull(service: Service, subscription: str, max_messages: int) -> None:
+    """``consumer pull``: run until SIGTERM or SIGINT, then drain and exit. A database that is
+    missing or not migrated is refused first, in one line; an unreachable one is logged, and the
+    deliveries are nacked until it answers."""
+    settings = service.settings
     settings.require_mail_transport()  # pulled ticks run the sweep, and so the email kind
     configure_logging(settings.logging.level, settings.logging.format, settings.logging.project_id)
-    engine = make_engine(settings.database_url)
-    dispatcher = Dispatcher(settings, engine, build_registry(settings))
+    service.require_database(serving=True)
+    dispatcher = Dispatcher(settings, service.engine, service.registry)
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     PullConsumer(dispatcher, subscription, max_messages).run(stop)
-    engine.dispose()

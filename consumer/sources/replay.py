@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from consumer.config.settings import Settings
-from consumer.db.engine import make_engine
 from consumer.errors import InvalidEvent, NotReplayable
 from consumer.pipeline.decisions import Source
 from consumer.pipeline.dispatch import Dispatcher
-from consumer.plugins import build_registry
+from consumer.service import Service
 from consumer.wire.events import Event
 from consumer.wire.message import PushMessage
 from consumer.wire.outcomes import Outcome
@@ -15,23 +13,19 @@ from consumer.wire.outcomes import Outcome
 __all__ = ["NotReplayable", "replay"]  # NotReplayable lives in consumer.errors
 
 
-def replay(settings: Settings, key: str) -> Outcome:
+def replay(service: Service, key: str) -> Outcome:
     """Rearm the row with fresh attempts and run its stored message in this process, as the
     event it still is. A message that now classifies differently (a tick task's schedule changed,
     so its slot and key did; a lowered ``CONSUMER_MAX_JSON_NODES``) is not replayed, and its row
     is left as it was: rearming it would strand it, and the run would record under another key."""
-    engine = make_engine(settings.database_url)
-    try:
-        dispatcher = Dispatcher(settings, engine, build_registry(settings))
-        row = dispatcher.inbox.get(key)
-        if row is None:
-            raise NotReplayable(f"{key!r} is missing")
-        event = _event_of(dispatcher, PushMessage.from_json(row.message), key)
-        if not dispatcher.inbox.rearm(key, dispatcher.clock()):
-            raise NotReplayable(f"{key!r} is not dead, unroutable or failed")
-        return dispatcher.handle(event, Source.REPLAY)
-    finally:
-        engine.dispose()
+    dispatcher = Dispatcher(service.settings, service.engine, service.registry)
+    row = dispatcher.inbox.get(key)
+    if row is None:
+        raise NotReplayable(f"{key!r} is missing")
+    event = _event_of(dispatcher, PushMessage.from_json(row.message), key)
+    if not dispatcher.inbox.rearm(key, dispatcher.clock()):
+        raise NotReplayable(f"{key!r} is not dead, unroutable or failed")
+    return dispatcher.handle(event, Source.REPLAY)
 
 
 def _event_of(dispatcher: Dispatcher, message: PushMessage, key: str) -> Event:

@@ -24,8 +24,9 @@ def clean_env(monkeypatch: pytest.MonkeyPatch, sqlite_url: str) -> None:
 
 def test_each_piece_is_built_lazily_and_once() -> None:
     cli = CliContext()
-    assert not cli.has_engine and cli.database_url is None
+    assert not cli.has_engine and cli.composed is None
     assert cli.settings is cli.settings and cli.engine is cli.engine
+    assert cli.composed is cli.service and cli.service.registry is cli.registry
     assert cli.registry is cli.registry and "sweep" in cli.registry.tasks
     cli.close()
     assert not cli.has_engine

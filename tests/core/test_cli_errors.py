@@ -59,7 +59,7 @@ def test_the_default_sqlite_file_is_not_created_elsewhere(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     result = invoke(*args)
-    fails_cleanly(result, "no database at", "relative to the working directory")
+    fails_cleanly(result, "no database at", "relative to the working directory", code=2)
     assert "consumer db upgrade" in result.output
     assert not (tmp_path / "consumer.db").exists()
 
@@ -69,12 +69,14 @@ def test_an_unmigrated_database_suggests_db_upgrade(tmp_path: Path) -> None:
     empty.touch()
     for args in (("jobs", "list"), ("inbox", "list"), ("inbox", "show", "k")):
         result = invoke(*args, CONSUMER_DATABASE_URL=f"sqlite:///{empty}")
-        fails_cleanly(result, "is not migrated", "no such table", "run `consumer db upgrade`")
+        fails_cleanly(
+            result, "is not migrated", "no such table", "run `consumer db upgrade`", code=2
+        )
 
 
 def test_db_upgrade_then_check(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'new.db'}"
-    fails_cleanly(invoke("db", "check", CONSUMER_DATABASE_URL=url), "no database at")
+    fails_cleanly(invoke("db", "check", CONSUMER_DATABASE_URL=url), "no database at", code=2)
     assert invoke("db", "upgrade", CONSUMER_DATABASE_URL=url).exit_code == 0
     checked = invoke("db", "check", CONSUMER_DATABASE_URL=url)
     assert checked.exit_code == 0 and "matches the models" in checked.output
@@ -90,7 +92,7 @@ def test_db_upgrade_then_check(tmp_path: Path) -> None:
     ],
 )
 def test_unusable_databases_are_one_line(url: str, expected: str) -> None:
-    output = fails_cleanly(invoke("jobs", "list", CONSUMER_DATABASE_URL=url), expected)
+    output = fails_cleanly(invoke("jobs", "list", CONSUMER_DATABASE_URL=url), expected, code=2)
     assert "secret" not in output and len(output.strip().splitlines()) == 1
 
 
@@ -98,7 +100,9 @@ def test_unusable_databases_are_one_line(url: str, expected: str) -> None:
 def test_a_missing_postgres_database_is_one_line(postgres_admin: str) -> None:
     base = postgres_admin.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://")
     result = invoke("jobs", "list", CONSUMER_DATABASE_URL=f"{base}/no_such_db_here")
-    fails_cleanly(result, 'database "no_such_db_here" does not exist', "consumer db upgrade")
+    fails_cleanly(
+        result, 'database "no_such_db_here" does not exist', "consumer db upgrade", code=2
+    )
 
 
 @pytest.mark.postgres
@@ -111,7 +115,7 @@ def test_an_out_of_range_priority_is_refused_before_sql(postgres_url: str) -> No
 def test_a_bad_plugin_is_one_line(sqlite_url: str) -> None:
     for args in (("files", "rules"), ("sweep", "--once"), ("inbox", "replay", "k")):
         result = invoke(*args, CONSUMER_DATABASE_URL=sqlite_url, CONSUMER_PLUGINS="no.such.mod")
-        fails_cleanly(result, "CONSUMER_PLUGINS: cannot import 'no.such.mod'")
+        fails_cleanly(result, "CONSUMER_PLUGINS: cannot import 'no.such.mod'", code=2)
 
 
 def test_files_rules_fails_on_an_unregistered_processor(sqlite_url: str) -> None:
@@ -122,15 +126,15 @@ def test_files_rules_fails_on_an_unregistered_processor(sqlite_url: str) -> None
     fails_cleanly(result, "NOT REGISTERED", "not registered: nope")
 
 
-def test_pull_without_google_credentials_is_one_line(tmp_path: Path) -> None:
+def test_pull_without_google_credentials_is_one_line(tmp_path: Path, sqlite_url: str) -> None:
     env = {
         "GOOGLE_APPLICATION_CREDENTIALS": str(tmp_path / "absent.json"),
         "PUBSUB_EMULATOR_HOST": None,
-        "CONSUMER_DATABASE_URL": f"sqlite:///{tmp_path / 'x.db'}",
+        "CONSUMER_DATABASE_URL": sqlite_url,
         "CONSUMER_SMTP_HOST": "smtp.example.com",  # pull mode runs the email kind
     }
     result = CliRunner(env={**CLEAN, **env}).invoke(main, ["pull", "projects/p/subscriptions/s"])
-    fails_cleanly(result, "no Google credentials")
+    fails_cleanly(result, "no Google credentials", code=2)
 
 
 def test_version_and_help_without_restructured_text_markup() -> None:
@@ -159,7 +163,7 @@ def test_a_real_process_prints_one_line_and_leaves_no_file(tmp_path: Path) -> No
         [sys.executable, "-m", "consumer", "jobs", "list"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
-    assert result.returncode == 1 and result.stdout == ""
+    assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.startswith("Error: no database at ") and result.stderr.count("\n") == 1
     assert not (tmp_path / "consumer.db").exists()
 

@@ -15,6 +15,7 @@ from consumer.config.settings import Settings
 from consumer.db.inbox import Inbox, Status
 from consumer.http.app import create_app
 from consumer.plugins import build_registry
+from consumer.service import Service
 from consumer.sources.replay import NotReplayable, replay
 from consumer.wire.envelopes_out import deploy_body, storage_body, tick_body, wrapped_body
 from tests.conftest import Clock
@@ -156,7 +157,7 @@ def test_permanent_error_is_dead_with_the_full_message_and_replayable(
     assert row.message["attributes"] == body["message"]["attributes"]
     assert row.message["data"] == body["message"]["data"]
     # Replay runs it again through the same pipeline (still permanent: dead again, attempts reset).
-    outcome = replay(effect_settings, "deploy:web:r5")
+    outcome = replay(Service.of(effect_settings, engine), "deploy:web:r5")
     assert outcome.kind.value == "dead" and outcome.details["attempt"] == 1
 
 
@@ -172,10 +173,10 @@ def test_replay_of_an_unroutable_event_runs_once_a_handler_exists(
     with_plugin = Settings(
         settings.database_url, local_mode=True, plugins=("tests.plugins.effects",)
     )
-    assert replay(with_plugin, key).kind.value == "done"
+    assert replay(Service.of(with_plugin, engine), key).kind.value == "done"
     assert len(effect_rows(engine)) == 1
     with pytest.raises(NotReplayable):
-        replay(with_plugin, key)  # finished rows are not replayed
+        replay(Service.of(with_plugin, engine), key)  # finished rows are not replayed
 
 
 def stored_dead(engine: Engine, body: dict[str, Any], when: datetime, period: int = 60) -> str:
@@ -204,11 +205,11 @@ def test_a_tick_whose_schedule_changed_is_not_replayed_under_another_key(
     key = stored_dead(engine, tick_body("effect", publish_time=now), now)
     hourly = effect_settings.with_values(tick_periods={"effect": Every(3600)})
     with pytest.raises(NotReplayable, match="would now run as 'tick:effect:"):
-        replay(hourly, key)
+        replay(Service.of(hourly, engine), key)
     row = Inbox(engine).get(key)
     assert row is not None and (row.status, row.attempts) == (Status.DEAD, 1)
     assert effect_rows(engine) == []
-    assert replay(effect_settings, key).kind.value == "done"
+    assert replay(Service.of(effect_settings, engine), key).kind.value == "done"
     assert len(effect_rows(engine)) == 1
 
 
@@ -220,7 +221,7 @@ def test_a_message_over_a_lowered_limit_is_not_replayed_and_keeps_its_row(
     body = wrapped_body(data=data.encode(), attributes={"event": "deploy"})
     key = stored_dead(engine, body, now)
     with pytest.raises(NotReplayable, match="no longer a valid event: message data has more"):
-        replay(effect_settings.with_values(max_json_nodes=20), key)
+        replay(Service.of(effect_settings.with_values(max_json_nodes=20), engine), key)
     row = Inbox(engine).get(key)
     assert row is not None and (row.status, row.attempts) == (Status.DEAD, 1)
 
@@ -369,7 +370,7 @@ def test_every_decision_is_one_line_with_one_schema_whatever_the_source(
         post(client, deploy_body("web", "logged", message_id="m-1"))
         client.post("/push", data=b"{not json")
         key = post(client, with_attributes(deploy_body("web", "dead"), fail="permanent"))[1]
-        replay(effect_settings, key["key"])
+        replay(Service.of(effect_settings, engine), key["key"])
     finally:
         logger.removeHandler(lines)
         logger.setLevel(level)

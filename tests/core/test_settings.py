@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from consumer.config.env import builtin_catalog
 from consumer.config.parse import names, periods
-from consumer.config.settings import Settings
+from consumer.config.settings import Settings, builtin_catalog
 from consumer.errors import SettingsError
 from consumer.wire.schedule import Every
 

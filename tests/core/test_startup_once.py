@@ -25,7 +25,7 @@ from consumer.config.settings import Settings
 from consumer.errors import SettingsError
 from consumer.http import app as app_module
 from consumer.http import serve, wsgi
-from consumer.plugins import build_registry
+from consumer.service import compose
 from tests.conftest import Server, free_port, server_env, settings_env, wait_until
 from tests.plugins import counted
 
@@ -77,12 +77,13 @@ def registers_since(before: int) -> int:
 ONCE = {"registers": 1, "validations": 1, "authenticators": 1}
 
 
-def test_settings_hand_the_registry_they_loaded_on(env: dict[str, str]) -> None:
+def test_the_composition_root_registers_once_and_reads_the_plugins_section(
+    env: dict[str, str],
+) -> None:
     before = len(counted.registered)
-    settings, loaded = Settings.loaded_from_env(env)
-    registry = build_registry(settings, loaded=loaded)
-    assert registry is loaded and "counted" in registry.tasks
-    assert settings.section(counted.CountedSettings).label == "counted"
+    service = compose({**env, "CONSUMER_COUNTED_LABEL": "mine"})
+    assert "counted" in service.registry.tasks
+    assert service.settings.section(counted.CountedSettings).label == "mine"
     assert registers_since(before) == 1
 
 
@@ -103,13 +104,13 @@ def test_a_plain_app_under_the_production_worker_starts_once(calls: Counter[str]
 def test_serve_checks_the_plugins_once_before_gunicorn_starts(
     calls: Counter[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The arbiter's pre-start check reuses the registry its settings loaded; the workers build
-    their own (``test_each_process_of_consumer_serve_registers_once``)."""
+    """The arbiter's pre-start check composes once; the workers compose their own
+    (``test_each_process_of_consumer_serve_registers_once``)."""
     monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))  # no restart
     served: list[Settings] = []
     monkeypatch.setattr(serve.Server, "run", lambda server: served.append(server.settings))
     before = len(counted.registered)
-    serve.run(lambda: Settings.loaded_from_env(os.environ), {})
+    serve.run(lambda: compose(os.environ), {})
     assert len(served) == 1 and registers_since(before) == 1
     assert calls == {"validations": 1}
 

@@ -11,15 +11,24 @@ from pathlib import Path
 
 import pytest
 import requests
+from flask import Flask
+from sqlalchemy import Engine
 
 from consumer.config.settings import Settings
 from consumer.dashboard.access import CSRF_COOKIE, Access
 from consumer.dashboard.app import create_dashboard
+from consumer.db.engine import make_engine
 from consumer.errors import SettingsError
 from consumer.jobs import store
+from consumer.service import Service
 from tests.conftest import Server
 from tests.dashboard.conftest import APP, DASHBOARD_WORKER, TOKEN
 from tests.dashboard.iap_keys import AUDIENCE, IapKey, key_server
+
+
+def dashboard_of(settings: Settings, engine: Engine | None = None) -> Flask:
+    """The dashboard for settings built in code (its engine made here unless given)."""
+    return create_dashboard(Service.of(settings, engine or make_engine(settings.database_url)))
 
 
 def test_refuses_to_start_without_authentication_outside_local_mode() -> None:
@@ -61,7 +70,7 @@ def test_the_command_refuses_an_unguarded_or_push_port_listener(tmp_path: Path) 
 def test_an_action_is_logged_with_who_did_it(
     sqlite_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    app = create_dashboard(Settings.of(database_url=sqlite_url, dashboard_token=TOKEN))
+    app = dashboard_of(Settings.of(database_url=sqlite_url, dashboard_token=TOKEN))
     job_id = store.enqueue(
         app.extensions["dashboard"].engine, "report", {}, allow_unknown=True
     ).job_id
@@ -83,7 +92,7 @@ def test_an_action_is_logged_with_who_did_it(
 
 
 def test_bad_action_input_is_a_clear_4xx(sqlite_url: str) -> None:
-    app = create_dashboard(Settings(database_url=sqlite_url, local_mode=True))
+    app = dashboard_of(Settings(database_url=sqlite_url, local_mode=True))
     client = app.test_client()
     client.set_cookie(CSRF_COOKIE, "c" * 43)
     for form, status in (
@@ -123,9 +132,7 @@ def test_iap_users_are_let_in_over_http(
 
 
 def test_the_login_form_sets_the_token_cookie(sqlite_url: str) -> None:
-    client = create_dashboard(
-        Settings.of(database_url=sqlite_url, dashboard_token=TOKEN)
-    ).test_client()
+    client = dashboard_of(Settings.of(database_url=sqlite_url, dashboard_token=TOKEN)).test_client()
     assert client.get("/").status_code == 401
     assert client.get("/login").status_code == 200
     csrf = client.get_cookie(CSRF_COOKIE)
@@ -144,8 +151,8 @@ def test_the_login_form_sets_the_token_cookie(sqlite_url: str) -> None:
 def test_ready_only_once_the_schema_is_at_head(tmp_path: Path, sqlite_url: str) -> None:
     """A dashboard rolled out before the migration Job finished stays out of rotation."""
     bare = f"sqlite:///{tmp_path / 'unmigrated.db'}"
-    unmigrated = create_dashboard(Settings.of(database_url=bare, dashboard_token=TOKEN))
+    unmigrated = dashboard_of(Settings.of(database_url=bare, dashboard_token=TOKEN))
     assert unmigrated.test_client().get("/readyz").status_code == 503
-    migrated = create_dashboard(Settings.of(database_url=sqlite_url, dashboard_token=TOKEN))
+    migrated = dashboard_of(Settings.of(database_url=sqlite_url, dashboard_token=TOKEN))
     answer = migrated.test_client().get("/readyz")
     assert answer.status_code == 200 and answer.get_json() == {"status": "ready"}

@@ -5,19 +5,27 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from flask import Flask
 from sqlalchemy import Engine, event
 
 from consumer.config.settings import Settings
 from consumer.dashboard import queries
 from consumer.dashboard.app import create_dashboard
+from consumer.db.engine import make_engine
 from consumer.db.inbox import Inbox, Status
 from consumer.jobs import store
 from consumer.jobs.model import Status as JobStatus
 from consumer.jobs.schema import jobs
 from consumer.jobs.store import JobStore
 from consumer.plugins import build_registry
+from consumer.service import Service
 from consumer.wire.timeutil import floor_to_period, utcnow
 from tests.dashboard.data import PLUGIN, seed
+
+
+def dashboard_of(settings: Settings, engine: Engine | None = None) -> Flask:
+    """The dashboard for settings built in code (its engine made here unless given)."""
+    return create_dashboard(Service.of(settings, engine or make_engine(settings.database_url)))
 
 
 @pytest.fixture
@@ -44,7 +52,7 @@ def test_each_page_counts_the_jobs_in_one_aggregate(engine: Engine, seeded: Sett
     and status in the database, and reads every other job query by an index or a LIMIT."""
     statements: list[str] = []
     event.listen(engine, "before_cursor_execute", lambda *call: statements.append(call[2]))
-    client = create_dashboard(seeded, engine=engine).test_client()
+    client = dashboard_of(seeded, engine).test_client()
     for page, shown in (("/", "report"), ("/jobs", "Retry all 2 dead report jobs")):
         statements.clear()
         response = client.get(page)

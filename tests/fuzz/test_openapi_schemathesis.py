@@ -1,4 +1,5 @@
-"""schemathesis against ``consumer/http/openapi.yaml`` and the live app (WSGI, a real SQLite database):
+"""schemathesis against ``consumer/http/openapi.yaml`` and the live app (WSGI, a real SQLite
+database):
 no 500, and every response matches the description (status, content type, body schema, headers).
 
 Positive and negative cases. Two of schemathesis's checks are left out on purpose: the push
