@@ -157,8 +157,8 @@ def procrastinate_worker(conninfo: str, batch: int, barrier: Any, results: Any) 
 
 
 def fill_jobs(conninfo: str, count: int) -> None:
+    from consumer import NewJob, enqueue_many
     from consumer.db.engine import make_engine
-    from consumer.jobs import NewJob, enqueue_many
 
     engine = make_engine(sqlalchemy_url(conninfo))
     with engine.begin() as connection:

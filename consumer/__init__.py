@@ -1,58 +1,53 @@
 """An exactly-once event consumer behind Pub/Sub push.
 
 Scheduler ticks, storage notifications and deploy hooks arrive at ``POST /push``; each event takes
-effect once however often it is delivered. Start with ``create_app``; extend it with a plugin
-whose ``register(registry)`` adds to the ``Registry``.
+effect once however often it is delivered. Extend it with a plugin whose ``register(registry)``
+adds to the ``Registry``; build it from the environment with ``compose`` (or ``create_app``).
 
-The names below are the public API. They are imported on first use, so ``import consumer.x`` does
-not load Flask, and the command line stays quick.
+The names below are the public API, and this module is the one place that re-exports: plugins
+import from ``consumer``, never from the layers underneath.
 """
 
 from __future__ import annotations
 
-import importlib
 from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from consumer import errors
-    from consumer.config.settings import Settings
-    from consumer.errors import (
-        ConsumerError,
-        Incomplete,
-        LeaseLost,
-        NotReplayable,
-        Permanent,
-        Retryable,
-        SettingsError,
-        Skip,
-    )
-    from consumer.http.app import create_app
-    from consumer.pipeline.context import HandlerContext
-    from consumer.pipeline.registry import MessageEvent, Registry
-    from consumer.plugins import build_registry
-    from consumer.wire import events
-    from consumer.wire.events import DeployEvent, Event, OtherEvent, StorageEvent, TickEvent
+from consumer import errors
+from consumer.config.fields import Section, setting
+from consumer.config.parse import boolean, names, whole
+from consumer.config.settings import Settings
+from consumer.deploy.report import TargetResult, WarmReport
+from consumer.errors import (
+    ConsumerError,
+    Incomplete,
+    LeaseLost,
+    NotReplayable,
+    Permanent,
+    Retryable,
+    SettingsError,
+    Skip,
+)
+from consumer.http.app import create_app
+from consumer.jobs.model import EnqueueResult, InvalidJob, Job, NewJob, UnknownKind
+from consumer.jobs.store import enqueue, enqueue_many
+from consumer.pipeline.context import HandlerContext
+from consumer.pipeline.registry import MessageEvent, Registry
+from consumer.plugins import build_registry
+from consumer.service import Service, compose
+from consumer.storage.model import FileResult, FileStatus, Progress, StoredObject
+from consumer.storage.processors import FileInput
+from consumer.wire import events
+from consumer.wire.events import DeployEvent, Event, OtherEvent, StorageEvent, TickEvent
 
 __all__ = [
-    "ConsumerError", "DeployEvent", "Event", "HandlerContext", "Incomplete", "LeaseLost",
-    "MessageEvent", "NotReplayable", "OtherEvent", "Permanent", "Registry", "Retryable",
-    "Settings", "SettingsError", "Skip", "StorageEvent", "TickEvent", "__version__",
-    "build_registry", "create_app", "errors", "events",
+    "ConsumerError", "DeployEvent", "EnqueueResult", "Event", "FileInput", "FileResult",
+    "FileStatus", "HandlerContext", "Incomplete", "InvalidJob", "Job", "LeaseLost",
+    "MessageEvent", "NewJob", "NotReplayable", "OtherEvent", "Permanent", "Progress",
+    "Registry", "Retryable", "Section", "Service", "Settings", "SettingsError", "Skip",
+    "StorageEvent", "StoredObject", "TargetResult", "TickEvent", "UnknownKind", "WarmReport",
+    "__version__", "boolean", "build_registry", "compose", "create_app", "enqueue",
+    "enqueue_many", "errors", "events", "names", "setting", "whole",
 ]  # fmt: skip
-
-_ERRORS = ("ConsumerError", "Incomplete", "LeaseLost", "NotReplayable", "Permanent", "Retryable")
-_HOMES = {
-    "create_app": "consumer.http.app",
-    "HandlerContext": "consumer.pipeline.context",
-    "Registry": "consumer.pipeline.registry",
-    "MessageEvent": "consumer.pipeline.registry",
-    "build_registry": "consumer.plugins",
-    "Settings": "consumer.config.settings",
-    **dict.fromkeys(("DeployEvent", "Event", "OtherEvent", "StorageEvent"), "consumer.wire.events"),
-    **dict.fromkeys((*_ERRORS, "SettingsError", "Skip"), "consumer.errors"),
-    "TickEvent": "consumer.wire.events",
-}
 
 
 def _version() -> str:
@@ -63,14 +58,3 @@ def _version() -> str:
 
 
 __version__ = _version()
-
-
-def __getattr__(name: str) -> Any:
-    if name in ("errors", "events"):
-        return importlib.import_module(
-            {"errors": "consumer.errors", "events": "consumer.wire.events"}[name]
-        )
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'consumer' has no attribute {name!r}")
-    return getattr(importlib.import_module(home), name)

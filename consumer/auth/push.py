@@ -10,6 +10,7 @@ import logging
 from collections.abc import Mapping
 from typing import Protocol
 
+from consumer.auth.oidc import OidcAuthenticator
 from consumer.config.settings import Settings
 from consumer.errors import Unauthorized
 
@@ -39,8 +40,6 @@ class SharedTokenAuthenticator:
 
 def authenticator_for(settings: Settings) -> Authenticator:
     if settings.auth.push_audience and settings.auth.push_service_accounts:
-        from consumer.auth.oidc import OidcAuthenticator
-
         return OidcAuthenticator.from_settings(settings)
     if settings.auth.push_token:
         return SharedTokenAuthenticator(settings.auth.push_token)

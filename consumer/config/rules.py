@@ -12,6 +12,9 @@ import ipaddress
 import json
 from urllib.parse import SplitResult, urlsplit
 
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+
 from consumer.wire.headers import checked_headers
 
 DAY = 24 * 3600
@@ -61,9 +64,6 @@ def bind_problem(bind: str) -> str | None:
 
 def database_url_problem(url: str) -> str | None:
     """A parseable sqlite or postgresql URL (the password is never quoted back)."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
     try:
         parsed = make_url(url)
         parsed.port  # noqa: B018 -- parsed lazily

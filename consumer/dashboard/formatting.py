@@ -6,6 +6,8 @@ import json
 from datetime import datetime
 from typing import Any
 
+from consumer.wire.message import PushMessage
+
 
 def when(moment: datetime | None) -> str:
     return "-" if moment is None else f"{moment:%Y-%m-%d %H:%M:%S}"
@@ -33,8 +35,6 @@ def pretty(value: Any) -> str:
 def message_data(stored: Any) -> str:
     """The data of a stored message as a person reads it: JSON pretty-printed, else text, else
     a note on the binary size."""
-    from consumer.wire.message import PushMessage
-
     try:
         data = PushMessage.from_json(stored).data
     except (ValueError, TypeError, KeyError):

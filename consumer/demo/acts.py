@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -19,7 +20,14 @@ from consumer.db.engine import make_engine
 from consumer.demo.balancer import Balancer
 from consumer.demo.database import fresh_database
 from consumer.demo.mailbox_jobs import Tally, enqueue_emails
-from consumer.demo.processes import Child, descendants, free_port, spawn, wait_until
+from consumer.demo.processes import (
+    Child,
+    descendants,
+    free_port,
+    pubsub_emulator,
+    spawn,
+    wait_until,
+)
 from consumer.demo.scheduler import DirectTicks, EmulatorTicks, Ticker, TickSource
 from consumer.demo.sink import MailSink
 
@@ -155,8 +163,6 @@ def _healthy(port: int) -> bool:
 
 
 def _tick_source(options: Options, push_url: str, workdir: Path) -> TickSource:
-    from consumer.demo.processes import pubsub_emulator
-
     use_emulator = options.emulator if options.emulator is not None else bool(pubsub_emulator())
     if use_emulator:
         return EmulatorTicks(push_url, ACK_DEADLINE_SECONDS, workdir)
@@ -230,7 +236,5 @@ def workspace(root: Path | None) -> Iterator[Path]:
         root.mkdir(parents=True, exist_ok=True)
         yield root
         return
-    import tempfile
-
     with tempfile.TemporaryDirectory(prefix="consumer-demo-") as name:
         yield Path(name)

@@ -3,7 +3,7 @@
 Warmers live in the registry (``registry.warmers``), given to the handler when it is built; a
 plugin adds its own with::
 
-    from consumer.deploy import WarmReport
+    from consumer import WarmReport
 
     def register(registry):
         @registry.warmer("search", services={"web"})

@@ -13,6 +13,8 @@ import glob
 import os
 from typing import Any
 
+from prometheus_client import multiprocess
+
 from consumer.config.settings import Settings
 from consumer.observe.logs import ACCESS_LOG_FORMAT, gunicorn_logconfig
 
@@ -63,6 +65,4 @@ def on_starting(server: Any) -> None:
 def child_exit(server: Any, worker: Any) -> None:
     """Drop a dead worker's live gauges (prometheus_client's multiprocess rule)."""
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        from prometheus_client import multiprocess
-
         multiprocess.mark_process_dead(worker.pid)

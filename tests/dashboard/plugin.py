@@ -14,10 +14,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+from consumer import Job
 from consumer.deploy.report import TargetResult, WarmReport
 from consumer.deploy.runs import WarmRuns
 from consumer.errors import Permanent
-from consumer.jobs import Job
 from consumer.jobs.kinds import JobContext
 from consumer.pipeline.context import HandlerContext
 from consumer.pipeline.registry import Registry

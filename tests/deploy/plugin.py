@@ -5,7 +5,8 @@
 
 from __future__ import annotations
 
-from consumer.deploy import TargetResult, WarmReport, warmers_of
+from consumer import TargetResult, WarmReport
+from consumer.deploy.warming import warmers_of
 from consumer.pipeline.context import HandlerContext
 from consumer.pipeline.registry import Registry
 from consumer.wire.events import DeployEvent

@@ -13,8 +13,8 @@ import time
 
 from sqlalchemy import Column, Engine, Integer, MetaData, Table, func, insert, select
 
+from consumer import Job
 from consumer.errors import Permanent
-from consumer.jobs import Job
 from consumer.jobs.kinds import JobContext
 from consumer.pipeline.registry import Registry
 

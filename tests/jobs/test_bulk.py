@@ -13,10 +13,10 @@ import pytest
 from click.testing import CliRunner, Result
 from sqlalchemy import Engine, select
 
+from consumer import InvalidJob
 from consumer.cli.main import main
 from consumer.db.engine import make_engine
 from consumer.errors import Unavailable
-from consumer.jobs import InvalidJob
 from consumer.jobs.bulk import JobTemplate, insert_jobs
 from consumer.jobs.schema import jobs
 from tests.support.cuts import Cutter, on_statement, sql

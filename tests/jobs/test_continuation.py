@@ -14,9 +14,9 @@ import pytest
 import requests
 from sqlalchemy import Engine, select
 
+from consumer import NewJob, enqueue_many
 from consumer.config.settings import Settings
 from consumer.db.schema import tick_progress
-from consumer.jobs import NewJob, enqueue_many
 from consumer.jobs.sweep import SweepSummary
 from consumer.jobs.tick import continuations_wanted
 from consumer.pipeline.dispatch import Dispatcher

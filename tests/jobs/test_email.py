@@ -11,11 +11,12 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
+from consumer import enqueue
 from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
-from consumer.jobs import Status, enqueue
 from consumer.jobs.email import build_message, message_id
 from consumer.jobs.kinds import JobKinds
+from consumer.jobs.model import Status
 from consumer.jobs.store import JobStore
 from consumer.jobs.tick import register
 from consumer.pipeline.registry import Registry

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
-from consumer.jobs import Status, enqueue
+from consumer import enqueue
 from consumer.jobs.kinds import JobKinds
+from consumer.jobs.model import Status
 from consumer.jobs.store import JobStore
 from tests.jobs.conftest import sweep
 from tests.jobs.smtp_server import Recorder

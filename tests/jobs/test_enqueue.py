@@ -8,9 +8,9 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import Engine, func, select, update
 
+from consumer import InvalidJob, NewJob, UnknownKind, enqueue, enqueue_many
 from consumer.config.settings import Settings
 from consumer.errors import SettingsError
-from consumer.jobs import InvalidJob, NewJob, UnknownKind, enqueue, enqueue_many
 from consumer.jobs.schema import jobs
 from consumer.wire.timeutil import utcnow
 

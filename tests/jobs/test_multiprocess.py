@@ -19,8 +19,8 @@ import pytest
 import requests
 from sqlalchemy import Engine, func, select
 
+from consumer import NewJob, enqueue_many
 from consumer.db.engine import make_engine
-from consumer.jobs import NewJob, enqueue_many
 from consumer.jobs.schema import jobs
 from consumer.wire.envelopes_out import tick_body
 from tests.conftest import Server

@@ -9,11 +9,12 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 from sqlalchemy import Engine, select, update
 
+from consumer import NewJob, enqueue, enqueue_many
 from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
-from consumer.jobs import NewJob, Status, enqueue, enqueue_many
 from consumer.jobs.kinds import JobKinds
 from consumer.jobs.lease import LeaseKeeper
+from consumer.jobs.model import Status
 from consumer.jobs.schema import jobs
 from consumer.jobs.store import JobStore
 from consumer.wire.timeutil import utcnow

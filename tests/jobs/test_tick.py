@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, func, select, update
 
+from consumer import enqueue
 from consumer.config.settings import Settings
 from consumer.jobs import cleanup as cleanup_task
-from consumer.jobs import enqueue
 from consumer.jobs.schema import jobs
 from consumer.pipeline.context import HandlerContext
 from consumer.pipeline.dispatch import Dispatcher

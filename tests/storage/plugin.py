@@ -17,10 +17,11 @@ from collections.abc import Callable
 
 from sqlalchemy import Connection
 
+from consumer import FileInput, FileResult, FileStatus, Progress
 from consumer.errors import Retryable
 from consumer.pipeline.registry import Registry
-from consumer.storage import FileInput, FileResult, FileStatus, Progress, processors_of
 from consumer.storage.import_jobs import import_jobs
+from consumer.storage.processors import processors_of
 
 FAIL_AFTER_COMMITS = 3
 

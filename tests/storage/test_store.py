@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import Engine, func, select
 
-from consumer.jobs import NewJob, enqueue_many
+from consumer import NewJob, enqueue_many
 from consumer.jobs.schema import jobs
 from consumer.storage.model import FileStatus, Progress, StoredObject
 from consumer.storage.store import FileTakenOver, ProcessedFiles
