@@ -13,6 +13,7 @@ import requests
 
 from consumer.cli.context import CliContext, local_url, pass_cli
 from consumer.deploy.signature import signed_headers
+from consumer.deploy.store import WarmRuns
 
 TIMEOUT_SECONDS = 120
 
@@ -28,8 +29,6 @@ def deploy() -> None:
 @pass_cli
 def runs(cli: CliContext, key: str | None, limit: int) -> None:
     """Recorded warm runs, newest first (or one deploy's, in order)."""
-    from consumer.deploy.runs import WarmRuns
-
     store = WarmRuns(cli.engine)
     for run in store.for_key(key) if key else store.recent(limit):
         p50 = "-" if run.p50_ms is None else f"{run.p50_ms:.0f}"

@@ -31,7 +31,7 @@ from consumer.cli.context import (
     pass_cli,
 )
 from consumer.cli.errors import ConsumerGroup
-from consumer.db.inbox import Status
+from consumer.inbox.model import Status
 from consumer.wire import envelopes_out
 
 __all__ = ["as_env", "load_settings", "main"]  # load_settings lives in consumer.cli.context
@@ -232,7 +232,7 @@ def inbox() -> None:
 
 
 def _inbox(cli: CliContext) -> Any:
-    from consumer.db.inbox import Inbox
+    from consumer.inbox.store import Inbox
 
     return Inbox(cli.engine)
 

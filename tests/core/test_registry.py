@@ -15,8 +15,9 @@ from sqlalchemy import Engine
 
 import consumer
 from consumer.config.settings import Settings
-from consumer.db.inbox import Inbox, Status
 from consumer.errors import AlreadyRegistered, SettingsError
+from consumer.inbox.model import Status
+from consumer.inbox.store import Inbox
 from consumer.pipeline.dispatch import Dispatcher
 from consumer.pipeline.registry import Registry
 from consumer.plugins import build_registry

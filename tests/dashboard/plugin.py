@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from consumer.deploy.report import TargetResult, WarmReport
-from consumer.deploy.runs import WarmRuns
+from consumer.deploy.store import WarmRuns
 from consumer.errors import Permanent
 from consumer.jobs import Job
 from consumer.jobs.kinds import JobContext

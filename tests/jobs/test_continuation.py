@@ -15,7 +15,7 @@ import requests
 from sqlalchemy import Engine, select
 
 from consumer.config.settings import Settings
-from consumer.db.schema import tick_progress
+from consumer.inbox.schema import tick_progress
 from consumer.jobs import NewJob, enqueue_many
 from consumer.jobs.sweep import SweepSummary
 from consumer.jobs.tick import continuations_wanted
