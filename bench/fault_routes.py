@@ -23,7 +23,7 @@ from sqlalchemy import Engine, select
 
 from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
-from consumer.deploy.runs import warm_runs
+from consumer.deploy.schema import warm_runs
 from consumer.jobs.schema import jobs
 from consumer.jobs.sweep import Sweeper, job_lease_seconds
 from consumer.pipeline.dispatch import Dispatcher

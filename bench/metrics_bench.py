@@ -2,7 +2,7 @@
 
 On a PostgreSQL database filled with ``--jobs`` jobs (40% pending and due, 50% done, 5% dead,
 5% running), ``--jobs / 3`` inbox rows and ``--jobs / 30`` processed files, it measures:
-  state     one uncached read of consumer.observe.state.StateCollector (all its queries, in one
+  state     one uncached read of consumer.http.state_metrics.StateCollector (all its queries, in one
             transaction under the statement timeout, through SQLAlchemy);
   floor     the same statements sent by plain psycopg on an open connection;
   scrape    a whole in-process /metrics payload with the state cached (what most scrapes cost).
@@ -24,7 +24,7 @@ from sqlalchemy.dialects.postgresql import psycopg as dialect
 
 from consumer.db.engine import make_engine
 from consumer.db.migrate import upgrade
-from consumer.observe import state as metrics_state
+from consumer.http import state_metrics as metrics_state
 
 FILL = """
 INSERT INTO jobs (kind, payload, status, priority, run_at, attempts, created_at, updated_at)

@@ -12,8 +12,8 @@ import click
 import requests
 
 from consumer.cli.context import CliContext, local_url, pass_cli
-from consumer.deploy.runs import WarmRuns
 from consumer.deploy.signature import signed_headers
+from consumer.deploy.store import WarmRuns
 
 TIMEOUT_SECONDS = 120
 

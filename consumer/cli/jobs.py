@@ -13,12 +13,12 @@ from sqlalchemy import Engine
 
 from consumer.cli.context import current_cli
 from consumer.config.settings import Settings
-from consumer.jobs.bulk_file import enqueue_file_command
 from consumer.jobs.model import EnqueueResult, InvalidJob, Job, Status
 from consumer.jobs.store import JobStore, enqueue
 from consumer.pipeline.decisions import Source
 from consumer.pipeline.dispatch import Dispatcher
 from consumer.service import Service
+from consumer.storage.local_import import enqueue_file_command
 from consumer.wire.events import TickEvent
 from consumer.wire.message import Format, PushMessage
 from consumer.wire.timeutil import parse_rfc3339, utcnow

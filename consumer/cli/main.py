@@ -26,10 +26,11 @@ from consumer.cli import jobs as jobs_cli
 from consumer.cli.context import CliContext, as_env, current_cli, local_url, pass_cli
 from consumer.cli.errors import ConsumerGroup, StartupFailed
 from consumer.config.doc import markdown_table
-from consumer.db.inbox import Inbox, Status
 from consumer.db.migrate import alembic_config, upgrade
 from consumer.db.opening import open_engine
 from consumer.http import serve as http_serve
+from consumer.inbox.model import Status
+from consumer.inbox.store import Inbox
 from consumer.service import compose, compose_registry
 from consumer.sources.pull import run_pull
 from consumer.sources.replay import replay

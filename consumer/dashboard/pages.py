@@ -13,9 +13,9 @@ from werkzeug import Response
 from consumer.dashboard import queries
 from consumer.dashboard.access import TOKEN_COOKIE
 from consumer.dashboard.context import context
-from consumer.db.inbox import Inbox
-from consumer.db.inbox import Status as InboxStatus
-from consumer.deploy.runs import WarmRuns
+from consumer.deploy.store import WarmRuns
+from consumer.inbox.model import Status as InboxStatus
+from consumer.inbox.store import Inbox
 from consumer.jobs.model import Status as JobStatus
 from consumer.jobs.store import JobStore
 from consumer.storage.model import FileStatus

@@ -14,9 +14,11 @@ from typing import Any
 from sqlalchemy import Engine, func, select
 
 from consumer.db.engine import unavailable_on_db_fault
-from consumer.db.inbox import InboxRow, Status
-from consumer.db.schema import inbox, tick_progress
-from consumer.deploy.runs import WarmRun, WarmRuns
+from consumer.deploy.store import WarmRun, WarmRuns
+from consumer.inbox import queries as inbox_queries
+from consumer.inbox.model import InboxRow, Status
+from consumer.inbox.schema import inbox
+from consumer.jobs import queries as job_queries
 from consumer.jobs.model import Status as JobStatus
 from consumer.jobs.schema import jobs
 from consumer.pipeline.registry import Registry
@@ -114,18 +116,15 @@ def job_counts(engine: Engine) -> dict[str, dict[str, int]]:
 
 def oldest_due_age(engine: Engine, now: datetime) -> float | None:
     """Seconds the oldest due pending job has waited; ``None`` when nothing is due."""
-    query = select(func.min(jobs.c.run_at)).where(
-        jobs.c.status == JobStatus.PENDING.value, jobs.c.run_at <= now
-    )
     with unavailable_on_db_fault(), engine.connect() as connection:
-        oldest = connection.execute(query).scalar()
+        oldest = connection.execute(job_queries.oldest_due(now)).scalar()
     return None if oldest is None else max(0.0, (now - oldest).total_seconds())
 
 
 def task_schedules(engine: Engine, registry: Registry, now: datetime) -> list[TaskSchedule]:
     """Each registered tick task (and any task with recorded progress), by name."""
     with unavailable_on_db_fault(), engine.connect() as connection:
-        rows = connection.execute(select(tick_progress.c.task, tick_progress.c.last_slot))
+        rows = connection.execute(inbox_queries.LAST_SLOTS)
         slots = {task: slot for task, slot in rows}
     schedules = []
     for name in sorted(set(registry.tasks) | set(slots)):

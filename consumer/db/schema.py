@@ -1,35 +1,9 @@
-"""The core tables. Other modules add theirs to the same ``metadata``."""
+"""The shared ``metadata``: each store's ``schema`` module adds its tables to it when imported
+(``consumer.inbox.schema``, ``consumer.jobs.schema``, ``consumer.storage.schema``,
+``consumer.deploy.schema``), and Alembic compares them all with the migrations."""
 
 from __future__ import annotations
 
-from sqlalchemy import JSON, Column, Index, Integer, MetaData, String, Table, Text
-
-from consumer.db.types import UTCDateTime
+from sqlalchemy import MetaData
 
 metadata = MetaData()
-
-inbox = Table(
-    "inbox",
-    metadata,
-    Column("key", Text, primary_key=True, comment="idempotency key derived from the event"),
-    Column("route", String(16), nullable=False),
-    Column("status", String(16), nullable=False),
-    Column("attempts", Integer, nullable=False),
-    Column("lease_until", UTCDateTime, nullable=True),
-    Column("claimed_by", String(64), nullable=True, comment="token of the current claim"),
-    Column("message_id", Text, nullable=False, comment="messageId of the latest delivery"),
-    Column("message", JSON, nullable=False, comment="the full message, for inspection and replay"),
-    Column("result", JSON, nullable=True),
-    Column("error", Text, nullable=True),
-    Column("created_at", UTCDateTime, nullable=False),
-    Column("updated_at", UTCDateTime, nullable=False),
-    Column("finished_at", UTCDateTime, nullable=True),
-    Index("inbox_status_updated", "status", "updated_at"),
-)
-
-tick_progress = Table(
-    "tick_progress",
-    metadata,
-    Column("task", String(200), primary_key=True),
-    Column("last_slot", UTCDateTime, nullable=False, comment="latest completed schedule slot"),
-)

@@ -26,7 +26,7 @@ from typing import Any
 from consumer.deploy.http_fetch import RESERVE_SECONDS
 from consumer.deploy.http_warmer import HttpWarmer
 from consumer.deploy.report import TargetResult, WarmReport
-from consumer.deploy.runs import WarmRuns
+from consumer.deploy.store import WarmRuns
 from consumer.observe import metrics
 from consumer.pipeline.context import HandlerContext, LeaseLost
 from consumer.pipeline.dispatch import Skip

@@ -18,9 +18,9 @@ from consumer.deploy.hook import HOOK_MAX_BYTES, parse_hook
 from consumer.deploy.signature import Verifier
 from consumer.errors import BodyTooLarge, ConsumerError
 from consumer.http import openapi
+from consumer.http import state_metrics as metrics_state
 from consumer.http.precheck import PUSH_AUTHENTICATED
 from consumer.observe import logs, metrics
-from consumer.observe import state as metrics_state
 from consumer.pipeline.decisions import Source
 from consumer.pipeline.dispatch import Dispatcher
 from consumer.pipeline.registry import Registry

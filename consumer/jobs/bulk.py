@@ -16,14 +16,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Integer, String, Text, bindparam, text
+from sqlalchemy import Connection
 
-from consumer.db import dialect as sql
 from consumer.db.engine import unavailable_on_db_fault
 from consumer.db.prepared import translated
-from consumer.db.types import UTCDateTime
 from consumer.jobs.model import InvalidJob, NewJob, Status
-from consumer.jobs.schema import jobs
+from consumer.jobs.queries import COPY_STAGE, CREATE_STAGE, INSERT_ONE, MOVE_STAGE, RELAX_COMMIT
 from consumer.wire.timeutil import utcnow
 
 INT32 = (-(1 << 31), (1 << 31) - 1)
@@ -31,50 +29,6 @@ INT32 = (-(1 << 31), (1 << 31) - 1)
 
 BulkRow = tuple[str | None, str]
 """(idempotency key or ``None``, the payload as JSON text)."""
-
-# --- PostgreSQL: COPY into a stage, then one set-based insert ------------------------------------
-
-CREATE_STAGE = (
-    "CREATE TEMPORARY TABLE IF NOT EXISTS jobs_stage "
-    "(idempotency_key text, payload text) ON COMMIT DELETE ROWS"
-)
-"""Per session; emptied by every commit, so a pooled connection reuses it clean."""
-RELAX_COMMIT = "SET LOCAL synchronous_commit TO OFF"
-"""For a caller whose later commit is synchronous: PostgreSQL writes WAL in order, so that commit
-makes this one durable too; a crash before it loses this transaction whole (jobs and the progress
-they represent together), and the work is redone from the previous commit."""
-COPY_STAGE = "COPY jobs_stage (idempotency_key, payload) FROM STDIN"
-MOVE_STAGE = text(
-    "INSERT INTO jobs (kind, payload, status, priority, run_at, attempts, max_attempts, "
-    "idempotency_key, created_at, updated_at) "
-    "SELECT :kind, payload::json, :status, :priority, :run_at, 0, :max_attempts, "
-    "idempotency_key, :now, :now FROM jobs_stage "
-    "ON CONFLICT DO NOTHING"
-).bindparams(
-    bindparam("kind", type_=String()),
-    bindparam("status", type_=String()),
-    bindparam("priority", type_=Integer()),
-    bindparam("run_at", type_=UTCDateTime()),
-    bindparam("max_attempts", type_=Integer()),
-    bindparam("now", type_=UTCDateTime()),
-)
-"""The stage's rows into ``jobs``, in stage order; an existing key (or one repeated in the stage)
-is skipped, not an error."""
-
-# --- SQLite: one prepared statement, run for every row -------------------------------------------
-
-INSERT_ONE = sql.insert_ignore(jobs, "sqlite").values(
-    kind=bindparam("kind", type_=String()),
-    payload=bindparam("payload", type_=Text()),  # already JSON text: stored as is
-    status=bindparam("status", type_=String()),
-    priority=bindparam("priority", type_=Integer()),
-    run_at=bindparam("run_at", type_=UTCDateTime()),
-    attempts=0,
-    max_attempts=bindparam("max_attempts", type_=Integer()),
-    idempotency_key=bindparam("idempotency_key", type_=Text()),
-    created_at=bindparam("now", type_=UTCDateTime()),
-    updated_at=bindparam("now", type_=UTCDateTime()),
-)
 
 
 @dataclass(frozen=True)

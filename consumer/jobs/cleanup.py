@@ -12,7 +12,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from consumer.db.inbox import Inbox
+from consumer.inbox.store import Inbox
 from consumer.jobs.store import JobStore
 from consumer.pipeline.context import HandlerContext
 from consumer.pipeline.registry import Registry

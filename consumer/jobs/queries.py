@@ -4,7 +4,8 @@ The claim differs by dialect (``FOR UPDATE SKIP LOCKED`` on PostgreSQL, a guarde
 under SQLite's single writer); every write after it is guarded by ``claimed_by`` and
 ``status = 'running'``: zero rows means the lease was lost, and nothing is overwritten.
 
-The sweep's statements are built once per dialect, with bind parameters: SQLAlchemy reuses their
+The bulk enqueue's statements (``consumer.jobs.bulk``) are built once, at import. The sweep's
+statements are built once per dialect, with bind parameters: SQLAlchemy reuses their
 cache keys and compiled forms, and psycopg prepares them server-side after a few runs.
 """
 
@@ -27,6 +28,7 @@ from sqlalchemy import (
     func,
     or_,
     select,
+    text,
     update,
 )
 
@@ -58,6 +60,7 @@ def enqueue(dialect: str) -> Any:
 
 
 def id_of_key(key: str | None) -> Select[Any]:
+    """The id of the job holding an idempotency key (the one an ignored insert collided with)."""
     return select(jobs.c.id).where(jobs.c.idempotency_key == key)
 
 
@@ -162,6 +165,20 @@ FAILED = (
 """One failed run: back to ``pending`` at ``:new_run_at``, or ``dead``, with its error."""
 
 
+def oldest_due(now: datetime) -> Select[Any]:
+    """The ``run_at`` of the longest-waiting due pending job (NULL: none is due)."""
+    return select(func.min(jobs.c.run_at)).where(
+        jobs.c.status == Status.PENDING.value, jobs.c.run_at <= now
+    )
+
+
+def oldest_expired_lease(now: datetime) -> Select[Any]:
+    """The earliest lease that ran out on a running job (its sweeper died; NULL: none)."""
+    return select(func.min(jobs.c.lease_until)).where(
+        jobs.c.status == Status.RUNNING.value, jobs.c.lease_until < now
+    )
+
+
 def due_by_kind(now: datetime) -> Select[Any]:
     """Pending jobs whose time has come, plus expired leases, counted by kind."""
     return (
@@ -176,6 +193,53 @@ def due_by_kind(now: datetime) -> Select[Any]:
     )
 
 
+# --- bulk enqueue (consumer.jobs.bulk): PostgreSQL COPYs into a stage, then one set-based insert --
+
+CREATE_STAGE = (
+    "CREATE TEMPORARY TABLE IF NOT EXISTS jobs_stage "
+    "(idempotency_key text, payload text) ON COMMIT DELETE ROWS"
+)
+"""Per session; emptied by every commit, so a pooled connection reuses it clean."""
+RELAX_COMMIT = "SET LOCAL synchronous_commit TO OFF"
+"""For a caller whose later commit is synchronous: PostgreSQL writes WAL in order, so that commit
+makes this one durable too; a crash before it loses this transaction whole (jobs and the progress
+they represent together), and the work is redone from the previous commit."""
+COPY_STAGE = "COPY jobs_stage (idempotency_key, payload) FROM STDIN"
+"""The batch's rows, as ``COPY`` text, into the stage."""
+MOVE_STAGE = text(
+    "INSERT INTO jobs (kind, payload, status, priority, run_at, attempts, max_attempts, "
+    "idempotency_key, created_at, updated_at) "
+    "SELECT :kind, payload::json, :status, :priority, :run_at, 0, :max_attempts, "
+    "idempotency_key, :now, :now FROM jobs_stage "
+    "ON CONFLICT DO NOTHING"
+).bindparams(
+    bindparam("kind", type_=String()),
+    bindparam("status", type_=String()),
+    bindparam("priority", type_=Integer()),
+    bindparam("run_at", type_=UTCDateTime()),
+    bindparam("max_attempts", type_=Integer()),
+    bindparam("now", type_=UTCDateTime()),
+)
+"""The stage's rows into ``jobs``, in stage order; an existing key (or one repeated in the stage)
+is skipped, not an error."""
+
+# SQLite has no COPY: one prepared statement, run for every row.
+
+INSERT_ONE = sql.insert_ignore(jobs, "sqlite").values(
+    kind=bindparam("kind", type_=String()),
+    payload=bindparam("payload", type_=Text()),  # already JSON text: stored as is
+    status=bindparam("status", type_=String()),
+    priority=bindparam("priority", type_=Integer()),
+    run_at=bindparam("run_at", type_=UTCDateTime()),
+    attempts=0,
+    max_attempts=bindparam("max_attempts", type_=Integer()),
+    idempotency_key=bindparam("idempotency_key", type_=Text()),
+    created_at=bindparam("now", type_=UTCDateTime()),
+    updated_at=bindparam("now", type_=UTCDateTime()),
+)
+"""One row of a batch as a pending job; a taken key is skipped (an executemany counts the rest)."""
+
+
 # --- operations: inspect, retry, cancel, purge ----------------------------------------------------
 
 
@@ -187,6 +251,24 @@ def listed(status: Status | None, kind: str | None, limit: int) -> Select[Any]:
     if kind is not None:
         query = query.where(jobs.c.kind == kind)
     return query
+
+
+def by_id(job_id: int) -> Select[Any]:
+    """The whole row of one job."""
+    return select(jobs).where(jobs.c.id == job_id)
+
+
+def retried(now: datetime, job_id: int | None) -> Update:
+    """One dead or cancelled job (or, with no id, every dead job), revived."""
+    if job_id is None:
+        return revived(now).where(jobs.c.status == Status.DEAD.value)
+    retriable = [Status.DEAD.value, Status.CANCELLED.value]
+    return revived(now).where(jobs.c.id == job_id, jobs.c.status.in_(retriable))
+
+
+def retried_dead_of_kind(now: datetime, kind: str) -> Update:
+    """Every dead job of one kind, revived."""
+    return revived(now).where(jobs.c.status == Status.DEAD.value, jobs.c.kind == kind)
 
 
 def revived(now: datetime) -> Update:

@@ -11,7 +11,7 @@ from collections.abc import Collection, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, select
+from sqlalchemy import Connection, Engine
 
 from consumer.db.dialect import POSTGRESQL
 from consumer.db.prepared import prepared
@@ -19,7 +19,6 @@ from consumer.db.store import Store
 from consumer.jobs import queries
 from consumer.jobs.kinds import known_kinds
 from consumer.jobs.model import EnqueueResult, Failure, Job, NewJob, Status, UnknownKind, Written
-from consumer.jobs.schema import jobs
 from consumer.wire.timeutil import utcnow
 
 
@@ -183,7 +182,7 @@ class JobStore(Store):
 
     def get(self, job_id: int, *, connection: Connection | None = None) -> Job | None:
         with self._read(connection) as conn:
-            row = conn.execute(select(jobs).where(jobs.c.id == job_id)).first()
+            row = conn.execute(queries.by_id(job_id)).first()
         return None if row is None else Job.from_row(row)
 
     def list(
@@ -203,24 +202,15 @@ class JobStore(Store):
     ) -> int:
         """Make one dead or cancelled job (or, with no id, every dead job) pending again with
         fresh attempts; the error history is kept."""
-        statement = queries.revived(now)
-        if job_id is None:
-            statement = statement.where(jobs.c.status == Status.DEAD.value)
-        else:
-            retriable = [Status.DEAD.value, Status.CANCELLED.value]
-            statement = statement.where(jobs.c.id == job_id, jobs.c.status.in_(retriable))
         with self._write(connection) as conn:
-            return conn.execute(statement).rowcount
+            return conn.execute(queries.retried(now, job_id)).rowcount
 
     def retry_dead_of_kind(
         self, now: datetime, kind: str, *, connection: Connection | None = None
     ) -> int:
         """Make every dead job of one kind pending again with fresh attempts (history kept)."""
-        statement = queries.revived(now).where(
-            jobs.c.status == Status.DEAD.value, jobs.c.kind == kind
-        )
         with self._write(connection) as conn:
-            return conn.execute(statement).rowcount
+            return conn.execute(queries.retried_dead_of_kind(now, kind)).rowcount
 
     def cancel(self, job_id: int, now: datetime, *, connection: Connection | None = None) -> bool:
         """Cancel a pending job. A running one cannot be stopped mid-effect; cancel it after."""

@@ -14,8 +14,13 @@ from sqlalchemy import MetaData
 from consumer.db.engine import make_engine
 from consumer.db.schema import metadata
 
-TABLE_MODULES = ("consumer.jobs.schema", "consumer.storage.schema", "consumer.deploy.runs")
-"""The feature modules that add their tables to the shared ``metadata`` when imported."""
+TABLE_MODULES = (
+    "consumer.inbox.schema",
+    "consumer.jobs.schema",
+    "consumer.storage.schema",
+    "consumer.deploy.schema",
+)
+"""The stores' schema modules: each adds its tables to the shared ``metadata`` when imported."""
 
 config = context.config
 

@@ -1,6 +1,6 @@
 """Prometheus metrics: what each process did (counters and histograms, incremented by one-line
 calls from the code that did it), plus the database's state read at scrape time
-(``consumer.observe.state``).
+(``consumer.http.state_metrics``).
 
 Under gunicorn every worker is its own process, so ``PROMETHEUS_MULTIPROC_DIR`` must name a
 directory shared by the workers (the image sets it; ``consumer serve`` makes one): ``/metrics``
@@ -169,7 +169,7 @@ def cert_fetch_failed() -> None:
 def exposition(state: Any = None) -> bytes:
     """What ``/metrics`` serves (as ``CONTENT_TYPE_LATEST``): this process's (or every
     worker's) metrics, plus ``state`` (a collector of the database's state,
-    ``consumer.observe.state.StateCollector``)."""
+    ``consumer.http.state_metrics.StateCollector``)."""
     payload = generate_latest(process_registry())
     if state is not None:
         scraped = CollectorRegistry(auto_describe=False)

@@ -20,9 +20,9 @@ from sqlalchemy import Connection, Engine
 from consumer.config.settings import Settings
 from consumer.db import retry
 from consumer.db.engine import retry_on_stale, unavailable_on_db_fault
-from consumer.db.inbox import Claim, Inbox, Status
 from consumer.db.pinned import PinnedConnections
 from consumer.errors import ConsumerError, Unavailable
+from consumer.inbox.store import Claim, Inbox, Status
 from consumer.pipeline import decisions
 from consumer.pipeline.context import HandlerContext
 from consumer.pipeline.decisions import Source

@@ -1,4 +1,5 @@
-"""Every SQL statement on ``processed_files``, each named once.
+"""``ProcessedFiles``: the ``processed_files`` table's queries (``consumer.storage.queries``), run
+in the caller's transaction when given its ``connection``, else in one of their own.
 
 A run owns its row through an ``owner`` token: ``begin`` hands the row to the newest run (the
 inbox only lets one start once the previous lease expired), and every later write says
@@ -12,13 +13,12 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Update, and_, select, update
+from sqlalchemy import Connection
 
-from consumer.db import dialect as sql
 from consumer.db.store import Store
 from consumer.pipeline.context import LeaseLost
+from consumer.storage import queries
 from consumer.storage.model import FileRow, FileStatus, Progress, StoredObject
-from consumer.storage.schema import processed_files as files
 
 MAX_ERROR_CHARS = 2000
 
@@ -60,24 +60,12 @@ class ProcessedFiles(Store):
         connection: Connection | None = None,
     ) -> FileRow:
         """Start (or take over) the run of ``obj``; a finished row is returned untouched."""
-        statement = sql.upsert(
-            files,
-            self.dialect,
-            {"owner": owner, **_new_row(obj, processor, FileStatus.RUNNING, now)},
-            conflict=[files.c.bucket, files.c.name, files.c.generation],
-            set_=lambda excluded: {
-                "owner": excluded.owner,
-                "attempts": files.c.attempts + 1,
-                "processor": excluded.processor,
-                "updated_at": excluded.updated_at,
-            },
-            where=lambda excluded: files.c.status == FileStatus.RUNNING,
-        ).returning(*files.c)
+        row = {"owner": owner, **_new_row(obj, processor, FileStatus.RUNNING, now)}
         with self._write(connection) as conn:
-            row = conn.execute(statement).first()
-            if row is None:
-                row = conn.execute(self._select(obj)).first()
-        return FileRow.from_row(row)
+            begun = conn.execute(queries.begin(self.dialect, row)).first()
+            if begun is None:
+                begun = conn.execute(queries.by_identity(obj)).first()
+        return FileRow.from_row(begun)
 
     def checkpoint(
         self,
@@ -89,7 +77,8 @@ class ProcessedFiles(Store):
     ) -> None:
         """Record progress inside the caller's transaction (the one adding the work it covers):
         its ``connection`` is required, since progress without that work would skip it."""
-        statement = self._owned(obj, owner).values(updated_at=now, **_progress_values(progress))
+        values = {"updated_at": now, **_progress_values(progress)}
+        statement = queries.owned_write(obj, owner, values)
         with self._write(connection) as conn:
             if conn.execute(statement).rowcount != 1:
                 raise FileTakenOver(f"{obj.url} was taken over by a newer run")
@@ -108,10 +97,11 @@ class ProcessedFiles(Store):
         connection: Connection | None = None,
     ) -> None:
         """Record the outcome; raise ``FileTakenOver`` if a newer run owns the row."""
-        statement = self._owned(obj, owner).values(
-            status=status, checksum=checksum, result=result, updated_at=now, finished_at=now,
-            last_error=error[:MAX_ERROR_CHARS] or None, owner=None, **_progress_values(progress),
-        )  # fmt: skip
+        statement = queries.owned_write(obj, owner, {
+            "status": status, "checksum": checksum, "result": result, "updated_at": now,
+            "finished_at": now, "last_error": error[:MAX_ERROR_CHARS] or None, "owner": None,
+            **_progress_values(progress),
+        })  # fmt: skip
         with self._write(connection) as conn:
             if conn.execute(statement).rowcount != 1:
                 raise FileTakenOver(f"{obj.url} was taken over by a newer run")
@@ -126,9 +116,8 @@ class ProcessedFiles(Store):
         connection: Connection | None = None,
     ) -> None:
         """Keep why the last attempt failed; the row stays ``running`` for the retry."""
-        statement = self._owned(obj, owner).values(
-            last_error=error[:MAX_ERROR_CHARS], updated_at=now
-        )
+        values = {"last_error": error[:MAX_ERROR_CHARS], "updated_at": now}
+        statement = queries.owned_write(obj, owner, values)
         with self._write(connection) as conn:
             conn.execute(statement)
 
@@ -143,10 +132,10 @@ class ProcessedFiles(Store):
     ) -> None:
         """The generation cannot be read (deleted, superseded): record why, finished. Guarded
         like every write: raise ``FileTakenOver`` if a newer run owns the row."""
-        statement = self._owned(obj, owner).values(
-            status=FileStatus.SKIPPED, last_error=reason[:MAX_ERROR_CHARS], owner=None,
-            updated_at=now, finished_at=now,
-        )  # fmt: skip
+        statement = queries.owned_write(obj, owner, {
+            "status": FileStatus.SKIPPED, "last_error": reason[:MAX_ERROR_CHARS], "owner": None,
+            "updated_at": now, "finished_at": now,
+        })  # fmt: skip
         with self._write(connection) as conn:
             if conn.execute(statement).rowcount != 1:
                 raise FileTakenOver(f"{obj.url} was taken over by a newer run")
@@ -155,9 +144,8 @@ class ProcessedFiles(Store):
         self, obj: StoredObject, owner: str, *, connection: Connection | None = None
     ) -> Progress | None:
         """The progress recorded by ``owner``'s run, while it still owns the row."""
-        query = self._owned_select(obj, owner)
         with self._read(connection) as conn:
-            row = conn.execute(query).first()
+            row = conn.execute(queries.owned_row(obj, owner)).first()
         return FileRow.from_row(row).progress if row else None
 
     def get(
@@ -165,7 +153,7 @@ class ProcessedFiles(Store):
     ) -> FileRow | None:
         obj = StoredObject(bucket, name, generation)
         with self._read(connection) as conn:
-            row = conn.execute(self._select(obj)).first()
+            row = conn.execute(queries.by_identity(obj)).first()
         return FileRow.from_row(row) if row else None
 
     def list(
@@ -176,30 +164,5 @@ class ProcessedFiles(Store):
         connection: Connection | None = None,
     ) -> Sequence[FileRow]:
         """Most recently updated first."""
-        query = select(files).order_by(files.c.updated_at.desc()).limit(limit)
-        if status is not None:
-            query = query.where(files.c.status == status)
         with self._read(connection) as conn:
-            return [FileRow.from_row(row) for row in conn.execute(query)]
-
-    def _select(self, obj: StoredObject) -> Any:
-        return select(files).where(self._identity(obj))
-
-    def _owned(self, obj: StoredObject, owner: str) -> Update:
-        return update(files).where(self._owned_by(obj, owner))
-
-    def _owned_select(self, obj: StoredObject, owner: str) -> Any:
-        return select(files).where(self._owned_by(obj, owner))
-
-    def _owned_by(self, obj: StoredObject, owner: str) -> Any:
-        return and_(
-            self._identity(obj), files.c.owner == owner, files.c.status == FileStatus.RUNNING
-        )
-
-    @staticmethod
-    def _identity(obj: StoredObject) -> Any:
-        return and_(
-            files.c.bucket == obj.bucket,
-            files.c.name == obj.name,
-            files.c.generation == obj.generation,
-        )
+            return [FileRow.from_row(row) for row in conn.execute(queries.listed(status, limit))]

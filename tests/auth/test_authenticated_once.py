@@ -15,10 +15,10 @@ from sqlalchemy import Engine, func, select
 from consumer.auth.push import authenticator_for
 from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
-from consumer.db.schema import inbox
 from consumer.http.app import create_app
 from consumer.http.bridge import BufferedWsgi
 from consumer.http.wsgi import bridged
+from consumer.inbox.schema import inbox
 from consumer.wire.envelopes_out import wrapped_body
 
 TOKEN = "pV8sQ2-verification-token-for-the-bridge"

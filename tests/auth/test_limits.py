@@ -16,8 +16,8 @@ from sqlalchemy import func, select
 from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
 from consumer.db.migrate import upgrade
-from consumer.db.schema import inbox
 from consumer.http.app import create_app
+from consumer.inbox.schema import inbox
 from consumer.wire.envelopes_out import wrapped_body
 from tests.conftest import Server
 

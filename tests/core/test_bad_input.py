@@ -11,8 +11,8 @@ from flask.testing import FlaskClient
 from sqlalchemy import Engine, func, select
 
 from consumer.config.settings import Settings
-from consumer.db.schema import inbox
 from consumer.http.app import create_app
+from consumer.inbox.schema import inbox
 from consumer.wire.envelopes_out import storage_body, wrapped_body
 
 

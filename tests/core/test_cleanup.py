@@ -10,7 +10,8 @@ import pytest
 from sqlalchemy import Engine, select, update
 
 from consumer.config.settings import Settings
-from consumer.db.inbox import Inbox, Status
+from consumer.inbox.model import Status
+from consumer.inbox.store import Inbox
 from consumer.jobs import store as jobs_store
 from consumer.jobs.schema import jobs
 from consumer.pipeline.dispatch import Dispatcher

@@ -15,7 +15,8 @@ import requests
 
 from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
-from consumer.db.inbox import Inbox, Status
+from consumer.inbox.model import Status
+from consumer.inbox.store import Inbox
 from tests.conftest import Server, free_port, settings_env, stop_process, wait_until
 
 pytestmark = pytest.mark.slow

@@ -15,10 +15,11 @@ from sqlalchemy.exc import DBAPIError
 
 from consumer.config.settings import Settings
 from consumer.db.engine import make_engine, unavailable_on_db_fault
-from consumer.db.inbox import Inbox, Status
-from consumer.db.inbox_queries import finish
 from consumer.db.prepared import prepared
 from consumer.errors import Unavailable
+from consumer.inbox.model import Status
+from consumer.inbox.queries import finish
+from consumer.inbox.store import Inbox
 from consumer.pipeline.context import HandlerContext
 from consumer.pipeline.decisions import Source
 from consumer.pipeline.dispatch import Dispatcher

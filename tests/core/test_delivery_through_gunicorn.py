@@ -17,7 +17,8 @@ from sqlalchemy import Engine
 
 from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
-from consumer.db.inbox import Inbox, Status
+from consumer.inbox.model import Status
+from consumer.inbox.store import Inbox
 from consumer.wire.envelopes_out import deploy_body, storage_body
 from tests.conftest import Server, settings_env, wait_until
 from tests.plugins.effects import effect_rows

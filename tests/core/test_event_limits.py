@@ -13,8 +13,8 @@ from sqlalchemy.exc import DBAPIError
 
 from consumer.config.settings import Settings
 from consumer.db.engine import is_unavailable
-from consumer.db.schema import inbox
 from consumer.http.app import create_app
+from consumer.inbox.schema import inbox
 from consumer.wire.classify import classify
 from consumer.wire.envelope import parse_push
 from consumer.wire.envelopes_out import deploy_body, storage_body, wrapped_body
@@ -92,7 +92,7 @@ def test_a_value_over_a_database_limit_is_not_an_outage(postgres_url: str) -> No
 def test_purge_deletes_at_most_the_limit(client: FlaskClient, engine: Engine) -> None:
     from datetime import UTC, datetime, timedelta
 
-    from consumer.db.inbox import Inbox
+    from consumer.inbox.store import Inbox
 
     for n in range(5):
         client.post("/push", json=wrapped_body(message_id=f"m{n}"))  # unroutable: finished
@@ -105,7 +105,7 @@ def test_purge_deletes_at_most_the_limit(client: FlaskClient, engine: Engine) ->
 def test_purge_takes_failed_rows_nobody_retried(settings: Settings, engine: Engine) -> None:
     from datetime import UTC, datetime, timedelta
 
-    from consumer.db.inbox import Inbox
+    from consumer.inbox.store import Inbox
 
     with_effects = Settings(
         settings.database_url, local_mode=True, plugins=("tests.plugins.effects",)

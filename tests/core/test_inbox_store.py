@@ -8,7 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import Engine
 
-from consumer.db.inbox import Inbox, Status
+from consumer.inbox.model import Status
+from consumer.inbox.store import Inbox
 from consumer.wire.message import PushMessage
 from tests.conftest import Rollback
 

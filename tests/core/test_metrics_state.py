@@ -13,11 +13,11 @@ from sqlalchemy import Engine, update
 
 from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
+from consumer.http import state_metrics as metrics_state
 from consumer.http.app import create_app
+from consumer.http.state_metrics import StateCollector
 from consumer.jobs.schema import jobs
 from consumer.jobs.store import enqueue
-from consumer.observe import state as metrics_state
-from consumer.observe.state import StateCollector
 from consumer.wire.envelopes_out import tick_body, wrapped_body
 from consumer.wire.timeutil import utcnow
 from tests.core.metrics_text import total

@@ -14,10 +14,10 @@ from prometheus_client.metrics import MetricWrapperBase
 from sqlalchemy import Engine
 
 from consumer.config.settings import Settings
+from consumer.http import state_metrics as metrics_state
 from consumer.http.app import create_app
 from consumer.jobs.store import enqueue
 from consumer.observe import metrics
-from consumer.observe import state as metrics_state
 from consumer.wire.envelopes_out import tick_body
 from tests.core.metrics_text import samples
 from tests.jobs import kinds_plugin

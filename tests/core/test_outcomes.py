@@ -12,8 +12,9 @@ from flask.testing import FlaskClient
 from sqlalchemy import Engine
 
 from consumer.config.settings import Settings
-from consumer.db.inbox import Inbox, Status
 from consumer.http.app import create_app
+from consumer.inbox.model import Status
+from consumer.inbox.store import Inbox
 from consumer.plugins import build_registry
 from consumer.service import Service
 from consumer.sources.replay import NotReplayable, replay

@@ -3,7 +3,6 @@ route, entry-point plugins, and the public API."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import textwrap
 from datetime import UTC, datetime
@@ -15,8 +14,9 @@ from sqlalchemy import Engine
 
 import consumer
 from consumer.config.settings import Settings
-from consumer.db.inbox import Inbox, Status
 from consumer.errors import AlreadyRegistered, SettingsError
+from consumer.inbox.model import Status
+from consumer.inbox.store import Inbox
 from consumer.pipeline.dispatch import Dispatcher
 from consumer.pipeline.registry import Registry
 from consumer.plugins import build_registry

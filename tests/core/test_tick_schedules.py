@@ -11,9 +11,9 @@ from flask.testing import FlaskClient
 from sqlalchemy import Engine, func, select
 
 from consumer.config.settings import Settings
-from consumer.db.inbox import Inbox
-from consumer.db.schema import inbox
 from consumer.http.app import create_app
+from consumer.inbox.schema import inbox
+from consumer.inbox.store import Inbox
 from consumer.pipeline.context import HandlerContext
 from consumer.pipeline.registry import Registry
 from consumer.plugins import build_registry

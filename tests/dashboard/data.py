@@ -10,7 +10,7 @@ from sqlalchemy import Engine
 
 from consumer.config.settings import Settings
 from consumer.deploy.report import TargetResult, WarmReport
-from consumer.deploy.runs import WarmRuns
+from consumer.deploy.store import WarmRuns
 from consumer.jobs import store
 from consumer.pipeline.dispatch import Dispatcher
 from consumer.plugins import build_registry

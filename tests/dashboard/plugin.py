@@ -16,7 +16,7 @@ from typing import Any
 
 from consumer import Job
 from consumer.deploy.report import TargetResult, WarmReport
-from consumer.deploy.runs import WarmRuns
+from consumer.deploy.store import WarmRuns
 from consumer.errors import Permanent
 from consumer.jobs.kinds import JobContext
 from consumer.pipeline.context import HandlerContext

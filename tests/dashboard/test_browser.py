@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import requests
 
-from consumer.db.inbox import Inbox
-from consumer.db.inbox import Status as EventStatus
+from consumer.inbox.model import Status as EventStatus
+from consumer.inbox.store import Inbox
 from consumer.jobs.model import Status as JobStatus
 from consumer.jobs.store import JobStore
 from tests.dashboard.browser import chromium_page

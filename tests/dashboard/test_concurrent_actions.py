@@ -9,9 +9,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import requests
 
-from consumer.db.inbox import Inbox
-from consumer.db.inbox import Status as EventStatus
-from consumer.deploy.runs import WarmRuns
+from consumer.deploy.store import WarmRuns
+from consumer.inbox.model import Status as EventStatus
+from consumer.inbox.store import Inbox
 from tests.dashboard.conftest import TOKEN, Running
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]

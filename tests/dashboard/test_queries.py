@@ -12,7 +12,8 @@ from consumer.config.settings import Settings
 from consumer.dashboard import queries
 from consumer.dashboard.app import create_dashboard
 from consumer.db.engine import make_engine
-from consumer.db.inbox import Inbox, Status
+from consumer.inbox.model import Status
+from consumer.inbox.store import Inbox
 from consumer.jobs import store
 from consumer.jobs.model import Status as JobStatus
 from consumer.jobs.schema import jobs

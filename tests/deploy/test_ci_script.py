@@ -19,7 +19,8 @@ import yaml
 
 from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
-from consumer.db.inbox import Inbox, Status
+from consumer.inbox.model import Status
+from consumer.inbox.store import Inbox
 from tests.conftest import Server, free_port, settings_env
 from tests.deploy.conftest import SECRET
 from tests.deploy.targets import TargetServer

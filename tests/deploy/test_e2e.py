@@ -14,10 +14,10 @@ import requests
 from sqlalchemy import Engine
 
 from consumer.config.settings import Settings
-from consumer.db.inbox import Inbox
 from consumer.deploy.hook import HOOK_MAX_BYTES
-from consumer.deploy.runs import WarmRuns
 from consumer.deploy.signature import signed_headers
+from consumer.deploy.store import WarmRuns
+from consumer.inbox.store import Inbox
 from consumer.wire.envelopes_out import deploy_body
 from tests.conftest import Server, settings_env
 from tests.deploy.conftest import SECRET

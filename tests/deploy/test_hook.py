@@ -16,11 +16,11 @@ from sqlalchemy import Engine, func, select
 
 from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
-from consumer.db.inbox import Inbox
 from consumer.deploy.hook import HOOK_MAX_BYTES
-from consumer.deploy.runs import warm_runs
+from consumer.deploy.schema import warm_runs
 from consumer.deploy.signature import SIGNATURE_HEADER, TIMESTAMP_HEADER, signed_headers
 from consumer.http.app import create_app
+from consumer.inbox.store import Inbox
 from consumer.wire.envelopes_out import deploy_body
 from tests.deploy.conftest import OLD_SECRET, SECRET
 from tests.deploy.targets import TargetServer

@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import Engine
 
 from consumer.deploy.report import TargetResult, WarmReport
-from consumer.deploy.runs import WarmRuns
+from consumer.deploy.store import WarmRuns
 from consumer.wire.events import DeployEvent
 from consumer.wire.message import PushMessage
 from tests.conftest import Rollback

@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import Engine, text
 
 from consumer.config.settings import Settings
-from consumer.deploy.runs import WarmRuns
+from consumer.deploy.store import WarmRuns
 from consumer.pipeline.dispatch import Dispatcher
 from consumer.plugins import build_registry
 from consumer.wire.envelope import Limits, parse_wrapped

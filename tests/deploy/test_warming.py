@@ -12,9 +12,10 @@ import pytest
 from sqlalchemy import Engine
 
 from consumer.config.settings import Settings
-from consumer.db.inbox import Inbox, Status
-from consumer.deploy.runs import WarmRuns
+from consumer.deploy.store import WarmRuns
 from consumer.deploy.warming import warmers_of
+from consumer.inbox.model import Status
+from consumer.inbox.store import Inbox
 from consumer.pipeline.dispatch import Dispatcher
 from consumer.plugins import build_registry
 from consumer.wire.envelope import Limits, parse_wrapped

@@ -16,7 +16,7 @@ from sqlalchemy import Engine, select
 
 from consumer import NewJob, enqueue_many
 from consumer.config.settings import Settings
-from consumer.db.schema import tick_progress
+from consumer.inbox.schema import tick_progress
 from consumer.jobs.sweep import SweepSummary
 from consumer.jobs.tick import continuations_wanted
 from consumer.pipeline.dispatch import Dispatcher

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from consumer.db.inbox import Inbox, Status
+from consumer.inbox.model import Status
+from consumer.inbox.store import Inbox
 from consumer.pipeline import continuation
 from consumer.storage.model import FileStatus
 from consumer.wire.classify import classify

@@ -20,8 +20,9 @@ from sqlalchemy import Engine, func, select
 
 from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
-from consumer.db.inbox import Inbox, Status
-from consumer.db.schema import inbox
+from consumer.inbox.model import Status
+from consumer.inbox.schema import inbox
+from consumer.inbox.store import Inbox
 from consumer.jobs.schema import jobs
 from consumer.storage.model import FINAL, FileRow, FileStatus
 from consumer.storage.store import ProcessedFiles

@@ -8,7 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from consumer.db.inbox import Inbox, Status
+from consumer.inbox.model import Status
+from consumer.inbox.store import Inbox
 from consumer.storage.model import FileStatus
 from consumer.wire.outcomes import Kind
 from consumer.wire.timeutil import utcnow

@@ -14,7 +14,7 @@ import pytest
 
 from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
-from consumer.db.inbox import Inbox
+from consumer.inbox.store import Inbox
 from tests.conftest import Server, settings_env
 from triggers.local import stack
 

@@ -10,8 +10,8 @@ from datetime import datetime
 import pytest
 
 from consumer.config.settings import Settings
-from consumer.db.inbox import Inbox
 from consumer.errors import Unavailable
+from consumer.inbox.store import Inbox
 from consumer.pipeline.context import HandlerContext
 from consumer.pipeline.registry import Registry
 from consumer.storage.budget import BudgetExhausted, Pacer

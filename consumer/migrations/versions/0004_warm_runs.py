@@ -1,4 +1,4 @@
-"""Warm runs: one row per cache warmer run of one release (consumer.deploy.runs).
+"""Warm runs: one row per cache warmer run of one release (consumer.deploy.schema).
 
 Revision ID: 0004_warm_runs
 Revises: 0001_inbox

@@ -21,12 +21,12 @@ from datetime import datetime
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-from sqlalchemy import Column, Connection, Engine, func, select, text
+from sqlalchemy import Connection, Engine
 
-from consumer.db.schema import inbox, tick_progress
-from consumer.jobs.schema import jobs
+from consumer.http import state_queries as queries
+from consumer.inbox import queries as inbox_queries
+from consumer.jobs import queries as job_queries
 from consumer.pipeline.registry import Registry
-from consumer.storage.schema import processed_files
 from consumer.wire.schedule import interval_at
 from consumer.wire.timeutil import Clock, utcnow
 
@@ -41,51 +41,34 @@ INBOX_STATUSES = ("running", "failed", "dead", "unroutable")
 
 
 def jobs_by_kind_status(connection: Connection) -> list[tuple[str, str, int]]:
-    """Named query: jobs in ``JOB_STATUSES`` by kind and status, at most ``ROW_CAP`` read."""
-    return _capped_counts(connection, jobs.c.kind, jobs.c.status, JOB_STATUSES)
+    """Jobs in ``JOB_STATUSES`` by kind and status, at most ``ROW_CAP`` read."""
+    query = queries.jobs_by_kind_status(JOB_STATUSES, ROW_CAP)
+    return [(str(g), str(s), int(n)) for g, s, n in connection.execute(query)]
 
 
 def oldest_due_run_at(connection: Connection, now: datetime) -> datetime | None:
-    """Named query: since when the longest-waiting due job has been claimable: a pending job's
-    ``run_at``, or the expired lease of a running one (its sweeper died)."""
-    pending = select(func.min(jobs.c.run_at)).where(
-        jobs.c.status == "pending", jobs.c.run_at <= now
-    )
-    expired = select(func.min(jobs.c.lease_until)).where(
-        jobs.c.status == "running", jobs.c.lease_until < now
-    )
-    found = [connection.execute(query).scalar_one_or_none() for query in (pending, expired)]
+    """Since when the longest-waiting due job has been claimable: a pending job's ``run_at``,
+    or the expired lease of a running one (its sweeper died)."""
+    both = (job_queries.oldest_due(now), job_queries.oldest_expired_lease(now))
+    found = [connection.execute(query).scalar_one_or_none() for query in both]
     due = [value for value in found if isinstance(value, datetime)]
     return min(due) if due else None
 
 
 def inbox_by_route_status(connection: Connection) -> list[tuple[str, str, int]]:
-    """Named query: inbox rows in ``INBOX_STATUSES`` by route and status, capped."""
-    return _capped_counts(connection, inbox.c.route, inbox.c.status, INBOX_STATUSES)
-
-
-def _capped_counts(
-    connection: Connection, group: Column[str], status: Column[str], statuses: Iterable[str]
-) -> list[tuple[str, str, int]]:
-    """Rows with one of ``statuses`` counted by ``group`` and status, at most ``ROW_CAP`` read
-    (the cap sits in a subquery so that the count is a lower bound, never a full scan)."""
-    sample = select(group, status).where(status.in_(statuses)).limit(ROW_CAP).subquery()
-    first, second = sample.c[group.name], sample.c[status.name]
-    query = select(first, second, func.count()).group_by(first, second)
+    """Inbox rows in ``INBOX_STATUSES`` by route and status, at most ``ROW_CAP`` read."""
+    query = queries.inbox_by_route_status(INBOX_STATUSES, ROW_CAP)
     return [(str(g), str(s), int(n)) for g, s, n in connection.execute(query)]
 
 
 def files_by_status(connection: Connection) -> list[tuple[str, int]]:
-    """Named query: processed files by status, capped."""
-    sample = select(processed_files.c.status).limit(ROW_CAP).subquery()
-    query = select(sample.c.status, func.count()).group_by(sample.c.status)
-    return [(str(s), int(n)) for s, n in connection.execute(query)]
+    """Processed files by status, at most ``ROW_CAP`` read."""
+    return [(str(s), int(n)) for s, n in connection.execute(queries.files_by_status(ROW_CAP))]
 
 
 def tick_last_slots(connection: Connection) -> list[tuple[str, datetime]]:
-    """Named query: each tick task's latest completed slot (one row per task)."""
-    query = select(tick_progress.c.task, tick_progress.c.last_slot)
-    return [(str(task), slot) for task, slot in connection.execute(query)]
+    """Each tick task's latest completed slot (one row per task)."""
+    return [(str(task), slot) for task, slot in connection.execute(inbox_queries.LAST_SLOTS)]
 
 
 GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -162,7 +145,7 @@ class StateCollector(Collector):
         now = self.clock()
         with self.engine.connect() as connection, connection.begin():
             if connection.dialect.name == "postgresql":
-                connection.execute(text(f"SET LOCAL statement_timeout = {STATEMENT_TIMEOUT_MS}"))
+                connection.execute(queries.statement_timeout(STATEMENT_TIMEOUT_MS))
             job_rows = jobs_by_kind_status(connection)
             oldest = oldest_due_run_at(connection, now)
             inbox_rows = inbox_by_route_status(connection)

@@ -1,84 +1,24 @@
-"""The inbox: one row per idempotency key, claimed in one statement, finished with guarded writes.
-
-Every write after the claim says ``WHERE key = ? AND claimed_by = ? AND status = 'running'``:
-zero rows means another delivery took the lease over, and nothing is overwritten.
+"""``Inbox``: the ``inbox`` and ``tick_progress`` tables' queries (``consumer.inbox.queries``),
+run in the caller's transaction when given its ``connection``, on the connection the inbox is
+bound to (``on``), or in a transaction of their own.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import Connection, Engine, and_, or_, select, update
+from sqlalchemy import Connection, Engine
 
-from consumer.db import dialect as sql
-from consumer.db import inbox_queries
 from consumer.db.engine import unavailable_on_db_fault
 from consumer.db.prepared import on_autocommit, prepared
-from consumer.db.schema import inbox, tick_progress
 from consumer.db.store import Store
+from consumer.inbox import queries
+from consumer.inbox.model import FINAL, Claim, Holder, InboxRow, Status
 from consumer.wire.message import PushMessage
-
-
-class Status(StrEnum):
-    RUNNING = "running"
-    DONE = "done"
-    FAILED = "failed"
-    """Retryable failure; the next delivery takes the row over."""
-    DEAD = "dead"
-    SKIPPED = "skipped"
-    UNROUTABLE = "unroutable"
-
-
-FINAL = (Status.DONE, Status.DEAD, Status.SKIPPED, Status.UNROUTABLE)
-
-
-@dataclass(frozen=True)
-class Claim:
-    """Proof that this delivery owns the key until ``lease_until``."""
-
-    key: str
-    token: str
-    attempts: int
-    lease_until: datetime
-
-
-@dataclass(frozen=True)
-class InboxRow:
-    key: str
-    route: str
-    status: Status
-    attempts: int
-    lease_until: datetime | None
-    message_id: str
-    message: Mapping[str, Any]
-    result: Any
-    error: str | None
-    created_at: datetime
-    updated_at: datetime
-    finished_at: datetime | None
-
-    @classmethod
-    def from_row(cls, row: Any) -> InboxRow:
-        values = dict(row._mapping)
-        values.pop("claimed_by", None)
-        values["status"] = Status(values["status"])
-        return cls(**values)
-
-
-@dataclass(frozen=True)
-class Holder:
-    """The row of a key a delivery could not claim (``Inbox.holder``)."""
-
-    status: Status
-    message_id: str
-    format: str
-    """The held message's ``consumer.wire.message.Format`` value."""
 
 
 class Inbox(Store):
@@ -89,8 +29,8 @@ class Inbox(Store):
     def __init__(self, engine: Engine, connection: Connection | None = None) -> None:
         super().__init__(engine)
         self.connection = connection
-        self._claim = prepared(inbox_queries.claim, engine.dialect)
-        self._finish = prepared(inbox_queries.finish, engine.dialect)
+        self._claim = prepared(queries.claim, engine.dialect)
+        self._finish = prepared(queries.finish, engine.dialect)
 
     def on(self, connection: Connection) -> Inbox:
         """The same queries on one connection (a delivery's claim and finish share it). After a
@@ -180,11 +120,8 @@ class Inbox(Store):
     ) -> bool:
         """Whether this claim's own write already recorded ``status`` (a commit whose reply was
         lost looks like a lost lease to the retry)."""
-        query = select(inbox.c.key).where(
-            inbox.c.key == claim.key, inbox.c.claimed_by == claim.token, inbox.c.status == status
-        )
         with self._read(connection) as conn:
-            return conn.execute(query).first() is not None
+            return conn.execute(queries.finished_as(claim, status)).first() is not None
 
     def heartbeat(
         self,
@@ -195,7 +132,7 @@ class Inbox(Store):
         connection: Connection | None = None,
     ) -> bool:
         """Extend the lease of a long handler; ``False`` if it was lost."""
-        statement = self._owned(claim).values(lease_until=lease_until, updated_at=now)
+        statement = queries.heartbeat(claim, lease_until, now)
         with self._write(connection) as conn:
             return conn.execute(statement).rowcount == 1
 
@@ -203,16 +140,13 @@ class Inbox(Store):
         """What a delivery that could not claim ``key`` needs to know of the row that holds it,
         without reading its message (which may be megabytes): its status, the message id of the
         delivery it records, and that message's format."""
-        query = select(
-            inbox.c.status, inbox.c.message_id, inbox.c.message["format"].as_string()
-        ).where(inbox.c.key == key)
         with self._read(connection) as conn:
-            row = conn.execute(query).first()
+            row = conn.execute(queries.holder(key)).first()
         return None if row is None else Holder(Status(row[0]), row[1], row[2] or "")
 
     def get(self, key: str, *, connection: Connection | None = None) -> InboxRow | None:
         with self._read(connection) as conn:
-            row = conn.execute(select(inbox).where(inbox.c.key == key)).first()
+            row = conn.execute(queries.by_key(key)).first()
         return InboxRow.from_row(row) if row else None
 
     def list(
@@ -222,22 +156,13 @@ class Inbox(Store):
         *,
         connection: Connection | None = None,
     ) -> Sequence[InboxRow]:
-        query = select(inbox).order_by(inbox.c.updated_at.desc()).limit(limit)
-        if status is not None:
-            query = query.where(inbox.c.status == status)
         with self._read(connection) as conn:
-            return [InboxRow.from_row(row) for row in conn.execute(query)]
+            return [InboxRow.from_row(row) for row in conn.execute(queries.listed(status, limit))]
 
     def rearm(self, key: str, now: datetime, *, connection: Connection | None = None) -> bool:
         """Make a dead, unroutable or failed row claimable again with fresh attempts (replay)."""
-        statement = (
-            update(inbox)
-            .where(inbox.c.key == key)
-            .where(inbox.c.status.in_([Status.DEAD, Status.UNROUTABLE, Status.FAILED]))
-            .values(status=Status.FAILED, attempts=0, updated_at=now)
-        )
         with self._write(connection) as conn:
-            return conn.execute(statement).rowcount == 1
+            return conn.execute(queries.rearmed(key, now)).rowcount == 1
 
     def purge(
         self,
@@ -249,40 +174,16 @@ class Inbox(Store):
         """Delete finished rows, failed rows nobody retried, and running rows whose lease ran
         out, older than the retention; at most ``limit`` in one transaction (callers loop, so no
         lock is held past a deadline)."""
-        expired = or_(
-            and_(inbox.c.status.in_(list(FINAL)), inbox.c.finished_at < finished_before),
-            # A failed row whose message Pub/Sub stopped redelivering (dead-lettered, expired).
-            and_(inbox.c.status == Status.FAILED, inbox.c.updated_at < finished_before),
-            # A delivery that died and whose message never came back: nobody will finish it.
-            and_(inbox.c.status == Status.RUNNING, inbox.c.lease_until < finished_before),
-        )
         with self._write(connection) as conn:
-            return conn.execute(sql.purge(inbox, inbox.c.key, expired, limit)).rowcount
+            return conn.execute(queries.purged(finished_before, limit)).rowcount
 
     def last_slot(self, task: str, *, connection: Connection | None = None) -> datetime | None:
-        query = select(tick_progress.c.last_slot).where(tick_progress.c.task == task)
         with self._read(connection) as conn:
-            return conn.execute(query).scalar()
+            return conn.execute(queries.last_slot(task)).scalar()
 
     def advance_slot(
         self, task: str, slot: datetime, *, connection: Connection | None = None
     ) -> None:
         """Remember the latest completed slot; never move it backwards."""
-        statement = sql.upsert(
-            tick_progress,
-            self.dialect,
-            {"task": task, "last_slot": slot},
-            conflict=[tick_progress.c.task],
-            set_=lambda excluded: {"last_slot": excluded.last_slot},
-            where=lambda excluded: tick_progress.c.last_slot < excluded.last_slot,
-        )
         with self._write(connection) as conn:
-            conn.execute(statement)
-
-    @staticmethod
-    def _owned(claim: Claim) -> Any:
-        return update(inbox).where(
-            inbox.c.key == claim.key,
-            inbox.c.claimed_by == claim.token,
-            inbox.c.status == Status.RUNNING,
-        )
+            conn.execute(queries.advance_slot(self.dialect, task, slot))

@@ -1,4 +1,5 @@
-"""The ``warm_runs`` table and its named queries: one row per warmer run for one release.
+"""``WarmRuns``: one row per warmer run of one release, the ``warm_runs`` table's queries
+(``consumer.deploy.queries``) run in the caller's transaction or in one of their own.
 
 A row says what a release's warming did (targets ok, failed, not reached, p50/p95 latency,
 duration) so an operator can see it after the push response is gone.
@@ -11,23 +12,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import (
-    JSON,
-    Column,
-    Connection,
-    Float,
-    Index,
-    Integer,
-    String,
-    Table,
-    Text,
-    insert,
-    select,
-)
+from sqlalchemy import Connection
 
-from consumer.db.schema import metadata
 from consumer.db.store import Store
-from consumer.db.types import UTCDateTime
+from consumer.deploy import queries
 from consumer.deploy.report import WarmReport
 from consumer.wire.events import DeployEvent
 from consumer.wire.text import storable
@@ -37,29 +25,6 @@ MAX_LISTED = 100
 MAX_NAME = 200
 """The ``String(200)`` columns."""
 MAX_KEY = 10_000
-
-warm_runs = Table(
-    "warm_runs",
-    metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("key", Text, nullable=False, comment="inbox key of the deploy: deploy:service:release"),
-    Column("service", String(200), nullable=False),
-    Column("release", String(200), nullable=False),
-    Column("environment", String(200), nullable=False),
-    Column("warmer", String(200), nullable=False),
-    Column("attempt", Integer, nullable=False),
-    Column("started_at", UTCDateTime, nullable=False),
-    Column("duration_ms", Float, nullable=False),
-    Column("targets_ok", Integer, nullable=False),
-    Column("targets_failed", Integer, nullable=False),
-    Column("targets_not_reached", Integer, nullable=False),
-    Column("p50_ms", Float, nullable=True),
-    Column("p95_ms", Float, nullable=True),
-    Column("failures", JSON, nullable=False, comment="first failures: target, status, error"),
-    Column("not_reached", JSON, nullable=False, comment="first targets the budget did not cover"),
-    Column("note", Text, nullable=True),
-    Index("warm_runs_key", "key"),
-)
 
 
 @dataclass(frozen=True)
@@ -101,25 +66,23 @@ class WarmRuns(Store):
     ) -> None:
         """Store one warmer's run of one release. Text is made storable and cut to its column,
         since an event built through the Python API was never checked by the classifier."""
-        statement = insert(warm_runs).values(
-            key=storable(event.key, MAX_KEY), service=storable(event.service, MAX_NAME),
-            release=storable(event.release, MAX_NAME),
-            environment=storable(event.environment, MAX_NAME),
-            warmer=storable(report.warmer, MAX_NAME), attempt=attempt,
-            started_at=started_at, **_figures(report),
-        )  # fmt: skip
+        statement = queries.recorded({
+            "key": storable(event.key, MAX_KEY), "service": storable(event.service, MAX_NAME),
+            "release": storable(event.release, MAX_NAME),
+            "environment": storable(event.environment, MAX_NAME),
+            "warmer": storable(report.warmer, MAX_NAME), "attempt": attempt,
+            "started_at": started_at, **_figures(report),
+        })  # fmt: skip
         with self._write(connection) as conn:
             conn.execute(statement)
 
     def for_key(self, key: str, *, connection: Connection | None = None) -> Sequence[WarmRun]:
         """The runs of one release, oldest first."""
-        query = select(warm_runs).where(warm_runs.c.key == key).order_by(warm_runs.c.id)
-        return self._fetch(query, connection)
+        return self._fetch(queries.for_key(key), connection)
 
     def recent(self, limit: int = 20, *, connection: Connection | None = None) -> Sequence[WarmRun]:
         """The latest runs, newest first."""
-        query = select(warm_runs).order_by(warm_runs.c.id.desc()).limit(limit)
-        return self._fetch(query, connection)
+        return self._fetch(queries.recent(limit), connection)
 
     def _fetch(self, query: Any, connection: Connection | None) -> Sequence[WarmRun]:
         with self._read(connection) as conn:

@@ -1,0 +1,167 @@
+"""Every SQL statement on the ``inbox`` and ``tick_progress`` tables, each named once; ``Inbox``
+runs them.
+
+The claim and the finish of every delivery are the hot statements: ``Inbox`` runs them as
+``consumer.db.prepared`` statements, compiled once per dialect. Every write after the claim says
+``WHERE key = ? AND claimed_by = ? AND status = 'running'``: zero rows means another delivery took
+the lease over, and nothing is overwritten.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Delete, Select, Update, and_, bindparam, func, or_, select, update
+
+from consumer.db import dialect as sql
+from consumer.inbox.model import FINAL, Claim, Status
+from consumer.inbox.schema import inbox, tick_progress
+
+RUNNING, FAILED = "running", "failed"
+"""Plain strings in the prepared statements: their constant binds reach the driver as they are."""
+CLAIMED_COLUMNS = (
+    "key", "route", "lease_until", "claimed_by", "message_id", "message", "created_at",
+    "updated_at",
+)  # fmt: skip
+
+# --- a delivery: claim, finish (prepared), then what a retry or a long handler needs --------------
+
+
+def claim(dialect: str) -> Any:
+    """Insert the key as running, or take over a failed or lease-expired row; returns the
+    attempt count (no row: held elsewhere, or finished). The lease is the one bound."""
+    values = {name: bindparam(name, type_=inbox.c[name].type) for name in CLAIMED_COLUMNS}
+    return sql.upsert(
+        inbox,
+        dialect,
+        {"status": RUNNING, "attempts": 1, **values},
+        conflict=[inbox.c.key],
+        set_=lambda excluded: {
+            "status": RUNNING,
+            "attempts": inbox.c.attempts + 1,
+            "lease_until": excluded.lease_until,
+            "claimed_by": excluded.claimed_by,
+            "message_id": excluded.message_id,
+            "message": excluded.message,
+            "updated_at": excluded.updated_at,
+        },
+        where=lambda excluded: or_(
+            inbox.c.status == FAILED,
+            and_(inbox.c.status == RUNNING, inbox.c.lease_until < excluded.updated_at),
+        ),
+    ).returning(inbox.c.attempts)
+
+
+def finish(dialect: str) -> Any:
+    """Record the outcome of a claim, guarded by its token; ``refund`` 1 gives the attempt back,
+    ``finished_at`` NULL keeps the column as it was."""
+    return (
+        update(inbox)
+        .where(
+            inbox.c.key == bindparam("b_key"),
+            inbox.c.claimed_by == bindparam("b_token"),
+            inbox.c.status == RUNNING,
+        )
+        .values(
+            status=bindparam("b_status", type_=inbox.c.status.type),
+            result=bindparam("b_result", type_=inbox.c.result.type),
+            error=bindparam("b_error", type_=inbox.c.error.type),
+            updated_at=bindparam("b_now", type_=inbox.c.updated_at.type),
+            lease_until=None,
+            attempts=inbox.c.attempts - bindparam("b_refund"),
+            finished_at=func.coalesce(
+                bindparam("b_finished_at", type_=inbox.c.finished_at.type), inbox.c.finished_at
+            ),
+        )
+    )
+
+
+def finished_as(claim: Claim, status: Status) -> Select[Any]:
+    """The row, if this claim's own write recorded ``status`` (a lost reply, not a lost lease)."""
+    return select(inbox.c.key).where(
+        inbox.c.key == claim.key, inbox.c.claimed_by == claim.token, inbox.c.status == status
+    )
+
+
+def heartbeat(claim: Claim, lease_until: datetime, now: datetime) -> Update:
+    """The lease of a row this claim still holds, pushed to ``lease_until``."""
+    return _owned(claim).values(lease_until=lease_until, updated_at=now)
+
+
+def _owned(claim: Claim) -> Update:
+    return update(inbox).where(
+        inbox.c.key == claim.key,
+        inbox.c.claimed_by == claim.token,
+        inbox.c.status == Status.RUNNING,
+    )
+
+
+def holder(key: str) -> Select[Any]:
+    """Status, message id and message format of the row holding ``key``, not its message."""
+    return select(inbox.c.status, inbox.c.message_id, inbox.c.message["format"].as_string()).where(
+        inbox.c.key == key
+    )
+
+
+# --- operations: inspect, replay, purge -----------------------------------------------------------
+
+
+def by_key(key: str) -> Select[Any]:
+    """The whole row of ``key``."""
+    return select(inbox).where(inbox.c.key == key)
+
+
+def listed(status: Status | None, limit: int) -> Select[Any]:
+    """Most recently updated first, of one status or all."""
+    query = select(inbox).order_by(inbox.c.updated_at.desc()).limit(limit)
+    if status is not None:
+        query = query.where(inbox.c.status == status)
+    return query
+
+
+def rearmed(key: str, now: datetime) -> Update:
+    """A dead, unroutable or failed row, claimable again with fresh attempts (replay)."""
+    return (
+        update(inbox)
+        .where(inbox.c.key == key)
+        .where(inbox.c.status.in_([Status.DEAD, Status.UNROUTABLE, Status.FAILED]))
+        .values(status=Status.FAILED, attempts=0, updated_at=now)
+    )
+
+
+def purged(finished_before: datetime, limit: int | None) -> Delete:
+    """Finished rows, failed rows nobody retried and expired running rows, older than
+    ``finished_before``; at most ``limit`` of them."""
+    expired = or_(
+        and_(inbox.c.status.in_(list(FINAL)), inbox.c.finished_at < finished_before),
+        # A failed row whose message Pub/Sub stopped redelivering (dead-lettered, expired).
+        and_(inbox.c.status == Status.FAILED, inbox.c.updated_at < finished_before),
+        # A delivery that died and whose message never came back: nobody will finish it.
+        and_(inbox.c.status == Status.RUNNING, inbox.c.lease_until < finished_before),
+    )
+    return sql.purge(inbox, inbox.c.key, expired, limit)
+
+
+# --- tick_progress --------------------------------------------------------------------------------
+
+
+def last_slot(task: str) -> Select[Any]:
+    """One task's latest completed slot."""
+    return select(tick_progress.c.last_slot).where(tick_progress.c.task == task)
+
+
+LAST_SLOTS = select(tick_progress.c.task, tick_progress.c.last_slot)
+"""Every task's latest completed slot, one row per task (the dashboard, the metrics)."""
+
+
+def advance_slot(dialect: str, task: str, slot: datetime) -> Any:
+    """Record ``slot`` as ``task``'s latest, unless a later one is recorded already."""
+    return sql.upsert(
+        tick_progress,
+        dialect,
+        {"task": task, "last_slot": slot},
+        conflict=[tick_progress.c.task],
+        set_=lambda excluded: {"last_slot": excluded.last_slot},
+        where=lambda excluded: tick_progress.c.last_slot < excluded.last_slot,
+    )
