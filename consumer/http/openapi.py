@@ -1,4 +1,4 @@
-"""Serve the OpenAPI 3 description of the HTTP surface (``consumer/http/openapi.yaml``, package data)."""
+"""Serve the OpenAPI 3 description of the HTTP surface (``openapi.yaml``, package data)."""
 
 from __future__ import annotations
 

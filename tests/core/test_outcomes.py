@@ -13,9 +13,10 @@ from sqlalchemy import Engine
 
 from consumer.config.settings import Settings
 from consumer.db.inbox import Inbox, Status
+from consumer.errors import NotReplayable
 from consumer.http.app import create_app
 from consumer.plugins import build_registry
-from consumer.sources.replay import NotReplayable, replay
+from consumer.sources.replay import replay
 from consumer.wire.envelopes_out import deploy_body, storage_body, tick_body, wrapped_body
 from tests.conftest import Clock
 from tests.plugins.effects import effect_rows
