@@ -60,10 +60,12 @@ BUILT_IN = frozenset({"email"})
 """Kinds the package itself provides (``consumer.jobs.tick`` registers them)."""
 
 
-def known_kinds() -> frozenset[str]:
-    """The built-in kinds and every kind a registry built in this process has registered.
+def legacy_known_kinds() -> frozenset[str]:
+    """The built-in kinds and every kind a registry built in this process has registered: what
+    ``enqueue`` checks against when its caller passes no ``kinds``.
 
-    ``enqueue`` is called by code that holds an engine but not the registry (a plugin's
-    handler, a script), so it asks every registry this process built; what a registry *runs*
-    is still only its own ``job_kinds``."""
+    Transitional: every caller in the package passes its registry's kinds except
+    ``consumer jobs enqueue`` (``consumer.cli.jobs``), which still relies on the registry it
+    builds being found here. Once it passes ``kinds=current_cli().registry.job_kinds.names()``,
+    this and the registry's process-wide table (``live_job_kinds``) go."""
     return BUILT_IN.union(*(table.names() for table in live_job_kinds()))

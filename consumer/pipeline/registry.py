@@ -174,8 +174,9 @@ _LIVE_JOB_KINDS: WeakSet[Functions] = WeakSet()
 
 
 def live_job_kinds() -> list[Functions]:
-    """The job-kind tables of the registries this process built, while any is still held
-    (``jobs.kinds.known_kinds``: code that enqueues holds an engine, not a registry)."""
+    """The job-kind tables of the registries this process built, while any is still held: only
+    for an ``enqueue`` whose caller passes no ``kinds`` (``jobs.kinds.legacy_known_kinds``,
+    transitional: the one such caller left is the CLI's ``jobs enqueue``)."""
     return list(_LIVE_JOB_KINDS)
 
 

@@ -3,6 +3,7 @@ route, entry-point plugins, and the public API."""
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 import textwrap
@@ -134,13 +135,20 @@ def test_core_modules_do_not_import_the_features() -> None:
     assert result.returncode == 0, result.stderr
 
 
-def test_public_api_and_old_import_paths() -> None:
-    from consumer.pipeline.context import LeaseLost as context_lease_lost
-    from consumer.pipeline.dispatch import Skip as dispatch_skip
-    from consumer.sources.replay import NotReplayable as replay_not_replayable
-
-    assert dispatch_skip is consumer.errors.Skip and context_lease_lost is consumer.LeaseLost
-    assert replay_not_replayable is consumer.NotReplayable
+def test_public_api_and_no_re_exports_between_layers() -> None:
+    """The errors handlers raise live in ``consumer.errors`` and are public from ``consumer``;
+    the layers that use them do not offer them again (one import path per name)."""
+    for name in ("Skip", "LeaseLost", "NotReplayable"):
+        assert getattr(consumer, name) is getattr(consumer.errors, name), name
+    offered = {
+        "consumer.pipeline.dispatch": "Skip",
+        "consumer.pipeline.context": "LeaseLost",
+        "consumer.sources.replay": "NotReplayable",
+    }
+    for module_name, name in offered.items():
+        module = importlib.import_module(module_name)
+        assert name not in getattr(module, "__all__", ()), (module_name, name)
+    assert not hasattr(importlib.import_module("consumer.pipeline.dispatch"), "Skip")
     for name in consumer.__all__:
         assert getattr(consumer, name) is not None, name
     assert {"Registry", "HandlerContext", "Settings", "create_app", "Skip"} <= set(consumer.__all__)
