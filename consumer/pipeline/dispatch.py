@@ -140,12 +140,12 @@ class Dispatcher:
         if early := self._future_reason(event):
             details = {"reason": early, "recorded": False}
             return Outcome(Kind.SKIPPED, event.key, details, route=route)
-        handler = self.registry.resolve(event)
         with self._connection() as connection:
             inbox = self.inbox.on(connection)
             stale, claim = retry_on_stale(connection, lambda: self._claim(inbox, event))
             if claim is None:
                 return self._not_claimed(inbox, event)
+            handler = self.registry.resolve(event)
             record_by = self._record_by(started, time.monotonic())
             delivery = Delivery(claim, inbox, route, started, record_by)
             terminal = self._terminal(claim, event, handler, stale)

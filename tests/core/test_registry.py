@@ -18,6 +18,7 @@ import consumer
 from consumer.config.settings import Settings
 from consumer.db.inbox import Inbox, Status
 from consumer.errors import AlreadyRegistered, SettingsError
+from consumer.pipeline.decisions import Source
 from consumer.pipeline.dispatch import Dispatcher
 from consumer.pipeline.registry import Registry
 from consumer.plugins import build_registry
@@ -122,6 +123,31 @@ def test_messages_and_cloudevents_reach_plugin_handlers(settings: Settings, engi
     assert thing.kind == "done" and thing.details["thing"] is True and seen == ["com.example.thing"]
     row = Inbox(engine).get(done.key)
     assert row is not None and row.status is Status.DONE
+
+
+def test_the_handler_is_resolved_once_per_delivery(
+    settings: Settings, engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unroutable, handled or run unclaimed: one lookup each; every outcome carries its route."""
+    registry = build_registry(settings)
+    resolved: list[str] = []
+    real = registry.resolve
+
+    def counted(event: Any) -> Any:
+        resolved.append(event.key)
+        return real(event)
+
+    monkeypatch.setattr(registry, "resolve", counted)
+    dispatcher = Dispatcher(settings, engine, registry)
+    unroutable = dispatcher.dispatch(message(kind="other"))
+    registry.route("message", echo)
+    done = dispatcher.dispatch(message(kind="other"))
+    duplicate = dispatcher.dispatch(PushMessage.from_json(Inbox(engine).get(done.key).message))  # type: ignore[union-attr]
+    unclaimed = dispatcher.run_unclaimed(OtherEvent(message(kind="other")), Source.CLI, None)
+    kinds = [o.kind for o in (unroutable, done, duplicate, unclaimed)]
+    assert kinds == ["unroutable", "done", "duplicate", "done"]
+    assert len(resolved) == 3  # the duplicate was not claimed: nothing to resolve
+    assert {o.route for o in (unroutable, done, duplicate, unclaimed)} == {"other"}
 
 
 def test_core_modules_do_not_import_the_features() -> None:
