@@ -48,6 +48,8 @@ STATUS_OF = {
     Kind.UNROUTABLE: Status.UNROUTABLE,
 }
 Received = PushMessage | Event
+Run = Callable[[Event, float], Outcome]
+"""What decides a classified event, given when its delivery started."""
 
 
 @dataclass
@@ -86,13 +88,13 @@ class Dispatcher:
         """Classify, claim, run and record ``message``; log and count the decision once.
         ``started``: the ``time.monotonic()`` at which its request began (default: now), so the
         decision's duration counts the reading and parsing its source did."""
-        return self._decide(source, message, _now_or(started))
+        return self._decide(source, message, _now_or(started), self._handle)
 
     def handle(
         self, event: Event, source: Source = Source.PUSH, started: float | None = None
     ) -> Outcome:
         """``dispatch`` for an event its source has already classified (a deploy hook, replay)."""
-        return self._decide(source, event, _now_or(started))
+        return self._decide(source, event, _now_or(started), self._handle)
 
     def refuse(self, source: Source, error: ConsumerError, started: float | None = None) -> Outcome:
         """A delivery its source refused before a message was known (unparsable): decided and
@@ -102,23 +104,17 @@ class Dispatcher:
     def run_unclaimed(self, event: Event, source: Source, budget: float | None) -> Outcome:
         """Run the event's handler without taking its inbox slot (a manual sweep runs beside a
         tick's sweep; the job claims keep them apart), otherwise decided like any delivery."""
-        return self._decide(source, event, time.monotonic(), claimed=False, budget=budget)
+        run = lambda event, _started: self._unclaimed(event, budget)  # noqa: E731
+        return self._decide(source, event, time.monotonic(), run)
 
-    def _decide(
-        self,
-        source: Source,
-        received: Received,
-        started: float,
-        claimed: bool = True,
-        budget: float | None = None,
-    ) -> Outcome:
+    def _decide(self, source: Source, received: Received, started: float, run: Run) -> Outcome:
         message_id = _message_of(received).message_id
         try:
             event = self._classify(received)
         except ConsumerError as error:
             return decisions.refuse(source, error, started, message_id)
         try:
-            outcome = self._handle(event, started) if claimed else self._unclaimed(event, budget)
+            outcome = run(event, started)
         except ConsumerError as error:
             return decisions.refuse(source, error, started, message_id, event.route.value)
         decisions.record(source, outcome, message_id, time.monotonic() - started)
