@@ -217,7 +217,8 @@ PHASES = (
     ("consumer.db.prepared", "Prepared.first", "the claim statement"),
     ("consumer.db.prepared", "Prepared.rowcount", "the finish statement"),
     ("consumer.pipeline.dispatch", "Dispatcher._handle", "claim, handler, finish"),
-    ("consumer.pipeline.dispatch", "Dispatcher.decide", "the whole decision"),
+    ("consumer.pipeline.dispatch", "Dispatcher.dispatch", "the whole decision"),
+    ("consumer.http.gate", "GatedWsgi.__call__", "the request inside the gate"),
     ("consumer.http.app", "respond", "the JSON answer"),
 )
 """(module, attribute, label) of what ``--phases`` times."""

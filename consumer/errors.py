@@ -58,6 +58,12 @@ class BodyTooLarge(BadRequest):
     status = 413
 
 
+class BodyTimeout(BadRequest):
+    """The request body did not arrive in time."""
+
+    status = 408  # not an ack: Pub/Sub sends the message again
+
+
 class Unauthorized(ConsumerError):
     """Missing or invalid credentials."""
 

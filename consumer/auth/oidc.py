@@ -44,7 +44,7 @@ VERIFY_ERRORS = (
 )  # fmt: skip
 
 
-class Refused(Exception):
+class TokenRefused(Exception):
     """Why a token was refused: logged, never sent to the caller."""
 
 
@@ -89,7 +89,7 @@ class OidcAuthenticator:
         try:
             token = bearer_token(headers)
             return self.verify(token)
-        except Refused as reason:
+        except TokenRefused as reason:
             log.warning("push refused: invalid token", extra={"reason": str(reason)})
         except ConsumerError:
             raise
@@ -99,7 +99,7 @@ class OidcAuthenticator:
         raise Unauthorized("missing or invalid token") from None
 
     def verify(self, token: str) -> Mapping[str, Any]:
-        """The verified claims of ``token``; ``Refused`` with the reason otherwise. A token
+        """The verified claims of ``token``; ``TokenRefused`` with the reason otherwise. A token
         verified before is accepted again until its ``exp`` plus the skew, as google-auth would;
         the certificates are kept fresh either way."""
         remembered = self._verified.get(token)
@@ -125,7 +125,7 @@ class OidcAuthenticator:
                 clock_skew_in_seconds=self.clock_skew_seconds,
             )
         except VERIFY_ERRORS as exc:
-            raise Refused(redact(f"{type(exc).__name__}: {exc}", token)) from None
+            raise TokenRefused(redact(f"{type(exc).__name__}: {exc}", token)) from None
         check_claims(claims)
         return claims
 
@@ -135,12 +135,12 @@ def bearer_token(headers: Mapping[str, str]) -> str:
     value = next((v for k, v in headers.items() if k.lower() == "authorization"), "")
     scheme, _, token = value.strip().partition(" ")
     if not value:
-        raise Refused("no Authorization header")
+        raise TokenRefused("no Authorization header")
     if scheme.lower() != "bearer":
-        raise Refused("Authorization scheme is not Bearer")
+        raise TokenRefused("Authorization scheme is not Bearer")
     token = token.strip()
     if len(token) > MAX_TOKEN_LENGTH or not JWT_SHAPE.fullmatch(token):
-        raise Refused("Authorization value is not a JWT")
+        raise TokenRefused("Authorization value is not a JWT")
     return token
 
 
@@ -154,25 +154,25 @@ def unverified_header(token: str) -> dict[str, Any]:
     try:
         header = json.loads(base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4)))
     except (binascii.Error, UnicodeDecodeError, ValueError, RecursionError):
-        raise Refused("token header is not base64url JSON") from None
+        raise TokenRefused("token header is not base64url JSON") from None
     if not isinstance(header, dict):
-        raise Refused("token header is not a JSON object")
+        raise TokenRefused("token header is not a JSON object")
     if header.get("alg") != ALGORITHM:
-        raise Refused(f"token algorithm {str(header.get('alg'))[:20]!r} is not {ALGORITHM}")
+        raise TokenRefused(f"token algorithm {str(header.get('alg'))[:20]!r} is not {ALGORITHM}")
     kid = header.get("kid")
     if not isinstance(kid, str) or not kid or len(kid) > 200:
-        raise Refused("token header has no key id")
+        raise TokenRefused("token header has no key id")
     return header
 
 
 def check_claims(claims: Mapping[str, Any]) -> None:
     """The checks google-auth does not do: the issuer and a verified email."""
     if claims.get("iss") not in ISSUERS:
-        raise Refused(f"issuer {str(claims.get('iss'))[:100]!r} is not Google")
+        raise TokenRefused(f"issuer {str(claims.get('iss'))[:100]!r} is not Google")
     if claims.get("email_verified") is not True:
-        raise Refused("email_verified is not true")
+        raise TokenRefused("email_verified is not true")
     if not isinstance(claims.get("email"), str):
-        raise Refused("token has no email claim")
+        raise TokenRefused("token has no email claim")
 
 
 def redact(text: str, token: str) -> str:

@@ -88,14 +88,14 @@ def enqueue_command(
     (exit status 0), not inserted twice; a KIND that no registered plugin (CONSUMER_PLUGINS)
     provides is refused without --unknown."""
 
-    current_cli().registry  # noqa: B018 (built now: its kinds and the plugins' are the known ones)
+    kinds = current_cli().registry.job_kinds.names()  # the built-in kinds and the plugins'
     if from_file is not None:
         options = (kind, run_at, priority, max_attempts, from_file, file_format, key_prefix)
         raise SystemExit(enqueue_file_command(_engine, payload, key, *options))
     try:
         result = enqueue(
             _engine(), kind, payload, key=key, run_at=run_at, priority=priority,
-            max_attempts=max_attempts, allow_unknown=unknown,
+            max_attempts=max_attempts, kinds=kinds, allow_unknown=unknown,
         )  # fmt: skip
     except InvalidJob as exc:
         raise click.UsageError(str(exc)) from exc

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from consumer.config.settings import Settings
-from consumer.dashboard.iap import HEADER, IapVerifier, Refused
+from consumer.dashboard.iap import HEADER, AssertionRefused, IapVerifier
 from consumer.errors import SettingsError
 
 TOKEN_COOKIE = "consumer_dashboard_token"
@@ -64,7 +64,7 @@ class Access:
         if self.iap is not None and assertion:
             try:
                 return f"iap:{self.iap.email_of(assertion)}"
-            except Refused:
+            except AssertionRefused:
                 return None
         return "local" if self.local else None
 

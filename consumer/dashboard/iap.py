@@ -30,7 +30,7 @@ KEYS_TTL_SECONDS = 3600.0
 REFETCH_INTERVAL_SECONDS = 60.0
 
 
-class Refused(Exception):
+class AssertionRefused(Exception):
     """The assertion is missing, malformed, expired, for another audience or badly signed."""
 
 
@@ -88,13 +88,13 @@ class IapVerifier:
         self._fetched = float("-inf")
 
     def email_of(self, assertion: str) -> str:
-        """The verified user's email; ``Refused`` otherwise, ``Unavailable`` without keys."""
+        """The verified user's email; ``AssertionRefused`` otherwise (``Unavailable``: no keys)."""
         try:
             header = jwt.decode_header(assertion)
         except (ValueError, exceptions.GoogleAuthError):
-            raise Refused("malformed IAP assertion") from None
+            raise AssertionRefused("malformed IAP assertion") from None
         if header.get("alg") != "ES256" or not isinstance(header.get("kid"), str):
-            raise Refused("IAP assertions are ES256 with a kid")
+            raise AssertionRefused("IAP assertions are ES256 with a kid")
         certs = self._keys_for(header["kid"])
         try:
             claims = jwt.decode(
@@ -102,9 +102,9 @@ class IapVerifier:
                 clock_skew_in_seconds=self.clock_skew_seconds,
             )  # fmt: skip
         except (ValueError, exceptions.GoogleAuthError) as exc:
-            raise Refused(f"IAP assertion refused: {exc}") from None
+            raise AssertionRefused(f"IAP assertion refused: {exc}") from None
         if claims.get("iss") != ISSUER or not isinstance(claims.get("email"), str):
-            raise Refused("IAP assertion has the wrong issuer or no email")
+            raise AssertionRefused("IAP assertion has the wrong issuer or no email")
         return str(claims["email"])
 
     def _keys_for(self, kid: str) -> dict[str, str]:
@@ -115,7 +115,7 @@ class IapVerifier:
             if not self._keys or stale or rotated:
                 self._refresh(now)
             if kid not in self._keys:
-                raise Refused("IAP assertion signed with an unknown key")
+                raise AssertionRefused("IAP assertion signed with an unknown key")
             return dict(self._keys)
 
     def _refresh(self, now: float) -> None:

@@ -1,5 +1,6 @@
-"""``POST /hooks/deploy``: parsing a CI deploy hook (HMAC-signed; the view is in
-``consumer.http.app``).
+"""``POST /hooks/deploy``: a CI deploy hook (HMAC-signed; the view is in ``consumer.http.app``):
+what its headers alone must show (``check_headers``, run by the header gate before the body is
+read), and parsing its body.
 
 The body is ``{"service": ..., "release": ... (or "version"), "environment"?, "commit"?}``. It is
 read only after the signature checks out, then turned into the same ``PushMessage`` shape a
@@ -11,9 +12,11 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Mapping
 from datetime import datetime
 
-from consumer.errors import InvalidEvent
+from consumer.deploy.signature import SIGNATURE_HEADER, TIMESTAMP, TIMESTAMP_HEADER
+from consumer.errors import BodyTooLarge, InvalidEvent, Unauthorized
 from consumer.wire.classify import PeriodLookup, classify
 from consumer.wire.envelope import Limits, load_json_object
 from consumer.wire.events import DeployEvent
@@ -22,6 +25,23 @@ from consumer.wire.message import Format, PushMessage
 HOOK_MAX_BYTES = 64 * 1024
 HOOK_SUBSCRIPTION = "hooks/deploy"
 FIELDS = ("service", "release", "version", "environment", "commit")
+
+
+def check_headers(headers: Mapping[str, str], enabled: bool) -> None:
+    """Refuse a hook its headers condemn, before its body is read: the hook disabled (no
+    secrets), a signature header missing, a malformed timestamp (``Unauthorized``), a declared
+    size over ``HOOK_MAX_BYTES`` (``BodyTooLarge``). The signature covers the body, so it and
+    the timestamp's window are checked by the view once the body is in."""
+    if not enabled:
+        raise Unauthorized("deploy hook is disabled: no secrets are configured")
+    lowered = {key.lower(): value.strip() for key, value in headers.items()}
+    if not lowered.get(SIGNATURE_HEADER.lower()):
+        raise Unauthorized(f"missing {SIGNATURE_HEADER} header")
+    if not TIMESTAMP.fullmatch(lowered.get(TIMESTAMP_HEADER.lower(), "")):
+        raise Unauthorized("malformed timestamp: expected Unix seconds")
+    declared = lowered.get("content-length", "0")
+    if declared.isascii() and declared.isdigit() and int(declared) > HOOK_MAX_BYTES:
+        raise BodyTooLarge(f"hook body is over {HOOK_MAX_BYTES} bytes")
 
 
 def parse_hook(body: bytes, received: datetime, period_of: PeriodLookup) -> DeployEvent:

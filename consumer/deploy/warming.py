@@ -27,9 +27,9 @@ from consumer.deploy.http_fetch import RESERVE_SECONDS
 from consumer.deploy.http_warmer import HttpWarmer
 from consumer.deploy.report import TargetResult, WarmReport
 from consumer.deploy.store import WarmRuns
+from consumer.errors import LeaseLost, Skip
 from consumer.observe import metrics
-from consumer.pipeline.context import HandlerContext, LeaseLost
-from consumer.pipeline.dispatch import Skip
+from consumer.pipeline.context import HandlerContext
 from consumer.pipeline.extensions import Warmers, WarmerSpec
 from consumer.pipeline.registry import Registry
 from consumer.wire.events import DeployEvent

@@ -1,7 +1,13 @@
-"""The Flask application: the route table, and the single mapping from errors to responses."""
+"""The Flask application: the route table, and the single mapping from errors to responses.
+
+The views read and parse; the dispatcher decides. What the request line and headers alone
+refuse (authentication included) is refused before any view by the header gate
+(``consumer.http.gate``), installed around the WSGI app here.
+"""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,30 +25,31 @@ from consumer.deploy.signature import Verifier
 from consumer.errors import BodyTooLarge, ConsumerError
 from consumer.http import openapi
 from consumer.http import state_metrics as metrics_state
-from consumer.http.precheck import PUSH_AUTHENTICATED
+from consumer.http.gate import Gate, GatedWsgi
 from consumer.observe import logs, metrics
 from consumer.pipeline.decisions import Source
 from consumer.pipeline.dispatch import Dispatcher
 from consumer.pipeline.registry import Registry
 from consumer.plugins import build_registry
 from consumer.wire.envelope import Limits, parse_push
-from consumer.wire.events import DeployEvent
-from consumer.wire.message import PushMessage
-from consumer.wire.outcomes import Outcome, from_error
+from consumer.wire.outcomes import Outcome, from_error, from_http_status
 from consumer.wire.timeutil import Clock, utcnow
 
 
 @dataclass(frozen=True)
 class BuiltWith:
     """What ``create_app`` built an app from, kept in ``app.extensions["consumer"]`` so what
-    wraps the app (the bridge's precheck) reuses it: neither is built twice per worker."""
+    wraps the app (the bridge) reuses it: nothing is built twice per worker, and the bridge runs
+    the app's own gate, then its ungated callable (``gated.app``), so the gate runs once."""
 
     settings: Settings
     authenticate: Authenticator
+    gated: GatedWsgi
+    """The app's WSGI callable: its header gate around the Flask app."""
 
 
 def built_with(app: Flask) -> BuiltWith | None:
-    """The settings and authenticator of an app ``create_app`` built (None for any other)."""
+    """What an app ``create_app`` built was built with (None for any other app)."""
     found = app.extensions.get("consumer")
     return found if isinstance(found, BuiltWith) else None
 
@@ -69,9 +76,7 @@ def create_app(
     app.before_request(logs.bind_request)  # trace ids for this request's log lines
     app.teardown_request(logs.unbind_request)
 
-    app.add_url_rule(
-        "/push", "push", _push_view(dispatcher, authenticate, limits), methods=["POST"]
-    )
+    app.add_url_rule("/push", "push", _push_view(dispatcher, limits), methods=["POST"])
     app.add_url_rule("/hooks/deploy", "deploy_hook", _hook_view(dispatcher), methods=["POST"])
     app.add_url_rule("/healthz", "healthz", lambda: jsonify(status="ok"))
     app.add_url_rule("/readyz", "readyz", _ready_view(engine))
@@ -79,37 +84,42 @@ def create_app(
     app.add_url_rule("/metrics", "metrics", _metrics_view(state))
     app.add_url_rule("/openapi.yaml", "openapi", openapi.view)
     app.register_error_handler(HTTPException, _http_error)
-    app.extensions["consumer"] = BuiltWith(settings, authenticate)
+    gated = GatedWsgi(Gate(settings, authenticate), app.wsgi_app)
+    app.wsgi_app = gated  # type: ignore[method-assign]
+    app.extensions["consumer"] = BuiltWith(settings, authenticate, gated)
     return app
 
 
-def _push_view(dispatcher: Dispatcher, authenticate: Authenticator, limits: Limits) -> Any:
-    """``POST /push``: authenticate and parse; the dispatcher decides."""
+def _push_view(dispatcher: Dispatcher, limits: Limits) -> Any:
+    """``POST /push`` (authenticated by the gate): read and parse; the dispatcher decides."""
+    max_body_bytes = dispatcher.settings.server.max_body_bytes
 
     def push() -> Response:
-        def receive() -> PushMessage:
-            headers = dict(request.headers)
-            if not request.environ.get(PUSH_AUTHENTICATED):  # the bridge's precheck did it
-                authenticate(headers, request.args)
-            return parse_push(headers, _body(dispatcher.settings.server.max_body_bytes), limits)
-
-        return respond(dispatcher.decide(Source.PUSH, receive))
+        started = time.monotonic()
+        try:
+            message = parse_push(dict(request.headers), _body(max_body_bytes), limits)
+        except ConsumerError as error:
+            return respond(dispatcher.refuse(Source.PUSH, error, started))
+        return respond(dispatcher.dispatch(message, Source.PUSH, started))
 
     return push
 
 
 def _hook_view(dispatcher: Dispatcher) -> Any:
-    """``POST /hooks/deploy``: verify the signature, then parse; the dispatcher decides."""
+    """``POST /hooks/deploy`` (its headers checked by the gate): verify the signature, which
+    covers the body, then parse; the dispatcher decides."""
     settings = dispatcher.settings
     verifier = Verifier(settings.deploy_hook.secrets, settings.deploy_hook.tolerance_seconds)
 
     def deploy_hook() -> Response:
-        def receive() -> DeployEvent:
+        started = time.monotonic()
+        try:
             body = _hook_body()
             verifier.verify(dict(request.headers), body, dispatcher.clock().timestamp())
-            return parse_hook(body, dispatcher.clock(), dispatcher.registry.period_of)
-
-        return respond(dispatcher.decide(Source.HOOK, receive))
+            event = parse_hook(body, dispatcher.clock(), dispatcher.registry.period_of)
+        except ConsumerError as error:
+            return respond(dispatcher.refuse(Source.HOOK, error, started))
+        return respond(dispatcher.handle(event, Source.HOOK, started))
 
     return deploy_hook
 
@@ -126,10 +136,9 @@ def _body(limit: int) -> bytes:
 
 
 def _hook_body() -> bytes:
-    """The raw body, refused over ``HOOK_MAX_BYTES`` (an announcement is a few lines); a chunked
-    body is read only one byte past the limit, not up to the push limit."""
-    if (request.content_length or 0) > HOOK_MAX_BYTES:
-        raise BodyTooLarge(f"hook body is over {HOOK_MAX_BYTES} bytes")
+    """The raw body, refused over ``HOOK_MAX_BYTES`` (an announcement is a few lines): a declared
+    size over it was refused by the gate; a chunked body is read only one byte past the limit,
+    not up to the push limit."""
     chunks, size = [], 0
     try:
         while size <= HOOK_MAX_BYTES and (chunk := request.stream.read(HOOK_MAX_BYTES + 1 - size)):
@@ -169,9 +178,7 @@ def _ready_view(engine: Engine) -> Any:
 
 def _http_error(error: HTTPException) -> Response:
     """404, 405, 413... and the 500 Flask makes of an unexpected exception: JSON, no trace."""
-    outcome = "error" if (error.code or 500) >= 500 else "rejected"
-    response = jsonify(outcome=outcome, error=error.description or error.name)
-    response.status_code = error.code or 500
+    response = respond(from_http_status(error.code or 500, error.description or error.name))
     # Keep what the error adds besides its HTML (the Allow header of a 405).
     response.headers.extend((k, v) for k, v in error.get_headers() if k.lower() != "content-type")
     return response

@@ -2,11 +2,13 @@
 
 gunicorn's asyncio worker reads every connection on its event loop, so a client that dribbles
 its headers or body costs a few kilobytes of buffer, never a thread. This bridge buffers the
-whole body under a deadline (``body_timeout``) and a size limit (413 before a byte of an
-oversized ``Content-Length`` is read), then runs the Flask app on a small thread pool. Bodies over
-``LARGE_BODY_BYTES`` take the server-wide slot (``consumer.http.large_slot``) for their read *and*
-their
-handling, so the memory spent on request bodies stays bounded however many clients send large ones.
+whole body under a deadline (``body_timeout``: 408) and a size limit, then runs the Flask app on a
+small thread pool. Before a byte of the body is read, the header gate (``consumer.http.gate``)
+refuses what the headers alone condemn (an oversized ``Content-Length``, an unauthenticated push,
+a hook without its signature headers). Bodies over ``LARGE_BODY_BYTES`` take the server-wide slot
+(``consumer.http.large_slot``) for their read *and* their handling, so the memory spent on request
+bodies stays bounded however many clients send large ones (503 when it stays taken). Every
+refusal's status and body come from the outcome table (``consumer.wire.outcomes``).
 
 The bridge also keeps the start time of every request in flight: the worker's watchdog
 (``consumer.http.worker``) ends a worker whose request outlived the ack deadline, as gunicorn's sync
@@ -18,44 +20,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import count
 from typing import Any
 
+from consumer.errors import BodyTimeout, BodyTooLarge, ConsumerError, Unavailable
 from consumer.http.environ import Scope, wsgi_environ
+from consumer.http.gate import Gate, WsgiApp, declared_size, scope_header
 from consumer.http.large_slot import SlotTimeout, large_body_slot
-from consumer.http.precheck import PUSH_AUTHENTICATED, Precheck
-from consumer.pipeline import decisions
-from consumer.pipeline.decisions import Source
-from consumer.wire.outcomes import from_error
 
-log = logging.getLogger("consumer.bridge")
 LARGE_BODY_BYTES = 1024 * 1024  # Pub/Sub's pushes are far below; a 14 MiB body is the outlier
-WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 Receive = Callable[[], Any]
 Send = Callable[[dict[str, Any]], Any]
-
-
-class Refused(Exception):
-    """The request cannot reach the app; ``status`` and the reason go back as JSON."""
-
-    def __init__(
-        self,
-        status: int,
-        reason: str,
-        document: dict[str, Any] | None = None,
-        decided: bool = False,
-    ) -> None:
-        super().__init__(reason)
-        self.status = status
-        self.reason = reason
-        self.document = document or {"outcome": "rejected", "error": reason}
-        self.decided = decided
-        """Already logged and counted as a decision (a push or hook refused by its headers)."""
 
 
 class Disconnected(Exception):
@@ -71,14 +50,16 @@ class BridgeLimits:
 
 
 class BufferedWsgi:
-    """An ASGI application serving a WSGI one from a thread pool, whole requests only."""
+    """An ASGI application serving a WSGI one from a thread pool, whole requests only.
 
-    def __init__(
-        self, app: WsgiApp, limits: BridgeLimits, precheck: Precheck | None = None
-    ) -> None:
+    ``gate`` (``consumer.http.gate``) runs before any body is read; ``app`` is what it guards,
+    ungated (for an app ``create_app`` built, the callable inside its own gate): each request
+    meets the gate once."""
+
+    def __init__(self, app: WsgiApp, limits: BridgeLimits, gate: Gate) -> None:
         self._app = app
         self.limits = limits
-        self._precheck = precheck
+        self.gate = gate
         self._executor = ThreadPoolExecutor(limits.threads, thread_name_prefix="request")
         self._ids = count()
         self.in_flight: dict[int, float] = {}
@@ -99,40 +80,28 @@ class BufferedWsgi:
         return time.monotonic() - min(starts) if starts else 0.0
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = time.monotonic()
         try:
-            declared = _content_length(scope)
-            if declared is not None and declared > self.limits.max_body_bytes:
-                raise Refused(413, "The request body is over the limit.")
-            authenticated = await self._check_headers(scope)
+            await self._check_headers(scope)
             deadline = time.monotonic() + self.limits.body_timeout_seconds
-            if _is_small(scope, declared):
-                await self._serve(scope, await self._read(receive, deadline), send, authenticated)
+            if _is_small(scope, self.limits.max_body_bytes):
+                await self._serve(scope, await self._read(receive, deadline), send)
                 return
             async with self._large_slot(deadline):
-                await self._serve(scope, await self._read(receive, deadline), send, authenticated)
-        except Refused as refused:
-            if not refused.decided:
-                extra = {"status": refused.status, "error": refused.reason}
-                log.info("request refused", extra=extra)
-            await send_json(send, refused.status, refused.document)
+                await self._serve(scope, await self._read(receive, deadline), send)
+        except ConsumerError as error:  # refused by the gate, or while the body was read
+            outcome = self.gate.refuse(scope["method"], scope["path"], error, started)
+            await send_json(send, outcome.http_status, outcome.body())
         except Disconnected:
             return
 
-    async def _check_headers(self, scope: Scope) -> bool:
-        """Refuse what the headers alone condemn (``consumer.http.precheck``) before any body is
-        read;
-        whether the precheck authenticated the push."""
-        if self._precheck is None:
-            return False
+    async def _check_headers(self, scope: Scope) -> None:
+        """The gate, on a handler thread (verifying a token may fetch certificates), before any
+        body is read: raises what refuses the request."""
         loop = asyncio.get_running_loop()
-        checked = await loop.run_in_executor(self._executor, self._precheck, scope)
-        error = checked.error
+        error = await loop.run_in_executor(self._executor, self.gate.check_scope, scope)
         if error is not None:
-            outcome = from_error(error)
-            source = Source.HOOK if scope.get("path") == "/hooks/deploy" else Source.PUSH
-            decisions.record(source, outcome, None, 0.0)  # the one decision line, as in the app
-            raise Refused(outcome.http_status, error.message, outcome.body(), decided=True)
-        return checked.authenticated
+            raise error
 
     @contextlib.asynccontextmanager
     async def _large_slot(self, deadline: float) -> AsyncIterator[None]:
@@ -141,13 +110,11 @@ class BufferedWsgi:
             async with large_body_slot(deadline):
                 yield
         except SlotTimeout:
-            raise Refused(503, "Busy with another large request; retry later.") from None
+            raise Unavailable("Busy with another large request; retry later.") from None
 
-    async def _serve(self, scope: Scope, body: bytes, send: Send, authenticated: bool) -> None:
+    async def _serve(self, scope: Scope, body: bytes, send: Send) -> None:
         loop = asyncio.get_running_loop()
         environ = wsgi_environ(scope, body)
-        if authenticated:
-            environ[PUSH_AUTHENTICATED] = True
         status, headers, chunks = await loop.run_in_executor(self._executor, self._run, environ)
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": chunks})
@@ -167,11 +134,13 @@ class BufferedWsgi:
             return await asyncio.wait_for(_body(receive, self.limits.max_body_bytes), remaining)
         except TimeoutError:
             seconds = self.limits.body_timeout_seconds
-            raise Refused(408, f"The request body did not arrive within {seconds:g} s.") from None
+            raise BodyTimeout(f"The request body did not arrive within {seconds:g} s.") from None
 
 
-def _is_small(scope: Scope, declared: int | None) -> bool:
-    """A body known to be small: a small Content-Length, or none and not chunked (no body)."""
+def _is_small(scope: Scope, limit: int) -> bool:
+    """A body known to be small: a small Content-Length, or none and not chunked (no body).
+    (The gate has refused a Content-Length that is not a number or is over ``limit``.)"""
+    declared = declared_size(scope_header(scope, b"content-length"), limit)
     if declared is not None:
         return declared <= LARGE_BODY_BYTES
     return not any(name == b"transfer-encoding" for name, _ in scope["headers"])
@@ -188,7 +157,7 @@ async def _body(receive: Receive, limit: int) -> bytes:
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:
-            raise Refused(413, "The request body is over the limit.")
+            raise BodyTooLarge()
         chunks.append(chunk)
         if not message.get("more_body"):
             return chunks[0] if len(chunks) == 1 else b"".join(chunks)
@@ -215,16 +184,6 @@ def _call(app: WsgiApp, environ: dict[str, Any]) -> tuple[int, list[tuple[bytes,
     status, headers = started
     encoded = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers]
     return int(status.split(" ", 1)[0]), encoded, body
-
-
-def _content_length(scope: Scope) -> int | None:
-    for name, value in scope["headers"]:
-        if name == b"content-length":
-            try:
-                return int(value)
-            except ValueError:
-                raise Refused(400, "Content-Length is not a number.") from None
-    return None
 
 
 async def send_json(send: Send, status: int, document: dict[str, Any]) -> None:

@@ -20,9 +20,9 @@ from flask import Flask
 
 from consumer.auth.push import authenticator_for
 from consumer.config.settings import Settings
-from consumer.http.app import BuiltWith, built_with, create_app
+from consumer.http.app import built_with, create_app
 from consumer.http.bridge import BridgeLimits, BufferedWsgi
-from consumer.http.precheck import precheck_for
+from consumer.http.gate import Gate
 from consumer.observe.logs import configure_logging
 from consumer.service import Service, compose, or_exit
 
@@ -50,15 +50,16 @@ def _app(service: Service) -> Flask:
 
 
 def bridged(flask_app: Flask) -> BufferedWsgi:
-    """``flask_app`` behind the buffering bridge. An app ``create_app`` built brings the settings
-    and the authenticator it was built with: one certificate cache per worker, and the plain
-    ``consumer.http.wsgi:app()`` under ``consumer.http.worker`` reads its settings once."""
+    """``flask_app`` behind the buffering bridge. An app ``create_app`` built brings its settings
+    and its header gate (one certificate cache per worker, and the plain
+    ``consumer.http.wsgi:app()`` under ``consumer.http.worker`` reads its settings once): the
+    bridge runs that gate, then the app inside it, so no request meets the gate twice."""
     built = built_with(flask_app)
-    if built is None:  # a Flask app of someone else's: the settings come from the environment
-        settings = _composed().settings
-        built = BuiltWith(settings, authenticator_for(settings))
-    precheck = precheck_for(built.settings, built.authenticate)
-    return BufferedWsgi(flask_app, _limits(built.settings), precheck)
+    if built is not None:
+        return BufferedWsgi(built.gated.app, _limits(built.settings), built.gated.gate)
+    settings = _composed().settings  # a Flask app of someone else's: settings from the environment
+    gate = Gate(settings, authenticator_for(settings))
+    return BufferedWsgi(flask_app, _limits(settings), gate)
 
 
 def _limits(settings: Settings) -> BridgeLimits:

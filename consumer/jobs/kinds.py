@@ -14,7 +14,6 @@ from sqlalchemy import Engine
 from consumer.config.settings import Settings
 from consumer.jobs.model import Job
 from consumer.pipeline.extensions import Functions
-from consumer.pipeline.registry import live_job_kinds
 
 JobHandler = Callable[["JobContext", Job], Any]
 
@@ -58,12 +57,3 @@ JobKinds = Functions
 
 BUILT_IN = frozenset({"email"})
 """Kinds the package itself provides (``consumer.jobs.tick`` registers them)."""
-
-
-def known_kinds() -> frozenset[str]:
-    """The built-in kinds and every kind a registry built in this process has registered.
-
-    ``enqueue`` is called by code that holds an engine but not the registry (a plugin's
-    handler, a script), so it asks every registry this process built; what a registry *runs*
-    is still only its own ``job_kinds``."""
-    return BUILT_IN.union(*(table.names() for table in live_job_kinds()))

@@ -17,7 +17,7 @@ from consumer.db.dialect import POSTGRESQL
 from consumer.db.prepared import prepared
 from consumer.db.store import Store
 from consumer.jobs import queries
-from consumer.jobs.kinds import known_kinds
+from consumer.jobs.kinds import BUILT_IN
 from consumer.jobs.model import EnqueueResult, Failure, Job, NewJob, Status, UnknownKind, Written
 from consumer.wire.timeutil import utcnow
 
@@ -31,26 +31,38 @@ def enqueue(
     run_at: datetime | None = None,
     priority: int = 0,
     max_attempts: int | None = None,
+    kinds: Collection[str] | None = None,
     allow_unknown: bool = False,
 ) -> EnqueueResult:
-    """Insert one pending job in its own transaction (``JobStore.enqueue``)."""
+    """Insert one pending job in its own transaction (``JobStore.enqueue``). ``kinds``: the
+    job kinds the caller's registry provides (``registry.job_kinds.names()``)."""
     job = NewJob(kind, payload, key, run_at, priority, max_attempts)
-    return JobStore(engine).enqueue(job, allow_unknown=allow_unknown)
+    return JobStore(engine).enqueue(job, kinds=kinds, allow_unknown=allow_unknown)
 
 
 def enqueue_many(
-    connection: Connection, new_jobs: Iterable[NewJob], *, allow_unknown: bool = False
+    connection: Connection,
+    new_jobs: Iterable[NewJob],
+    *,
+    kinds: Collection[str] | None = None,
+    allow_unknown: bool = False,
 ) -> int:
     """Bulk-insert within the caller's transaction (``JobStore.enqueue_many``)."""
     store = JobStore(connection.engine)
-    return store.enqueue_many(new_jobs, allow_unknown=allow_unknown, connection=connection)
+    return store.enqueue_many(
+        new_jobs, kinds=kinds, allow_unknown=allow_unknown, connection=connection
+    )
 
 
-def check_kinds(new_jobs: Iterable[NewJob], allow_unknown: bool) -> None:
-    """Refuse jobs that no sweeper would ever run: they would wait, due, forever."""
+def check_kinds(
+    new_jobs: Iterable[NewJob], kinds: Collection[str] | None, allow_unknown: bool
+) -> None:
+    """Refuse jobs that no sweeper would ever run: they would wait, due, forever. ``kinds``:
+    the kinds the caller's registry provides (``registry.job_kinds.names()``), besides the
+    built-in ones, which are all a caller that gives none is checked against."""
     if allow_unknown:
         return
-    known = known_kinds()
+    known = BUILT_IN.union(kinds or ())
     unknown = {job.kind for job in new_jobs} - known
     if unknown:
         raise UnknownKind(unknown, known)
@@ -73,13 +85,18 @@ class JobStore(Store):
     """Named queries over ``jobs``: enqueue, the sweep's claim and guarded writes, operations."""
 
     def enqueue(
-        self, job: NewJob, *, allow_unknown: bool = False, connection: Connection | None = None
+        self,
+        job: NewJob,
+        *,
+        kinds: Collection[str] | None = None,
+        allow_unknown: bool = False,
+        connection: Connection | None = None,
     ) -> EnqueueResult:
         """Insert one pending job. A job with the same idempotency key (unfinished or finished,
         until purged) is reported, never inserted twice: the unique index decides, so concurrent
-        callers cannot both win. A kind no registered plugin provides is refused
+        callers cannot both win. A kind neither built in nor in ``kinds`` is refused
         (``UnknownKind``) unless ``allow_unknown``."""
-        check_kinds([job], allow_unknown)
+        check_kinds([job], kinds, allow_unknown)
         with self._write(connection) as conn:
             statement = queries.enqueue(self.dialect)
             inserted = conn.execute(statement, _row(job, utcnow())).scalar()
@@ -92,15 +109,16 @@ class JobStore(Store):
         self,
         new_jobs: Iterable[NewJob],
         *,
+        kinds: Collection[str] | None = None,
         allow_unknown: bool = False,
         connection: Connection | None = None,
     ) -> int:
         """Bulk-insert; rows whose key already exists (among unfinished or finished jobs, or
-        earlier in ``new_jobs``) are skipped. Returns how many were inserted. Any kind no
-        registered plugin provides refuses the whole call (``UnknownKind``, nothing inserted)
+        earlier in ``new_jobs``) are skipped. Returns how many were inserted. Any kind neither
+        built in nor in ``kinds`` refuses the whole call (``UnknownKind``, nothing inserted)
         unless ``allow_unknown``."""
         new_jobs = list(new_jobs)
-        check_kinds(new_jobs, allow_unknown)
+        check_kinds(new_jobs, kinds, allow_unknown)
         now = utcnow()
         rows = [_row(job, now) for job in new_jobs]
         if not rows:

@@ -21,6 +21,8 @@ import json
 import logging
 import re
 import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
@@ -150,8 +152,23 @@ _ENVIRON_KEYS = {
 
 def bind_request() -> None:
     """Flask ``before_request`` hook: this request's trace, for every line it logs."""
-    environ = request.environ  # the headers read straight from it: a third of the cost
+    bind_environ(request.environ)  # the headers read straight from it: a third of the cost
+
+
+def bind_environ(environ: Mapping[str, Any]) -> None:
+    """The trace a WSGI request names, for every line logged until ``unbind_request``."""
     tracing.current.set(tracing.from_headers(lambda name: environ.get(_ENVIRON_KEYS[name])))
+
+
+@contextmanager
+def trace_of_environ(environ: Mapping[str, Any]) -> Iterator[None]:
+    """Lines logged inside carry the request's trace: for what answers a request before Flask
+    does (the header gate's refusals)."""
+    bind_environ(environ)
+    try:
+        yield
+    finally:
+        unbind_request()
 
 
 def unbind_request(_error: BaseException | None = None) -> None:

@@ -13,8 +13,6 @@ from consumer.config.settings import Settings
 from consumer.errors import LeaseLost
 from consumer.wire.timeutil import Clock, utcnow
 
-__all__ = ["HandlerContext", "LeaseLost"]  # LeaseLost lives in consumer.errors
-
 
 @dataclass
 class HandlerContext:

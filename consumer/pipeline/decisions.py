@@ -1,13 +1,16 @@
 """The decision line: every delivery, whatever its source, is logged once with one fixed schema
-and counted once in the metrics."""
+and counted once in the metrics. A refused delivery is decided here too (``refuse``), whoever
+refused it: the transport's header gate, a view that could not parse, or the dispatcher."""
 
 from __future__ import annotations
 
 import logging
+import time
 from enum import StrEnum
 
+from consumer.errors import ConsumerError
 from consumer.observe import metrics
-from consumer.wire.outcomes import Outcome
+from consumer.wire.outcomes import NO_ROUTE, Outcome, from_error
 
 log = logging.getLogger("consumer.decisions")
 
@@ -43,3 +46,18 @@ def record(source: Source, outcome: Outcome, message_id: str | None, seconds: fl
             "error": outcome.details.get("error"),  # why a delivery was refused or failed
         },
     )
+
+
+def refuse(
+    source: Source,
+    error: ConsumerError,
+    started: float,
+    message_id: str | None = None,
+    route: str = NO_ROUTE,
+) -> Outcome:
+    """The outcome of a delivery refused with ``error`` (``consumer.wire.outcomes.from_error``),
+    recorded as its one decision. ``started``: the ``time.monotonic()`` at which the request
+    began, so a refusal's duration is measured like any decision's."""
+    outcome = from_error(error, route)
+    record(source, outcome, message_id, time.monotonic() - started)
+    return outcome

@@ -1,9 +1,10 @@
 """The decision pipeline: classify -> claim in the inbox -> run the handler -> record the outcome
 -> log one decision line and count it.
 
-Every source of deliveries (push, deploy hook, pull, replay, a manual sweep) calls
-``Dispatcher.decide``; sources only adapt their input and output. This is where at-least-once
-delivery becomes an exactly-once effect.
+Every source of deliveries (push, deploy hook, pull, replay, a manual sweep) reads and parses
+its input, then hands the message (``Dispatcher.dispatch``), the event (``handle``) or the reason
+it could not (``refuse``) to the dispatcher; sources only adapt their input and output. This is
+where at-least-once delivery becomes an exactly-once effect.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import timedelta
 
 from sqlalchemy import Connection, Engine
@@ -24,15 +25,14 @@ from consumer.db.pinned import PinnedConnections
 from consumer.errors import ConsumerError, Unavailable
 from consumer.inbox.store import Claim, Inbox, Status
 from consumer.pipeline import decisions
-from consumer.pipeline.context import HandlerContext
 from consumer.pipeline.decisions import Source
-from consumer.pipeline.registry import Registry
-from consumer.pipeline.running import Skip, Verdict, context_for, invoke
+from consumer.pipeline.registry import Handler, Registry
+from consumer.pipeline.running import Verdict, context_for, invoke
 from consumer.wire import schedule
 from consumer.wire.classify import classify
 from consumer.wire.events import Event, TickEvent
 from consumer.wire.message import Format, PushMessage
-from consumer.wire.outcomes import Kind, Outcome, from_error, in_progress
+from consumer.wire.outcomes import Kind, Outcome, in_progress
 from consumer.wire.timeutil import Clock, utcnow
 
 log = logging.getLogger("consumer.dispatch")
@@ -48,7 +48,8 @@ STATUS_OF = {
     Kind.UNROUTABLE: Status.UNROUTABLE,
 }
 Received = PushMessage | Event
-__all__ = ["Dispatcher", "Skip"]
+Run = Callable[[Event, float], Outcome]
+"""What decides a classified event, given when its delivery started."""
 
 
 @dataclass
@@ -57,6 +58,8 @@ class Delivery:
 
     claim: Claim
     inbox: Inbox
+    route: str
+    """The event's route: every outcome of the delivery is built with it."""
     started: float
     """``time.monotonic()`` when the delivery was received."""
     record_by: float
@@ -64,7 +67,9 @@ class Delivery:
 
 
 class Dispatcher:
-    """Decides deliveries: one per call of ``decide``, from any thread."""
+    """Decides deliveries: one per call of ``dispatch`` (a message), ``handle`` (an event) or
+    ``refuse`` (a delivery its source could not read), from any thread. Sources read and parse
+    their input themselves; nothing here calls back into them."""
 
     def __init__(
         self, settings: Settings, engine: Engine, registry: Registry, clock: Clock = utcnow
@@ -77,35 +82,41 @@ class Dispatcher:
         postgres = engine.dialect.name == "postgresql"
         self._pinned = PinnedConnections.of(engine) if postgres else None
 
-    def decide(self, source: Source, receive: Callable[[], Received]) -> Outcome:
-        """Receive (authenticate, parse: a ``ConsumerError`` becomes a 4xx/503 outcome), then
-        classify, claim, run and record; log and count the decision once."""
-        return self._decide(source, receive, claimed=True, budget=None)
+    def dispatch(
+        self, message: PushMessage, source: Source = Source.PUSH, started: float | None = None
+    ) -> Outcome:
+        """Classify, claim, run and record ``message``; log and count the decision once.
+        ``started``: the ``time.monotonic()`` at which its request began (default: now), so the
+        decision's duration counts the reading and parsing its source did."""
+        return self._decide(source, message, _now_or(started), self._handle)
 
-    def dispatch(self, message: PushMessage, source: Source = Source.PUSH) -> Outcome:
-        return self.decide(source, lambda: message)
+    def handle(
+        self, event: Event, source: Source = Source.PUSH, started: float | None = None
+    ) -> Outcome:
+        """``dispatch`` for an event its source has already classified (a deploy hook, replay)."""
+        return self._decide(source, event, _now_or(started), self._handle)
 
-    def handle(self, event: Event, source: Source = Source.PUSH) -> Outcome:
-        return self.decide(source, lambda: event)
+    def refuse(self, source: Source, error: ConsumerError, started: float | None = None) -> Outcome:
+        """A delivery its source refused before a message was known (unparsable): decided and
+        recorded like any other (``decisions.refuse``)."""
+        return decisions.refuse(source, error, _now_or(started))
 
     def run_unclaimed(self, event: Event, source: Source, budget: float | None) -> Outcome:
         """Run the event's handler without taking its inbox slot (a manual sweep runs beside a
         tick's sweep; the job claims keep them apart), otherwise decided like any delivery."""
-        return self._decide(source, lambda: event, claimed=False, budget=budget)
+        run = lambda event, _started: self._unclaimed(event, budget)  # noqa: E731
+        return self._decide(source, event, time.monotonic(), run)
 
-    def _decide(
-        self, source: Source, receive: Callable[[], Received], claimed: bool, budget: float | None
-    ) -> Outcome:
-        started, event, message_id = time.monotonic(), None, None
+    def _decide(self, source: Source, received: Received, started: float, run: Run) -> Outcome:
+        message_id = _message_of(received).message_id
         try:
-            received = receive()
-            message_id = _message_of(received).message_id
             event = self._classify(received)
-            outcome = self._handle(event, started) if claimed else self._unclaimed(event, budget)
         except ConsumerError as error:
-            outcome = from_error(error)
-        if event is not None:
-            outcome = replace(outcome, route=event.route.value)
+            return decisions.refuse(source, error, started, message_id)
+        try:
+            outcome = run(event, started)
+        except ConsumerError as error:
+            return decisions.refuse(source, error, started, message_id, event.route.value)
         decisions.record(source, outcome, message_id, time.monotonic() - started)
         return outcome
 
@@ -121,18 +132,23 @@ class Dispatcher:
     def _handle(self, event: Event, started: float) -> Outcome:
         # One connection serves the claim and the finish. Everything that reads before the claim
         # may fail with nothing written; after the claim, every path finishes the row.
+        route = event.route.value
         if early := self._future_reason(event):
-            return Outcome(Kind.SKIPPED, event.key, {"reason": early, "recorded": False})
+            details = {"reason": early, "recorded": False}
+            return Outcome(Kind.SKIPPED, event.key, details, route=route)
         with self._connection() as connection:
             inbox = self.inbox.on(connection)
             stale, claim = retry_on_stale(connection, lambda: self._claim(inbox, event))
             if claim is None:
                 return self._not_claimed(inbox, event)
-            delivery = Delivery(claim, inbox, started, self._record_by(started, time.monotonic()))
-            terminal = self._terminal(claim, event, stale)
-            if terminal is not None:
-                return self._finish(delivery, terminal)
-            return self._run(delivery, event)
+            handler = self.registry.resolve(event)
+            record_by = self._record_by(started, time.monotonic())
+            delivery = Delivery(claim, inbox, route, started, record_by)
+            terminal = self._terminal(claim, event, handler, stale)
+            if handler is not None and terminal is None:
+                return self._run(delivery, event, handler)
+            assert terminal is not None  # no handler is a terminal verdict
+            return self._finish(delivery, terminal)
 
     def _claim(self, inbox: Inbox, event: Event) -> tuple[str, Claim | None]:
         """Nothing has run yet, so a try that met a dead connection may simply be made again."""
@@ -153,11 +169,14 @@ class Dispatcher:
                 with self.engine.connect() as connection:
                     yield connection
 
-    def _terminal(self, claim: Claim, event: Event, stale: str) -> Verdict | None:
-        """The outcomes decided before any handler runs."""
+    def _terminal(
+        self, claim: Claim, event: Event, handler: Handler | None, stale: str
+    ) -> Verdict | None:
+        """The outcomes decided before any handler runs (``handler``: the event's, resolved
+        once per delivery)."""
         if claim.attempts > self.settings.inbox.max_attempts:
             return Verdict(Kind.DEAD, {}, "attempts exhausted (did a worker die?)")
-        if self.registry.resolve(event) is None:
+        if handler is None:
             return Verdict(Kind.UNROUTABLE, {}, self._unroutable(event))
         if stale:
             return Verdict(Kind.SKIPPED, {"reason": stale})
@@ -169,34 +188,31 @@ class Dispatcher:
             return f"no tick task {event.task!r} is registered (registered: {names})"
         return f"no handler for {event.route}"
 
-    def _run(self, delivery: Delivery, event: Event) -> Outcome:
+    def _run(self, delivery: Delivery, event: Event, handler: Handler) -> Outcome:
         claim = delivery.claim
         renew = self._renewer(delivery)
         context = context_for(
             self.settings, self.engine, claim.key, claim.attempts, renew=renew, clock=self.clock
         )
-        verdict = self._invoke(context, event)
+        verdict = invoke(handler, context, event, self.settings.inbox.max_attempts)
         if verdict.kind is Kind.LEASE_LOST:
-            return Outcome(Kind.LEASE_LOST, claim.key, verdict.details)
+            return Outcome(Kind.LEASE_LOST, claim.key, verdict.details, route=delivery.route)
         outcome = self._finish(delivery, verdict)
         if isinstance(event, TickEvent) and outcome.kind is Kind.DONE and not event.continuation:
             self._advance_slot(delivery, event)
         return outcome
 
     def _unclaimed(self, event: Event, budget: float | None) -> Outcome:
-        if self.registry.resolve(event) is None:
-            return Outcome(Kind.UNROUTABLE, event.key, {"error": self._unroutable(event)})
+        route, handler = event.route.value, self.registry.resolve(event)
+        if handler is None:
+            details = {"error": self._unroutable(event)}
+            return Outcome(Kind.UNROUTABLE, event.key, details, route=route)
         context = context_for(self.settings, self.engine, event.key, 1, budget, clock=self.clock)
-        verdict = self._invoke(context, event)
+        verdict = invoke(handler, context, event, self.settings.inbox.max_attempts)
         body = {**verdict.details, "attempt": 1}
         if verdict.error:
             body["error"] = verdict.error
-        return Outcome(verdict.kind, event.key, body)
-
-    def _invoke(self, context: HandlerContext, event: Event) -> Verdict:
-        handler = self.registry.resolve(event)
-        assert handler is not None  # unroutable events never get here
-        return invoke(handler, context, event, self.settings.inbox.max_attempts)
+        return Outcome(verdict.kind, event.key, body, route=route)
 
     def _renewer(self, delivery: Delivery) -> Callable[[], bool]:
         """The heartbeat of a long handler; a renewed lease also leaves recording more room."""
@@ -232,11 +248,12 @@ class Dispatcher:
             return kept or inbox.finished_as(claim, status)
 
         if not retry.until_deadline(write, delivery.record_by, f"the outcome of {claim.key}"):
-            return Outcome(Kind.LEASE_LOST, claim.key, {"attempt": claim.attempts})
+            lost = {"attempt": claim.attempts}
+            return Outcome(Kind.LEASE_LOST, claim.key, lost, route=delivery.route)
         body = {**result, "attempt": claim.attempts}
         if verdict.error:
             body["error"] = verdict.error
-        return Outcome(verdict.kind, claim.key, body)
+        return Outcome(verdict.kind, claim.key, body, route=delivery.route)
 
     def _advance_slot(self, delivery: Delivery, event: TickEvent) -> None:
         """Retried like the finish; the tick is done either way, a missed advance only delays
@@ -258,8 +275,9 @@ class Dispatcher:
                 and row.message_id != event.message.message_id
                 and row.format not in NOT_REDELIVERED
             )
-            return in_progress(event.key, event.route, acknowledge)
-        return Outcome(Kind.DUPLICATE, event.key, {"status": row.status.value})
+            return in_progress(event.key, event.route.value, acknowledge)
+        details = {"status": row.status.value}
+        return Outcome(Kind.DUPLICATE, event.key, details, route=event.route.value)
 
     def _future_reason(self, event: Event) -> str:
         """A tick whose slot has not begun is forged or skewed: acknowledged but not claimed, so
@@ -280,6 +298,10 @@ class Dispatcher:
         if last is not None and event.slot < last:
             return f"tick slot {event.slot.isoformat()} precedes completed slot {last.isoformat()}"
         return ""
+
+
+def _now_or(started: float | None) -> float:
+    return time.monotonic() if started is None else started
 
 
 def _message_of(received: Received) -> PushMessage:

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
-from weakref import WeakSet
 
 from consumer.config.fields import Section
 from consumer.config.settings import check_plugin_section
@@ -58,7 +57,6 @@ class Registry:
         self.routes: Named[Handler] = Named("handler for route")
         self.cloudevents: Named[Handler] = Named("handler for CloudEvent type")
         self.job_kinds = Functions("job kind")
-        _LIVE_JOB_KINDS.add(self.job_kinds)
         """Job kinds the sweep runs: ``@registry.job_kind("name")``."""
         self.processors = Functions("file processor")
         """File processors a storage rule may name: ``@registry.processor("name")``."""
@@ -167,15 +165,6 @@ _RESOLVERS: dict[Route, Callable[[Registry, Any], Handler | None]] = {
     Route.DEPLOY: lambda registry, _event: registry.routes.get("deploy"),
     Route.OTHER: _other,
 }
-
-
-_LIVE_JOB_KINDS: WeakSet[Functions] = WeakSet()
-
-
-def live_job_kinds() -> list[Functions]:
-    """The job-kind tables of the registries this process built, while any is still held
-    (``jobs.kinds.known_kinds``: code that enqueues holds an engine, not a registry)."""
-    return list(_LIVE_JOB_KINDS)
 
 
 def _schedule(name: str, period_seconds: int | None, cron: str | None, timezone: str) -> Schedule:

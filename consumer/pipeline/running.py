@@ -9,8 +9,8 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from consumer.config.settings import Settings
-from consumer.errors import Incomplete, Permanent, Skip
-from consumer.pipeline.context import HandlerContext, LeaseLost
+from consumer.errors import Incomplete, LeaseLost, Permanent, Skip
+from consumer.pipeline.context import HandlerContext
 from consumer.pipeline.results import describe, json_safe_result
 from consumer.wire.outcomes import Kind
 from consumer.wire.timeutil import Clock, utcnow

@@ -10,17 +10,20 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from google.cloud import pubsub_v1
 from google.cloud.pubsub_v1.subscriber.scheduler import ThreadScheduler
 
+from consumer.errors import ConsumerError
 from consumer.observe.logs import configure_logging
 from consumer.pipeline.decisions import Source
 from consumer.pipeline.dispatch import Dispatcher
 from consumer.service import Service
 from consumer.wire.message import Format, PushMessage
+from consumer.wire.outcomes import Outcome
 
 log = logging.getLogger("consumer.pull")
 
@@ -58,9 +61,7 @@ class PullConsumer:
         """The subscriber's callback: the dispatcher decides, then ack or nack. Never raises
         into the library."""
         try:
-            outcome = self.dispatcher.decide(
-                Source.PULL, lambda: to_message(received, self.subscription)
-            )
+            outcome = self._decide(received)
         except Exception:
             log.exception("unexpected failure on message %s", received.message_id)
             received.nack()
@@ -71,6 +72,14 @@ class PullConsumer:
             received.ack()
         else:
             received.nack()
+
+    def _decide(self, received: Any) -> Outcome:
+        started = time.monotonic()
+        try:
+            message = to_message(received, self.subscription)
+        except ConsumerError as error:
+            return self.dispatcher.refuse(Source.PULL, error, started)
+        return self.dispatcher.dispatch(message, Source.PULL, started)
 
     def run(self, stop: threading.Event) -> None:
         """Pull until ``stop`` is set, then finish the messages in hand and return."""

@@ -10,8 +10,6 @@ from consumer.wire.events import Event
 from consumer.wire.message import PushMessage
 from consumer.wire.outcomes import Outcome
 
-__all__ = ["NotReplayable", "replay"]  # NotReplayable lives in consumer.errors
-
 
 def replay(service: Service, key: str) -> Outcome:
     """Rearm the row with fresh attempts and run its stored message in this process, as the

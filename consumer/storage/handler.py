@@ -13,10 +13,9 @@ import uuid
 from typing import Any, NoReturn
 
 from consumer.config.storage_rules import Rule, Rules, load_rules
-from consumer.errors import Incomplete, Permanent
+from consumer.errors import Incomplete, LeaseLost, Permanent, Skip
 from consumer.observe import metrics
-from consumer.pipeline.context import HandlerContext, LeaseLost
-from consumer.pipeline.dispatch import Skip
+from consumer.pipeline.context import HandlerContext
 from consumer.pipeline.registry import Registry
 from consumer.storage.budget import BudgetExhausted, Pacer
 from consumer.storage.continued import HandedOn, hand_on

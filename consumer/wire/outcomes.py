@@ -23,6 +23,8 @@ class Kind(StrEnum):
     LEASE_LOST = "lease-lost"
     REJECTED = "rejected"
     UNAVAILABLE = "unavailable"
+    ERROR = "error"
+    """A bug of ours (the web framework's 500 for an unexpected exception): no detail leaks."""
 
 
 STATUS = {
@@ -36,6 +38,7 @@ STATUS = {
     # The effect happened but another delivery owns the row now; acking is right.
     Kind.LEASE_LOST: 200,
     Kind.UNAVAILABLE: 503,
+    Kind.ERROR: 500,
 }
 ACK_STATUSES = frozenset({102, 200, 201, 202, 204})
 """The statuses Pub/Sub counts as an ack; anything else is redelivered."""
@@ -74,10 +77,20 @@ def in_progress(key: str, route: str, running_redelivers: bool) -> Outcome:
     return Outcome(Kind.IN_PROGRESS, key, {"status": "running"}, status=status, route=route)
 
 
-def from_error(error: ConsumerError) -> Outcome:
-    """Refusals that happen before an event has a key: bad input, auth, outages."""
+def from_error(error: ConsumerError, route: str = NO_ROUTE) -> Outcome:
+    """Refusals that happen before an event has a key: bad input (400, 408, 413), auth (401,
+    403), outages and a server busy with another large body (503). ``route``: the event's, when
+    it was known before the refusal (the database went away while it ran)."""
+    details = {"error": error.message}
     if isinstance(error, Unavailable):
-        return Outcome(Kind.UNAVAILABLE, details={"error": error.message})
+        return Outcome(Kind.UNAVAILABLE, details=details, route=route)
     if isinstance(error, BadRequest | Unauthorized | Forbidden):
-        return Outcome(Kind.REJECTED, details={"error": error.message}, status=error.status)
+        return Outcome(Kind.REJECTED, details=details, status=error.status, route=route)
     raise TypeError(f"no outcome for {type(error).__name__}")
+
+
+def from_http_status(status: int, reason: str) -> Outcome:
+    """What the web framework refused before a view ran (404, 405, 413...) or the 500 it makes
+    of an unexpected exception: ``rejected`` with that status, or ``error`` for a 5xx."""
+    kind = Kind.ERROR if status >= 500 else Kind.REJECTED
+    return Outcome(kind, details={"error": reason}, status=status)

@@ -12,7 +12,7 @@ import pytest
 from flask.testing import FlaskClient
 
 from consumer.auth.certs import CachedCerts
-from consumer.auth.oidc import OidcAuthenticator, Refused
+from consumer.auth.oidc import OidcAuthenticator, TokenRefused
 from consumer.config.settings import Settings
 from consumer.errors import Unauthorized
 from consumer.wire.envelopes_out import wrapped_body
@@ -45,7 +45,7 @@ def test_a_deeply_nested_payload_is_an_ordinary_refusal(
     oidc_settings: Settings, google_key: SigningKey
 ) -> None:
     """google-auth's RecursionError is one of the expected errors, not a verifier bug."""
-    with pytest.raises(Refused, match="RecursionError"):
+    with pytest.raises(TokenRefused, match="RecursionError"):
         OidcAuthenticator.from_settings(oidc_settings).verify(nested_payload(google_key))
 
 

@@ -16,7 +16,7 @@ from flask.testing import FlaskClient
 from google.auth import exceptions
 from google.auth import jwt as google_jwt
 
-from consumer.auth.oidc import Refused, unverified_header
+from consumer.auth.oidc import TokenRefused, unverified_header
 from consumer.wire.envelopes_out import wrapped_body
 from tests.auth.tokens import AUDIENCE, CertsServer, SigningKey, claims, segment, unsigned
 
@@ -218,5 +218,5 @@ def test_unknown_key_ids_cannot_make_us_hammer_the_certs_url(
 def test_the_header_check_pins_rs256_before_any_crypto(alg: str | None) -> None:
     """Our own lock, independent of which verifiers google-auth ships."""
     token = f"{segment({'alg': alg, 'kid': 'google-key-1'})}.e30.c2ln"
-    with pytest.raises(Refused, match="is not RS256"):
+    with pytest.raises(TokenRefused, match="is not RS256"):
         unverified_header(token)

@@ -11,7 +11,7 @@ from flask.testing import FlaskClient
 
 from consumer.auth import oidc
 from consumer.auth.certs import CachedCerts
-from consumer.auth.oidc import OidcAuthenticator, Refused
+from consumer.auth.oidc import OidcAuthenticator, TokenRefused
 from consumer.wire.envelopes_out import wrapped_body
 from tests.auth.tokens import ACCOUNT, AUDIENCE, CertsServer, SigningKey, claims
 
@@ -51,5 +51,5 @@ def test_a_remembered_token_is_refused_once_it_expires(
     assert authenticator.verify(token)["email"] == ACCOUNT  # remembered
     while time.time() < now + 2.2:
         time.sleep(0.1)
-    with pytest.raises(Refused, match="expired"):
+    with pytest.raises(TokenRefused, match="expired"):
         authenticator.verify(token)

@@ -71,7 +71,7 @@ def exported(settings: Settings, engine: Engine) -> dict[str, set[str]]:
     kinds_plugin.runs_metadata.create_all(engine)
     app = create_app(settings.with_values(plugins=("tests.jobs.kinds_plugin",)), engine=engine)
     client = app.test_client()
-    enqueue(engine, "record", {"fail": "permanent"})
+    enqueue(engine, "record", {"fail": "permanent"}, kinds=["record"])
     client.post("/push", json=tick_body("sweep"))
     client.post("/push", data=b"not json")
     names = declared()

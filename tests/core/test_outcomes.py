@@ -12,13 +12,15 @@ from flask.testing import FlaskClient
 from sqlalchemy import Engine
 
 from consumer.config.settings import Settings
+from consumer.errors import BodyTimeout, BodyTooLarge, ConsumerError, NotReplayable, Unavailable
 from consumer.http.app import create_app
 from consumer.inbox.model import Status
 from consumer.inbox.store import Inbox
 from consumer.plugins import build_registry
 from consumer.service import Service
-from consumer.sources.replay import NotReplayable, replay
+from consumer.sources.replay import replay
 from consumer.wire.envelopes_out import deploy_body, storage_body, tick_body, wrapped_body
+from consumer.wire.outcomes import from_error, from_http_status
 from tests.conftest import Clock
 from tests.plugins.effects import effect_rows
 
@@ -385,3 +387,27 @@ def test_every_decision_is_one_line_with_one_schema_whatever_the_source(
     assert decided[0]["message_id"] == "m-1" and decided[0]["key"] == "deploy:web:logged"
     assert decided[0]["attempt"] == 1 and decided[1]["key"] is None
     assert all(isinstance(r.duration_ms, float) for r in lines.records)
+
+
+@pytest.mark.parametrize(
+    ("error", "status", "outcome"),
+    [
+        (BodyTimeout("The request body did not arrive within 2 s."), 408, "rejected"),
+        (BodyTooLarge(), 413, "rejected"),
+        (Unavailable("Busy with another large request; retry later."), 503, "unavailable"),
+    ],
+)
+def test_the_transport_refusals_come_from_the_table(
+    error: ConsumerError, status: int, outcome: str
+) -> None:
+    """The bridge's own refusals (a slow body, an oversized one, the busy large-body slot):
+    statuses that make Pub/Sub redeliver, bodies like every other refusal's."""
+    refused = from_error(error)
+    assert (refused.http_status, refused.acked) == (status, False)
+    assert refused.body() == {"outcome": outcome, "key": "", "error": error.message}
+
+
+def test_the_web_frameworks_errors_come_from_the_table() -> None:
+    assert from_http_status(405, "Method Not Allowed").body()["outcome"] == "rejected"
+    bug = from_http_status(500, "Internal Server Error")
+    assert (bug.http_status, bug.body()["outcome"]) == (500, "error")

@@ -3,6 +3,7 @@ route, entry-point plugins, and the public API."""
 
 from __future__ import annotations
 
+import importlib
 import sys
 import textwrap
 from datetime import UTC, datetime
@@ -17,6 +18,7 @@ from consumer.config.settings import Settings
 from consumer.errors import AlreadyRegistered, SettingsError
 from consumer.inbox.model import Status
 from consumer.inbox.store import Inbox
+from consumer.pipeline.decisions import Source
 from consumer.pipeline.dispatch import Dispatcher
 from consumer.pipeline.registry import Registry
 from consumer.plugins import build_registry
@@ -123,13 +125,45 @@ def test_messages_and_cloudevents_reach_plugin_handlers(settings: Settings, engi
     assert row is not None and row.status is Status.DONE
 
 
-def test_public_api_and_old_import_paths() -> None:
-    from consumer.pipeline.context import LeaseLost as context_lease_lost
-    from consumer.pipeline.dispatch import Skip as dispatch_skip
-    from consumer.sources.replay import NotReplayable as replay_not_replayable
+def test_the_handler_is_resolved_once_per_delivery(
+    settings: Settings, engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unroutable, handled or run unclaimed: one lookup each; every outcome carries its route."""
+    registry = build_registry(settings)
+    resolved: list[str] = []
+    real = registry.resolve
 
-    assert dispatch_skip is consumer.errors.Skip and context_lease_lost is consumer.LeaseLost
-    assert replay_not_replayable is consumer.NotReplayable
+    def counted(event: Any) -> Any:
+        resolved.append(event.key)
+        return real(event)
+
+    monkeypatch.setattr(registry, "resolve", counted)
+    dispatcher = Dispatcher(settings, engine, registry)
+    unroutable = dispatcher.dispatch(message(kind="other"))
+    registry.route("message", echo)
+    done = dispatcher.dispatch(message(kind="other"))
+    duplicate = dispatcher.dispatch(PushMessage.from_json(Inbox(engine).get(done.key).message))  # type: ignore[union-attr]
+    unclaimed = dispatcher.run_unclaimed(OtherEvent(message(kind="other")), Source.CLI, None)
+    kinds = [o.kind for o in (unroutable, done, duplicate, unclaimed)]
+    assert kinds == ["unroutable", "done", "duplicate", "done"]
+    assert len(resolved) == 3  # the duplicate was not claimed: nothing to resolve
+    assert {o.route for o in (unroutable, done, duplicate, unclaimed)} == {"other"}
+
+
+def test_public_api_and_no_re_exports_between_layers() -> None:
+    """The errors handlers raise live in ``consumer.errors`` and are public from ``consumer``;
+    the layers that use them do not offer them again (one import path per name)."""
+    for name in ("Skip", "LeaseLost", "NotReplayable"):
+        assert getattr(consumer, name) is getattr(consumer.errors, name), name
+    offered = {
+        "consumer.pipeline.dispatch": "Skip",
+        "consumer.pipeline.context": "LeaseLost",
+        "consumer.sources.replay": "NotReplayable",
+    }
+    for module_name, name in offered.items():
+        module = importlib.import_module(module_name)
+        assert name not in getattr(module, "__all__", ()), (module_name, name)
+    assert not hasattr(importlib.import_module("consumer.pipeline.dispatch"), "Skip")
     for name in consumer.__all__:
         assert getattr(consumer, name) is not None, name
     assert {"Registry", "HandlerContext", "Settings", "create_app", "Skip"} <= set(consumer.__all__)

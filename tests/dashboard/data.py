@@ -42,7 +42,7 @@ def _dispatch(dispatcher: Dispatcher, body: dict[str, object]) -> Kind:
 
 
 def _job(engine: Engine, payload: dict[str, object], **options: object) -> int:
-    job_id = store.enqueue(engine, "report", payload, **options).job_id  # type: ignore[arg-type]
+    job_id = store.enqueue(engine, "report", payload, kinds=["report"], **options).job_id  # type: ignore[arg-type]
     assert job_id is not None
     return job_id
 

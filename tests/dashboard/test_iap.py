@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from consumer.dashboard.iap import IapVerifier, Refused, parse_jwk_set
+from consumer.dashboard.iap import AssertionRefused, IapVerifier, parse_jwk_set
 from consumer.errors import Unavailable
 from tests.conftest import free_port
 from tests.dashboard.iap_keys import AUDIENCE, IapKey, KeyServer, key_server
@@ -46,14 +46,14 @@ def test_a_valid_assertion_names_the_user(keys: tuple[IapKey, KeyServer]) -> Non
 )
 def test_wrong_claims_are_refused(keys: tuple[IapKey, KeyServer], claims: dict) -> None:  # type: ignore[type-arg]
     key, server = keys
-    with pytest.raises(Refused):
+    with pytest.raises(AssertionRefused):
         _verifier(server).email_of(key.sign(**claims))
 
 
 def test_a_forged_signature_is_refused(keys: tuple[IapKey, KeyServer]) -> None:
     _, server = keys
     impostor = IapKey("key-1")  # the right kid, another private key
-    with pytest.raises(Refused):
+    with pytest.raises(AssertionRefused):
         _verifier(server).email_of(impostor.sign())
 
 
@@ -64,14 +64,14 @@ def test_an_unknown_key_is_refused_without_hammering_the_key_server(
     verifier = _verifier(server)
     verifier.email_of(key.sign())
     for _ in range(5):
-        with pytest.raises(Refused):
+        with pytest.raises(AssertionRefused):
             verifier.email_of(IapKey("rotated-away").sign())
     assert server.fetches == 1  # an unknown kid refetches at most once a minute
 
 
 @pytest.mark.parametrize("assertion", ["", "not-a-jwt", "a.b.c", "eyJhbGciOiJub25lIn0.e30."])
 def test_malformed_assertions_are_refused(keys: tuple[IapKey, KeyServer], assertion: str) -> None:
-    with pytest.raises(Refused):
+    with pytest.raises(AssertionRefused):
         _verifier(keys[1]).email_of(assertion)
 
 

@@ -1,6 +1,6 @@
 """schemathesis against ``consumer/http/openapi.yaml`` and the live app (WSGI, a real SQLite
-database):
-no 500, and every response matches the description (status, content type, body schema, headers).
+database): no 500, and every response matches the description (status, content type, body
+schema, headers).
 
 Positive and negative cases. Two of schemathesis's checks are left out on purpose: the push
 endpoint is lenient where Pub/Sub is (unknown fields and any Content-Type are accepted, so

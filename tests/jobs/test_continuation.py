@@ -55,7 +55,7 @@ def test_a_continuation_delivered_twice_runs_once_and_never_moves_the_slot(
     )
     slot = last_slot(runs_engine)
     with runs_engine.begin() as connection:
-        enqueue_many(connection, [NewJob("record", {}) for _ in range(3)])
+        enqueue_many(connection, [NewJob("record", {}) for _ in range(3)], kinds=["record"])
     old = 3 * 3600  # older than any tick slot kept: a tick would be stale, a continuation is not
     first = dispatcher.dispatch(continuation("c1", "u-1", age_seconds=old))
     assert (first.kind, first.key, first.details["done"]) == (

@@ -12,6 +12,7 @@ from consumer import InvalidJob, NewJob, UnknownKind, enqueue, enqueue_many
 from consumer.config.settings import Settings
 from consumer.errors import SettingsError
 from consumer.jobs.schema import jobs
+from consumer.pipeline.registry import Registry
 from consumer.wire.timeutil import utcnow
 
 
@@ -142,3 +143,17 @@ def test_outside_local_mode_the_email_kind_needs_an_smtp_host() -> None:
         tools.require_mail_transport()  # what pull mode and `sweep --once` call: they send mail
     assert Settings.from_env({**env, "CONSUMER_SMTP_HOST": "smtp.example.com"}).smtp.host
     assert not Settings.from_env({"CONSUMER_LOCAL_MODE": "true"}).smtp.host  # maildir locally
+
+
+def test_the_kinds_a_caller_passes_are_the_known_ones(engine: Engine) -> None:
+    """A caller that holds its registry passes its kinds: no other registry is consulted, so a
+    kind another registry in this process has is still refused here."""
+    other = Registry()
+    other.job_kind("sms")(lambda context, job: None)
+    with pytest.raises(UnknownKind, match="'sms'"):
+        enqueue(engine, "sms", {}, kinds=("fax",))
+    assert enqueue(engine, "fax", {}, kinds=("fax",)).inserted
+    assert enqueue(engine, "email", {}, kinds=()).inserted  # built in
+    with pytest.raises(UnknownKind, match="'sms'"), engine.begin() as connection:
+        enqueue_many(connection, [NewJob("sms", {})], kinds=("fax",))
+    assert "sms" in other.job_kinds  # held all along

@@ -22,6 +22,9 @@ from tests.conftest import Clock, free_port
 from tests.jobs.conftest import sweep
 from tests.jobs.kinds_plugin import run_counts
 
+RUNS = ["record"]
+"""The kinds the sweeps of these tests run (``tests.jobs.kinds_plugin``)."""
+
 
 def add(engine: Engine, count: int, kind: str = "record", **payload: object) -> list[int]:
     with engine.begin() as connection:
@@ -54,7 +57,9 @@ def test_due_jobs_run_once_and_are_done(
 def test_future_and_unknown_kind_jobs_are_left_pending(
     runs_engine: Engine, job_settings: Settings, kinds: JobKinds
 ) -> None:
-    later = enqueue(runs_engine, "record", {}, run_at=utcnow() + timedelta(hours=1)).job_id
+    later = enqueue(
+        runs_engine, "record", {}, run_at=utcnow() + timedelta(hours=1), kinds=RUNS
+    ).job_id
     unknown = enqueue(runs_engine, "not-registered-here", {}, allow_unknown=True).job_id
     summary = sweep(job_settings, runs_engine, kinds)
     assert summary.claimed == 0
@@ -71,7 +76,9 @@ def test_a_claim_returns_the_job_as_enqueued_with_utc_datetimes(
     back in UTC whatever the session's time zone, and equal to what the other queries read."""
     run_at = datetime(2020, 1, 2, 3, 4, 5, 678901, tzinfo=timezone(timedelta(hours=2)))
     payload = {"to": "a@example.com", "n": [1, 2.5, None]}
-    job_id = enqueue(runs_engine, "record", payload, key="k", run_at=run_at, priority=-3).job_id
+    job_id = enqueue(
+        runs_engine, "record", payload, key="k", run_at=run_at, priority=-3, kinds=RUNS
+    ).job_id
     store, now = JobStore(runs_engine), utcnow()
     with runs_engine.begin() as connection:
         if connection.dialect.name == "postgresql":
@@ -92,8 +99,8 @@ def test_a_claim_returns_the_job_as_enqueued_with_utc_datetimes(
 def test_higher_priority_runs_first(
     runs_engine: Engine, job_settings: Settings, kinds: JobKinds
 ) -> None:
-    low = [enqueue(runs_engine, "record", {}).job_id for _ in range(3)]
-    high = enqueue(runs_engine, "record", {}, priority=5).job_id
+    low = [enqueue(runs_engine, "record", {}, kinds=RUNS).job_id for _ in range(3)]
+    high = enqueue(runs_engine, "record", {}, priority=5, kinds=RUNS).job_id
     with runs_engine.begin() as connection:
         claimed = JobStore(connection.engine).claim(
             "t", 2, ["record"], utcnow(), utcnow() + timedelta(60), connection=connection
@@ -270,7 +277,9 @@ def test_purge_removes_only_finished_jobs_past_retention(runs_engine: Engine) ->
             )
     assert JobStore(runs_engine).purge(finished_before=utcnow() - timedelta(days=7)) == 1
     assert set(statuses(runs_engine)) == {old_pending, new_done}
-    assert enqueue(runs_engine, "record", {}, key=f"k{old_done}", allow_unknown=True).inserted
+    assert enqueue(
+        runs_engine, "record", {}, key=f"k{old_done}", allow_unknown=True, kinds=RUNS
+    ).inserted
 
 
 def test_concurrent_sweeps_in_threads_run_each_job_once(
