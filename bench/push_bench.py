@@ -189,11 +189,12 @@ def consumer_app(conninfo: str) -> Any:
     """The service in this process, as the benchmark serves it (the no-op deploy handler)."""
     from consumer.config.settings import Settings
     from consumer.http.app import create_app
+    from consumer.service import Service
 
     settings = Settings(
         database_url=sqlalchemy_url(conninfo), local_mode=True, plugins=("bench.noop_deploy",)
     )
-    return create_app(settings)
+    return create_app(Service.of(settings))
 
 
 def profile(conninfo: str, requests_count: int = 1500) -> None:

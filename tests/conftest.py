@@ -29,6 +29,7 @@ from consumer.db.engine import make_engine
 from consumer.db.migrate import upgrade
 from consumer.demo.processes import descendants
 from consumer.http.app import create_app
+from consumer.service import Service
 from consumer.wire.timeutil import utcnow
 
 # CI explores the same generated cases every run (a new random failure would block a landing
@@ -158,7 +159,7 @@ def client(
     """The app on ``clock``, sharing the test's ``engine`` when the test uses one."""
     shared = "engine" in request.fixturenames
     engine = request.getfixturevalue("engine") if shared else make_engine(app_settings.database_url)
-    yield create_app(app_settings, engine=engine, clock=clock).test_client()
+    yield create_app(Service.of(app_settings, engine), clock=clock).test_client()
     if not shared:
         engine.dispose()
 

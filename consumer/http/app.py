@@ -18,7 +18,7 @@ from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from consumer.auth.push import Authenticator, authenticator_for
 from consumer.config.settings import Settings
-from consumer.db.engine import make_engine, unavailable_on_db_fault
+from consumer.db.engine import unavailable_on_db_fault
 from consumer.db.migrate import require_schema_at_head
 from consumer.deploy.hook import HOOK_MAX_BYTES, parse_hook
 from consumer.deploy.signature import Verifier
@@ -29,8 +29,7 @@ from consumer.http.gate import Gate, GatedWsgi
 from consumer.observe import logs, metrics
 from consumer.pipeline.decisions import Source
 from consumer.pipeline.dispatch import Dispatcher
-from consumer.pipeline.registry import Registry
-from consumer.plugins import build_registry
+from consumer.service import Service
 from consumer.wire.envelope import Limits, parse_push
 from consumer.wire.outcomes import Outcome, from_error, from_http_status
 from consumer.wire.timeutil import Clock, utcnow
@@ -55,20 +54,17 @@ def built_with(app: Flask) -> BuiltWith | None:
 
 
 def create_app(
-    settings: Settings,
-    registry: Registry | None = None,
-    engine: Engine | None = None,
-    clock: Clock = utcnow,
-    authenticate: Authenticator | None = None,
+    service: Service, clock: Clock = utcnow, authenticate: Authenticator | None = None
 ) -> Flask:
-    """Build the service. Everything it needs is passed in; nothing is read from the process."""
+    """The service's HTTP face, from the composed service (``consumer.service``): its settings,
+    registry and engine. Nothing is read from the process here, and nothing is composed."""
+    settings, engine = service.settings, service.engine
     settings.validate()
     app = Flask("consumer")
     # One byte over the limit: Werkzeug cuts a chunked body (no Content-Length) off at this size
     # without an error, so reading one byte more is how ``_body`` tells "at" from "over".
     app.config["MAX_CONTENT_LENGTH"] = settings.server.max_body_bytes + 1
-    engine = engine or make_engine(settings.database_url)
-    dispatcher = Dispatcher(settings, engine, registry or build_registry(settings), clock)
+    dispatcher = Dispatcher(settings, engine, service.registry, clock)
     authenticate = authenticate or authenticator_for(settings)
     limits = Limits(
         settings.inbox.max_attributes, settings.inbox.max_json_depth, settings.inbox.max_json_nodes

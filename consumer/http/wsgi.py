@@ -44,7 +44,7 @@ def _composed() -> Service:
 def _app(service: Service) -> Flask:
     _started(service.settings)
     return or_exit(
-        lambda: create_app(service.settings, service.registry, service.engine),
+        lambda: create_app(service),
         status=WORKER_BOOT_ERROR,
     )
 

@@ -19,6 +19,7 @@ from consumer.http.app import create_app
 from consumer.http.bridge import BufferedWsgi
 from consumer.http.wsgi import bridged
 from consumer.inbox.schema import inbox
+from consumer.service import Service
 from consumer.wire.envelopes_out import wrapped_body
 
 TOKEN = "pV8sQ2-verification-token-for-the-bridge"
@@ -35,7 +36,7 @@ def counting_app(sqlite_url: str) -> tuple[Flask, list[str], Engine]:
         real(headers, query)
 
     engine = make_engine(sqlite_url)
-    return create_app(settings, engine=engine, authenticate=authenticate), checked, engine
+    return create_app(Service.of(settings, engine), authenticate=authenticate), checked, engine
 
 
 def post(app: BufferedWsgi, query: str, body: bytes, *headers: tuple[bytes, bytes]) -> int:

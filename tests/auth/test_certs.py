@@ -14,6 +14,7 @@ from consumer.auth.oidc import OidcAuthenticator
 from consumer.config.settings import Settings
 from consumer.errors import Forbidden, Unauthorized, Unavailable
 from consumer.http.app import create_app
+from consumer.service import Service
 from tests.auth.tokens import ACCOUNT, AUDIENCE, CertsServer, SigningKey, claims
 from tests.conftest import Clock
 
@@ -92,7 +93,7 @@ def test_no_certificates_at_all_is_a_503_so_pubsub_retries(
     sqlite_url: str, google_key: SigningKey, certs_server: CertsServer
 ) -> None:
     certs_server.status = 503
-    client = create_app(_settings(sqlite_url, certs_server.url)).test_client()
+    client = create_app(Service.of(_settings(sqlite_url, certs_server.url))).test_client()
     response = client.post("/push", json={"message": {}}, headers=bearer(google_key))
     assert response.status_code == 503
     assert response.json["outcome"] == "unavailable"
@@ -102,7 +103,7 @@ def test_with_no_certificates_a_failing_certs_url_is_not_fetched_per_request(
     sqlite_url: str, google_key: SigningKey, certs_server: CertsServer
 ) -> None:
     certs_server.status = 500
-    client = create_app(_settings(sqlite_url, certs_server.url)).test_client()
+    client = create_app(Service.of(_settings(sqlite_url, certs_server.url))).test_client()
     for _ in range(20):
         response = client.post("/push", json={"message": {}}, headers=bearer(google_key))
         assert response.status_code == 503
@@ -132,7 +133,7 @@ def test_an_unreachable_certs_url_is_a_503(sqlite_url: str, google_key: SigningK
     from tests.conftest import free_port
 
     url = f"http://127.0.0.1:{free_port()}/certs"
-    client: FlaskClient = create_app(_settings(sqlite_url, url)).test_client()
+    client: FlaskClient = create_app(Service.of(_settings(sqlite_url, url))).test_client()
     response = client.post("/push", json={"message": {}}, headers=bearer(google_key))
     assert response.status_code == 503
 

@@ -18,6 +18,7 @@ from consumer.db.engine import make_engine
 from consumer.db.migrate import upgrade
 from consumer.http.app import create_app
 from consumer.inbox.schema import inbox
+from consumer.service import Service
 from consumer.wire.envelopes_out import wrapped_body
 from tests.conftest import Server
 
@@ -101,7 +102,7 @@ def test_data_with_more_values_than_the_configured_limit_gets_400(sqlite_url: st
     settings = Settings.of(database_url=sqlite_url, local_mode=True, max_json_nodes=24)
     engine = make_engine(sqlite_url)
     try:
-        client = create_app(settings, engine=engine).test_client()
+        client = create_app(Service.of(settings, engine)).test_client()
         assert client.post("/push", json=deploy_with_values(24)).status_code == 200
         response = client.post("/push", json=deploy_with_values(25))
     finally:

@@ -12,6 +12,7 @@ from flask import Flask
 from consumer.config.settings import Settings
 from consumer.http.app import create_app
 from consumer.observe.logs import JsonFormatter, redact
+from consumer.service import Service
 from tests.auth.tokens import SigningKey, claims
 
 SECRET = "pV8sQ2-super-secret-push-token-7Kd"
@@ -19,7 +20,7 @@ SECRET = "pV8sQ2-super-secret-push-token-7Kd"
 
 @pytest.fixture
 def app(sqlite_url: str) -> Flask:
-    app = create_app(Settings(database_url=sqlite_url, local_mode=True))
+    app = create_app(Service.of(Settings(database_url=sqlite_url, local_mode=True)))
 
     def boom() -> str:
         raise RuntimeError(f"bug while handling Bearer {SECRET} and /push?token={SECRET}")

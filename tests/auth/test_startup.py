@@ -14,6 +14,7 @@ import pytest
 from consumer.config.settings import Settings
 from consumer.errors import SettingsError
 from consumer.http.app import create_app
+from consumer.service import Service
 from tests.conftest import Server, free_port, gunicorn_command, server_env
 
 NOT_CONFIGURED = "push authentication is not configured"
@@ -102,7 +103,7 @@ def test_local_mode_warns_even_when_the_log_level_is_quieter(
     logger.setLevel(logging.ERROR)
     try:
         with caplog.at_level(logging.ERROR, logger="consumer"):
-            create_app(Settings(database_url=sqlite_url, local_mode=True))
+            create_app(Service.of(Settings(database_url=sqlite_url, local_mode=True)))
     finally:
         logger.setLevel(previous)
     assert any(LOCAL_WARNING in record.getMessage() for record in caplog.records)

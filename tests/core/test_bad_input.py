@@ -13,6 +13,7 @@ from sqlalchemy import Engine, func, select
 from consumer.config.settings import Settings
 from consumer.http.app import create_app
 from consumer.inbox.schema import inbox
+from consumer.service import Service
 from consumer.wire.envelopes_out import storage_body, wrapped_body
 
 
@@ -97,7 +98,7 @@ def test_storage_event_with_bad_generation_is_rejected(client: FlaskClient, engi
 
 def test_body_over_the_limit_gets_413(settings: Settings, engine: Engine) -> None:
     small = Settings.of(database_url=settings.database_url, local_mode=True, max_body_bytes=4096)
-    client = create_app(small, engine=engine).test_client()
+    client = create_app(Service.of(small, engine)).test_client()
     data = base64.b64encode(b"x" * 8192)
     body = (
         json.dumps(wrapped_body())

@@ -172,10 +172,13 @@ def test_readiness_waits_for_the_head_revision(tmp_path: Path) -> None:
     from consumer.config.settings import Settings
     from consumer.db.engine import make_engine
     from consumer.http.app import create_app
+    from consumer.service import Service
 
     url = f"sqlite:///{tmp_path / 'ready.db'}"
     engine = make_engine(url)
-    client = create_app(Settings(database_url=url, local_mode=True), engine=engine).test_client()
+    client = create_app(
+        Service.of(Settings(database_url=url, local_mode=True), engine)
+    ).test_client()
     not_ready = client.get("/readyz")
     assert not_ready.status_code == 503 and "consumer db upgrade" in not_ready.json["error"]
     upgrade(url)
@@ -190,11 +193,14 @@ def test_readiness_reports_a_database_behind_the_code(tmp_path: Path) -> None:
     from consumer.config.settings import Settings
     from consumer.db.engine import make_engine
     from consumer.http.app import create_app
+    from consumer.service import Service
 
     url = f"sqlite:///{tmp_path / 'old.db'}"
     upgrade(url, "0001_inbox")
     engine = make_engine(url)
-    client = create_app(Settings(database_url=url, local_mode=True), engine=engine).test_client()
+    client = create_app(
+        Service.of(Settings(database_url=url, local_mode=True), engine)
+    ).test_client()
     assert client.get("/readyz").status_code == 503
     engine.dispose()
 

@@ -15,6 +15,7 @@ from consumer.config.settings import Settings
 from consumer.db.engine import is_unavailable
 from consumer.http.app import create_app
 from consumer.inbox.schema import inbox
+from consumer.service import Service
 from consumer.wire.classify import classify
 from consumer.wire.envelope import parse_push
 from consumer.wire.envelopes_out import deploy_body, storage_body, wrapped_body
@@ -110,7 +111,7 @@ def test_purge_takes_failed_rows_nobody_retried(settings: Settings, engine: Engi
     with_effects = Settings(
         settings.database_url, local_mode=True, plugins=("tests.plugins.effects",)
     )
-    failing = create_app(with_effects, engine=engine).test_client()
+    failing = create_app(Service.of(with_effects, engine)).test_client()
     body = deploy_body("web", "abandoned")
     body["message"]["attributes"]["fail"] = "always"
     assert failing.post("/push", json=body).status_code == 503

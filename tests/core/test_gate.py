@@ -24,6 +24,7 @@ from consumer.http.bridge import BridgeLimits, BufferedWsgi
 from consumer.http.gate import Gate
 from consumer.http.wsgi import bridged
 from consumer.inbox.schema import inbox
+from consumer.service import Service
 from consumer.wire.envelopes_out import wrapped_body
 
 TOKEN = "gate-token-0123456789abcdef"
@@ -45,7 +46,7 @@ class Unreadable(io.RawIOBase):
 def served(sqlite_url: str) -> Iterator[tuple[Flask, Engine]]:
     settings = Settings.of(database_url=sqlite_url, push_token=TOKEN, deploy_hook_secrets=(SECRET,))
     engine = make_engine(sqlite_url)
-    yield create_app(settings, engine=engine), engine
+    yield create_app(Service.of(settings, engine)), engine
     engine.dispose()
 
 

@@ -17,6 +17,7 @@ from consumer.http.app import create_app
 from consumer.observe import tracing
 from consumer.observe.logs import JsonFormatter, SkipDecidedRequests, TextFormatter, resolve_format
 from consumer.observe.tracing import Trace
+from consumer.service import Service
 from consumer.wire.envelopes_out import tick_body
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -123,7 +124,7 @@ def app_lines() -> Iterator[io.StringIO]:
 def test_a_push_writes_one_line_carrying_its_trace(
     settings: Settings, engine: Engine, app_lines: io.StringIO
 ) -> None:
-    client = create_app(settings.with_values(project_id="acme"), engine=engine).test_client()
+    client = create_app(Service.of(settings.with_values(project_id="acme"), engine)).test_client()
     headers = {"traceparent": f"00-{TRACE}-00f067aa0ba902b7-01"}
     assert client.post("/push", json=tick_body("cleanup"), headers=headers).status_code == 200
     assert client.post("/push", json=tick_body("cleanup")).status_code == 200

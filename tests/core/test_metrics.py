@@ -8,6 +8,7 @@ from sqlalchemy import Engine
 
 from consumer.config.settings import Settings
 from consumer.http.app import create_app
+from consumer.service import Service
 from consumer.wire.envelopes_out import tick_body, wrapped_body
 
 
@@ -23,7 +24,7 @@ def decisions(client: FlaskClient, **labels: str) -> float:
 
 
 def test_decisions_are_counted_by_route_and_outcome(settings: Settings, engine: Engine) -> None:
-    client = create_app(settings, engine=engine).test_client()
+    client = create_app(Service.of(settings, engine)).test_client()
     done = {"route": "tick", "outcome": "done", "status": "200"}
     duplicate = {"route": "tick", "outcome": "duplicate", "status": "200"}
     rejected = {"route": "-", "outcome": "rejected", "status": "400"}

@@ -18,6 +18,7 @@ from consumer.http.app import create_app
 from consumer.http.state_metrics import StateCollector
 from consumer.jobs.schema import jobs
 from consumer.jobs.store import enqueue
+from consumer.service import Service
 from consumer.wire.envelopes_out import tick_body, wrapped_body
 from consumer.wire.timeutil import utcnow
 from tests.core.metrics_text import total
@@ -94,7 +95,7 @@ def test_a_failing_database_gives_state_up_zero_not_an_error(tmp_path: Path) -> 
 
 def test_ticks_inbox_and_sweep_results_through_the_app(settings: Settings, engine: Engine) -> None:
     kinds_plugin.runs_metadata.create_all(engine)
-    app = create_app(settings.with_values(plugins=("tests.jobs.kinds_plugin",)), engine=engine)
+    app = create_app(Service.of(settings.with_values(plugins=("tests.jobs.kinds_plugin",)), engine))
     client = app.test_client()
     before = client.get("/metrics").get_data(as_text=True)
     enqueue(engine, "record", {}, allow_unknown=True)

@@ -18,6 +18,7 @@ from consumer.http import state_metrics as metrics_state
 from consumer.http.app import create_app
 from consumer.jobs.store import enqueue
 from consumer.observe import metrics
+from consumer.service import Service
 from consumer.wire.envelopes_out import tick_body
 from tests.core.metrics_text import samples
 from tests.jobs import kinds_plugin
@@ -69,7 +70,7 @@ def exported(settings: Settings, engine: Engine) -> dict[str, set[str]]:
     """What a real app's /metrics shows after a sweep, a rejected push and an unroutable one,
     plus the declared process metrics."""
     kinds_plugin.runs_metadata.create_all(engine)
-    app = create_app(settings.with_values(plugins=("tests.jobs.kinds_plugin",)), engine=engine)
+    app = create_app(Service.of(settings.with_values(plugins=("tests.jobs.kinds_plugin",)), engine))
     client = app.test_client()
     enqueue(engine, "record", {"fail": "permanent"}, kinds=["record"])
     client.post("/push", json=tick_body("sweep"))

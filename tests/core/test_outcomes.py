@@ -167,7 +167,7 @@ def test_permanent_error_is_dead_with_the_full_message_and_replayable(
 def test_replay_of_an_unroutable_event_runs_once_a_handler_exists(
     engine: Engine, clock: Clock, settings: Settings
 ) -> None:
-    bare = create_app(settings, engine=engine).test_client()  # no "effect" task
+    bare = create_app(Service.of(settings, engine)).test_client()  # no "effect" task
     # Replay runs on the real clock, so the app does too and the tick is published "now" (a
     # tick ahead of the app's clock is refused before anything is recorded).
     status, answer = post(bare, tick_body("effect", publish_time=datetime.now(UTC)))
@@ -287,7 +287,7 @@ def test_unknown_tick_task_is_unroutable(client: FlaskClient, clock: Clock) -> N
 def test_cleanup_purges_finished_rows_past_retention(
     engine: Engine, clock: Clock, settings: Settings
 ) -> None:
-    app = create_app(settings, engine=engine, clock=clock, registry=build_registry(settings))
+    app = create_app(Service(settings, build_registry(settings), engine), clock=clock)
     client = app.test_client()
     post(client, wrapped_body(message_id="old"))  # unroutable, finished "now" by the app clock
     inbox = Inbox(engine)

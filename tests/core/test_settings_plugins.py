@@ -19,7 +19,7 @@ from consumer.errors import AlreadyRegistered, SettingsError
 from consumer.http.app import create_app
 from consumer.pipeline.registry import Registry
 from consumer.plugins import build_registry
-from consumer.service import compose
+from consumer.service import Service, compose
 from consumer.wire.envelopes_out import tick_body
 from tests.plugins.billing import BillingSettings
 
@@ -71,7 +71,7 @@ def test_a_plugin_secret_stays_out_of_the_printed_settings() -> None:
 def test_the_handler_reads_its_section_from_the_context(database_url: str, engine: Engine) -> None:
     env = {**PLUGIN, "CONSUMER_DATABASE_URL": database_url, "CONSUMER_BILLING_BATCH": "7"}
     service = compose(env)
-    client = create_app(service.settings, service.registry, engine).test_client()
+    client = create_app(Service(service.settings, service.registry, engine)).test_client()
     response = client.post("/push", json=tick_body("billing"))
     assert response.status_code == 200, response.get_data(as_text=True)
     assert response.json is not None

@@ -17,6 +17,7 @@ from consumer.inbox.store import Inbox
 from consumer.pipeline.context import HandlerContext
 from consumer.pipeline.registry import Registry
 from consumer.plugins import build_registry
+from consumer.service import Service
 from consumer.wire.envelopes_out import tick_body
 from consumer.wire.events import TickEvent
 from tests.conftest import Clock
@@ -40,7 +41,7 @@ def registry() -> Registry:
 
 
 def client_at(settings: Settings, engine: Engine, clock: Clock, reg: Registry) -> FlaskClient:
-    return create_app(settings, engine=engine, clock=clock, registry=reg).test_client()
+    return create_app(Service(settings, reg, engine), clock=clock).test_client()
 
 
 def tick(client: FlaskClient, task: str, publish_time: datetime) -> dict[str, Any]:

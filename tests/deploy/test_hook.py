@@ -21,6 +21,7 @@ from consumer.deploy.schema import warm_runs
 from consumer.deploy.signature import SIGNATURE_HEADER, TIMESTAMP_HEADER, signed_headers
 from consumer.http.app import create_app
 from consumer.inbox.store import Inbox
+from consumer.service import Service
 from consumer.wire.envelopes_out import deploy_body
 from tests.deploy.conftest import OLD_SECRET, SECRET
 from tests.deploy.targets import TargetServer
@@ -132,7 +133,7 @@ def test_a_hook_without_configured_secrets_is_401(
     config = Settings.of(
         database_url=settings.database_url, local_mode=True, warm_targets=(urls[0],)
     )
-    status, body = hook(create_app(config, engine=engine).test_client())
+    status, body = hook(create_app(Service.of(config, engine)).test_client())
     assert status == 401 and "no secrets" in body["error"]
     assert nothing_ran(engine, targets, urls)
 
@@ -201,7 +202,7 @@ def test_any_signed_body_gets_a_200_or_a_clear_400_never_a_500(
     config = Settings.of(database_url=sqlite_url, local_mode=True, deploy_hook_secrets=(SECRET,))
     engine = make_engine(sqlite_url)
     try:
-        client = create_app(config, engine=engine).test_client()
+        client = create_app(Service.of(config, engine)).test_client()
         status, body = hook(client, body=json.dumps(document).encode())
     finally:
         engine.dispose()

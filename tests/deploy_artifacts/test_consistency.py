@@ -262,9 +262,14 @@ def test_configmap_holds_only_settings_the_service_knows(docs: list[Doc]) -> Non
 
 def test_ingress_exposes_exactly_the_services_post_routes(docs: list[Doc], tmp_path: Path) -> None:
     """Every entry a trigger calls is reachable; health, readiness and metrics stay internal."""
+    from consumer.db.engine import make_engine
     from consumer.http.app import create_app
+    from consumer.service import Service
 
-    app = create_app(Settings(local_mode=True, database_url=f"sqlite:///{tmp_path / 'c.db'}"))
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    engine = make_engine(url)
+    app = create_app(Service.of(Settings(local_mode=True, database_url=url), engine))
+    engine.dispose()
     posts = {rule.rule for rule in app.url_map.iter_rules() if "POST" in (rule.methods or ())}
     rule = one(docs, "Ingress")["spec"]["rules"][0]
     assert {path["path"] for path in rule["http"]["paths"]} == posts

@@ -16,6 +16,7 @@ from consumer.db.migrate import upgrade
 from consumer.http.app import create_app
 from consumer.pipeline.context import HandlerContext
 from consumer.pipeline.registry import Registry
+from consumer.service import Service
 from tests.conftest import migrated_postgres_database
 
 
@@ -58,6 +59,6 @@ def fuzz_app(database_url: str, **changes: Any) -> Iterator[Flask]:
     )
     engine = make_engine(database_url)
     try:
-        yield create_app(settings, registry=echo_registry(), engine=engine)
+        yield create_app(Service(settings, echo_registry(), engine))
     finally:
         engine.dispose()
