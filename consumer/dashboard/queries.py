@@ -24,6 +24,8 @@ from consumer.jobs.schema import jobs
 from consumer.pipeline.registry import Registry
 from consumer.storage.model import FileRow
 from consumer.storage.store import ProcessedFiles
+from consumer.wire.schedule import Schedule, ScheduleError
+from consumer.wire.schedule import parse as parse_schedule
 
 RECENT = 8
 """Recent file imports and warm runs shown on the overview."""
@@ -122,19 +124,32 @@ def oldest_due_age(engine: Engine, now: datetime) -> float | None:
 
 
 def task_schedules(engine: Engine, registry: Registry, now: datetime) -> list[TaskSchedule]:
-    """Each registered tick task (and any task with recorded progress), by name."""
+    """Each registered tick task (and any task with recorded progress), by name, on the
+    schedule the server last ran it under: this process's own settings may not be the server's
+    (``consumer serve --local`` ticks the sweep every 10 s; a ``consumer status`` beside it
+    would say 5 minutes). A task that never ran is shown on this process's schedule."""
     with unavailable_on_db_fault(), engine.connect() as connection:
-        rows = connection.execute(inbox_queries.LAST_SLOTS)
-        slots = {task: slot for task, slot in rows}
+        rows = connection.execute(inbox_queries.SERVED).all()
+    slots = {task: slot for task, slot, _ in rows}
+    served = {task: schedule_or_none(text) for task, _, text in rows}
     schedules = []
     for name in sorted(set(registry.tasks) | set(slots)):
-        schedule = registry.schedule_of(name)
+        schedule = served.get(name) or registry.schedule_of(name)
         current = schedule.slot_of(now)
         last = slots.get(name)
         late = last is not None and last < schedule.previous(current)
         period = (current - schedule.previous(current)).total_seconds()
         schedules.append(TaskSchedule(name, period, last, schedule.following(current), late))
     return schedules
+
+
+def schedule_or_none(text: str | None) -> Schedule | None:
+    """A recorded schedule, or None for a slot recorded before schedules were (or a schedule
+    this code no longer reads)."""
+    try:
+        return parse_schedule(text) if text else None
+    except ScheduleError:
+        return None
 
 
 def inbox_rows(

@@ -152,16 +152,20 @@ def last_slot(task: str) -> Select[Any]:
 
 
 LAST_SLOTS = select(tick_progress.c.task, tick_progress.c.last_slot)
-"""Every task's latest completed slot, one row per task (the dashboard, the metrics)."""
+"""Every task's latest completed slot, one row per task (the metrics)."""
+
+SERVED = select(tick_progress.c.task, tick_progress.c.last_slot, tick_progress.c.schedule)
+"""Every task's latest completed slot and the schedule it ran under (the dashboard, status)."""
 
 
-def advance_slot(dialect: str, task: str, slot: datetime) -> Any:
-    """Record ``slot`` as ``task``'s latest, unless a later one is recorded already."""
+def advance_slot(dialect: str, task: str, slot: datetime, schedule: str) -> Any:
+    """Record ``slot`` as ``task``'s latest, and the ``schedule`` the server ran it under,
+    unless a later slot is recorded already."""
     return sql.upsert(
         tick_progress,
         dialect,
-        {"task": task, "last_slot": slot},
+        {"task": task, "last_slot": slot, "schedule": schedule},
         conflict=[tick_progress.c.task],
-        set_=lambda excluded: {"last_slot": excluded.last_slot},
+        set_=lambda excluded: {"last_slot": excluded.last_slot, "schedule": excluded.schedule},
         where=lambda excluded: tick_progress.c.last_slot < excluded.last_slot,
     )

@@ -1,4 +1,5 @@
-"""The ``inbox`` and ``tick_progress`` tables, on the shared ``metadata`` (migration 0001_inbox)."""
+"""The ``inbox`` and ``tick_progress`` tables, on the shared ``metadata`` (migrations 0001_inbox
+and 0005_tick_schedule)."""
 
 from __future__ import annotations
 
@@ -31,4 +32,10 @@ tick_progress = Table(
     metadata,
     Column("task", String(200), primary_key=True),
     Column("last_slot", UTCDateTime, nullable=False, comment="latest completed schedule slot"),
+    Column(
+        "schedule",
+        String(200),
+        nullable=True,
+        comment="the schedule the last slot ran under (seconds or cron:EXPRESSION@ZONE)",
+    ),
 )

@@ -182,8 +182,9 @@ class Inbox(Store):
             return conn.execute(queries.last_slot(task)).scalar()
 
     def advance_slot(
-        self, task: str, slot: datetime, *, connection: Connection | None = None
+        self, task: str, slot: datetime, schedule: str, *, connection: Connection | None = None
     ) -> None:
-        """Remember the latest completed slot; never move it backwards."""
+        """Remember the latest completed slot and the schedule it ran under (``str`` of a
+        ``Schedule``); never move it backwards."""
         with self._write(connection) as conn:
-            conn.execute(queries.advance_slot(self.dialect, task, slot))
+            conn.execute(queries.advance_slot(self.dialect, task, slot, schedule))

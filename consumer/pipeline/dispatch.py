@@ -258,7 +258,7 @@ class Dispatcher:
     def _advance_slot(self, delivery: Delivery, event: TickEvent) -> None:
         """Retried like the finish; the tick is done either way, a missed advance only delays
         coalescing."""
-        advance = lambda: delivery.inbox.advance_slot(event.task, event.slot)  # noqa: E731
+        advance = lambda: delivery.inbox.advance_slot(event.task, event.slot, str(event.schedule))  # noqa: E731
         try:
             retry.until_deadline(advance, delivery.record_by, f"the slot of {event.key}")
         except Unavailable:

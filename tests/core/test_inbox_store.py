@@ -30,13 +30,13 @@ def test_claim_finish_and_slot_join_the_callers_transaction(engine: Engine) -> N
         assert claim is not None
         assert inbox.finish(claim, Status.DONE, NOW, {"ok": 1}, connection=connection)
         assert inbox.finished_as(claim, Status.DONE, connection=connection)
-        inbox.advance_slot("sweep", NOW, connection=connection)
+        inbox.advance_slot("sweep", NOW, "300", connection=connection)
         row = inbox.get("k", connection=connection)  # the caller sees its own writes
         assert row is not None and row.status is Status.DONE and row.result == {"ok": 1}
         assert inbox.last_slot("sweep", connection=connection) == NOW
         raise Rollback
     assert inbox.get("k") is None and inbox.last_slot("sweep") is None and inbox.list() == []
-    inbox.advance_slot("sweep", NOW)  # without a connection: its own transaction, committed
+    inbox.advance_slot("sweep", NOW, "300")  # without a connection: its own transaction, committed
     assert inbox.last_slot("sweep") == NOW
 
 

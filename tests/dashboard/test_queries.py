@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import pytest
@@ -18,8 +19,12 @@ from consumer.jobs import store
 from consumer.jobs.model import Status as JobStatus
 from consumer.jobs.schema import jobs
 from consumer.jobs.store import JobStore
+from consumer.pipeline.dispatch import Dispatcher
 from consumer.plugins import build_registry
 from consumer.service import Service
+from consumer.wire.envelope import parse_push
+from consumer.wire.envelopes_out import tick_body
+from consumer.wire.schedule import Every
 from consumer.wire.timeutil import floor_to_period, utcnow
 from tests.dashboard.data import PLUGIN, seed
 
@@ -99,6 +104,27 @@ def test_task_schedules(engine: Engine, seeded: Settings) -> None:
     assert not sweep.late
     later = {t.name: t for t in queries.task_schedules(engine, registry, now + timedelta(hours=1))}
     assert later["sweep"].late and not later["cleanup"].late  # never completed is not "late"
-    Inbox(engine).advance_slot("retired-task", now)
+    Inbox(engine).advance_slot("retired-task", now, "60")
     names = [t.name for t in queries.task_schedules(engine, registry, now)]
     assert "retired-task" in names and names == sorted(names)
+
+
+def test_status_and_dashboard_show_the_schedule_the_server_ran(
+    engine: Engine, seeded: Settings
+) -> None:
+    """``consumer serve --local`` ticks the sweep every 10 s (its own override); a ``consumer
+    status`` or dashboard in another process, without that override, shows 10 s and the next
+    10 s slot, not its own 5 minutes."""
+    served = build_registry(seeded.with_values(tick_periods={"sweep": Every(10)}))
+    now = utcnow()
+    outcome = Dispatcher(seeded, engine, served).dispatch(
+        parse_push({}, json.dumps(tick_body("sweep", publish_time=now)).encode())
+    )
+    assert outcome.kind.value == "done", outcome
+    elsewhere = build_registry(seeded)  # this process's own schedule: every 300 s
+    assert elsewhere.schedule_of("sweep") == Every(300)
+    sweep = {t.name: t for t in queries.task_schedules(engine, elsewhere, now)}["sweep"]
+    assert sweep.period_seconds == 10
+    assert sweep.next_due == floor_to_period(now, 10) + timedelta(seconds=10)
+    cleanup = {t.name: t for t in queries.task_schedules(engine, elsewhere, now)}["cleanup"]
+    assert cleanup.period_seconds == elsewhere.schedule_of("cleanup").seconds  # never ran here
