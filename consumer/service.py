@@ -21,11 +21,11 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
 
 from consumer.config.parse import names
-from consumer.config.settings import Settings
+from consumer.config.settings import Settings, redacted_url
 from consumer.db.engine import unavailable_on_db_fault
 from consumer.db.migrate import require_schema_at_head
-from consumer.db.opening import explain_fault, first_line, open_engine
-from consumer.errors import ConsumerError, DatabaseFault, Unavailable
+from consumer.db.opening import UPGRADE, explain_fault, first_line, open_engine
+from consumer.errors import ConsumerError, DatabaseFault, NotMigrated, Unavailable
 from consumer.pipeline.registry import Registry
 from consumer.plugins import build_registry, load_plugins
 
@@ -63,6 +63,12 @@ class Service:
         try:
             with unavailable_on_db_fault(), self.engine.connect() as connection:
                 require_schema_at_head(self.engine, connection)
+        except NotMigrated:
+            where = redacted_url(self.settings.database_url)
+            raise NotMigrated(
+                f"the database {where} is not migrated (its schema is not at this code's head "
+                f"revision): {UPGRADE}"
+            ) from None
         except Unavailable as error:
             if not serving or isinstance(error, DatabaseFault):
                 raise

@@ -37,7 +37,10 @@ def gunicorn_command(bind: str, workers: int, timeout: int) -> list[str]:
 def dashboard(local: bool, bind: str | None, workers: int) -> None:
     """Serve the operator's dashboard on its own listener (never the push port)."""
     overrides: dict[str, Any] = {"dashboard_bind": bind, "local_mode": "true" if local else None}
-    settings, env = current_cli().compose(**overrides).settings, as_env(overrides)
+    service, env = current_cli().compose(**overrides), as_env(overrides)
+    service.require_database(serving=True)  # missing or not migrated: one line, before gunicorn
+    service.close()  # gunicorn replaces this process: its workers open their own
+    settings = service.settings
     try:
         Access.from_settings(settings)
     except SettingsError as exc:

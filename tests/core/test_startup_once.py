@@ -5,6 +5,7 @@ production worker, ``consumer serve``, the CLI's context."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -22,10 +23,18 @@ from click.testing import CliRunner
 from consumer.cli.context import CliContext
 from consumer.cli.main import main
 from consumer.config.settings import Settings
+from consumer.dashboard import wsgi as dashboard_wsgi
+from consumer.db.engine import make_engine
 from consumer.errors import SettingsError
 from consumer.http import app as app_module
 from consumer.http import serve, wsgi
+from consumer.pipeline.dispatch import Dispatcher
+from consumer.plugins import build_registry
 from consumer.service import compose
+from consumer.sources.pull import PullConsumer
+from consumer.wire.envelope import parse_push
+from consumer.wire.envelopes_out import tick_body
+from consumer.wire.timeutil import floor_to_period, utcnow
 from tests.conftest import Server, free_port, server_env, settings_env, wait_until
 from tests.plugins import counted
 
@@ -130,6 +139,68 @@ def test_the_status_command_registers_each_plugin_once(calls: Counter[str]) -> N
     assert result.exit_code == 0, result.output
     assert "counted" in result.output  # the plugin's tick task is in the overview
     assert registers_since(before) == 1
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("sweep", "--once"), ("jobs", "list"), ("inbox", "list"), ("files", "list"),
+     ("deploy", "runs"), ("settings",)],
+)  # fmt: skip
+def test_each_command_registers_each_plugin_once(
+    calls: Counter[str], args: tuple[str, ...]
+) -> None:
+    before = len(counted.registered)
+    result = CliRunner().invoke(main, list(args), catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert registers_since(before) == 1
+
+
+def test_replay_registers_each_plugin_once(calls: Counter[str], app_settings: Settings) -> None:
+    """The replay runs the stored tick with the registry its command composed: the plugin's
+    task is found (``done``), and registered once."""
+    engine = make_engine(app_settings.database_url)
+    without_plugin = build_registry(app_settings.with_values(plugins=()))
+    hour = floor_to_period(utcnow(), 3600)  # a slot of both schedules (60 s without the plugin)
+    body = json.dumps(tick_body("counted", publish_time=hour)).encode()
+    unroutable = Dispatcher(app_settings, engine, without_plugin).dispatch(parse_push({}, body))
+    assert unroutable.kind.value == "unroutable"
+    key = unroutable.key
+    engine.dispose()
+    before = len(counted.registered)
+    result = CliRunner().invoke(main, ["inbox", "replay", key], catch_exceptions=False)
+    assert result.exit_code == 0 and '"outcome": "done"' in result.output, result.output
+    assert registers_since(before) == 1
+
+
+def test_pull_registers_each_plugin_once(
+    calls: Counter[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ran: list[PullConsumer] = []
+    monkeypatch.setattr(PullConsumer, "run", lambda consumer, stop: ran.append(consumer))
+    monkeypatch.setenv("PUBSUB_EMULATOR_HOST", f"127.0.0.1:{free_port()}")  # never reached
+    before = len(counted.registered)
+    result = CliRunner().invoke(
+        main, ["pull", "projects/p/subscriptions/s"], catch_exceptions=False
+    )
+    assert result.exit_code == 0, result.output
+    assert len(ran) == 1 and "counted" in ran[0].dispatcher.registry.tasks
+    assert registers_since(before) == 1
+
+
+def test_the_dashboard_registers_each_plugin_once(
+    calls: Counter[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``consumer dashboard`` composes (and checks) once, then hands over to gunicorn, whose
+    worker composes once in its own process (``consumer.dashboard.wsgi:app()``)."""
+    execs: list[list[str]] = []
+    monkeypatch.setattr(os, "execvpe", lambda file, args, env: execs.append(args))
+    monkeypatch.setenv("CONSUMER_DASHBOARD_TOKEN", "d" * 32)
+    before = len(counted.registered)
+    result = CliRunner().invoke(main, ["dashboard"], catch_exceptions=False)
+    assert result.exit_code == 0 and execs, result.output
+    assert registers_since(before) == 1
+    dashboard_wsgi.app()
+    assert registers_since(before) == 2
 
 
 def test_changed_settings_are_validated_again(app_settings: Settings) -> None:
