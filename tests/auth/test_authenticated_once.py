@@ -1,4 +1,4 @@
-"""Behind the bridge (the production worker), a push is authenticated once: by the precheck,
+"""Behind the bridge (the production worker), a push is authenticated once: by the header gate,
 before its body is read. The view trusts the bridge's mark, which no client can forge; served
 without the bridge, the view authenticates itself. Driven in process through the bridge's ASGI
 interface with the real app on SQLite."""
@@ -72,7 +72,7 @@ def test_a_push_behind_the_bridge_is_authenticated_once(sqlite_url: str) -> None
         served = bridged(flask_app)
         body = json.dumps(wrapped_body(data=b"x", message_id="m-1")).encode()
         assert post(served, f"token={TOKEN}", body) == 200
-        assert checked == [TOKEN]  # the precheck's; the view did not verify again
+        assert checked == [TOKEN]  # the gate's; the view does not verify
         assert post(served, "token=guess", body) == 401
         assert checked == [TOKEN, "guess"] and stored(engine) == 1
     finally:
