@@ -32,7 +32,6 @@ from consumer.http import serve as http_serve
 from consumer.inbox.model import Status
 from consumer.inbox.store import Inbox
 from consumer.service import compose, compose_registry
-from consumer.sources.pull import run_pull
 from consumer.sources.replay import replay
 from consumer.wire import envelopes_out
 
@@ -109,6 +108,9 @@ def settings_reference() -> None:
 @pass_cli
 def pull(cli: CliContext, subscription: str, max_messages: int) -> None:
     """Stream-pull SUBSCRIPTION (projects/P/subscriptions/S) into the same core as /push."""
+    # google-cloud-pubsub takes 0.2-0.8 s to import (gRPC): only this command pays it.
+    from consumer.sources.pull import run_pull
+
     try:
         run_pull(cli.service, subscription, max_messages)
     except DefaultCredentialsError as exc:
