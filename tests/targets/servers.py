@@ -113,3 +113,5 @@ class NodeTarget:
 
     def stop(self) -> None:
         stop_process(self.process)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
