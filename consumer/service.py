@@ -1,6 +1,7 @@
 """The composition root: the one place the service is built from the environment.
 
-    registry (built-ins, then plugins) -> settings (from the registry's sections) -> engine
+    registry (built-ins, then plugins) -> settings (from the registry's sections)
+        -> HTTP targets (the plugins' and the settings', into the registry) -> engine
 
 Every entry point composes its ``Service`` here, once per process: the gunicorn master and each
 worker, ``consumer serve``, every command of the CLI, the dashboard, pull, replay, the demo and
@@ -28,6 +29,7 @@ from consumer.db.opening import UPGRADE, explain_fault, first_line, open_engine
 from consumer.errors import ConsumerError, DatabaseFault, NotMigrated, Unavailable
 from consumer.pipeline.registry import Registry
 from consumer.plugins import build_registry, load_plugins
+from consumer.targets.install import install_targets
 
 T = TypeVar("T")
 log = logging.getLogger("consumer.service")
@@ -78,8 +80,10 @@ class Service:
     @classmethod
     def of(cls, settings: Settings, engine: Engine | None = None) -> Service:
         """The service for settings built in code (tests, an app that embeds the service):
-        the registry of their plugins (``consumer.plugins.build_registry``)."""
-        return cls(settings, build_registry(settings), engine)
+        the registry of their plugins (``consumer.plugins.build_registry``) and their targets."""
+        registry = build_registry(settings)
+        install_targets(registry, settings)
+        return cls(settings, registry, engine)
 
     def close(self) -> None:
         if self._engine is not None:
@@ -97,6 +101,7 @@ def compose(
     sections = registry.setting_sections.values()
     settings = Settings.from_env(env, serves_push=serves_push, sections=sections)
     registry.period_overrides = dict(settings.ticks.periods)
+    install_targets(registry, settings)  # HTTP targets: the plugins' and the settings'
     return Service(settings, registry, engine)
 
 

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from consumer.config.fields import Section
 from consumer.config.settings import check_plugin_section
+from consumer.config.targets import TargetSpec, target
 from consumer.errors import AlreadyRegistered, SettingsError
 from consumer.pipeline.context import HandlerContext
 from consumer.pipeline.extensions import Functions, Named, Warmers
@@ -64,6 +65,9 @@ class Registry:
         """Cache warmers run for each deploy: ``@registry.warmer("name", services=...)``."""
         self.setting_sections: dict[str, type[Section]] = {}
         """Plugins' settings sections by prefix: ``registry.settings(MySettings)``."""
+        self.http_targets: Named[TargetSpec] = Named("HTTP target")
+        """HTTP targets plugins declared (``registry.http_target``); the composition root
+        installs them, with the settings' own, once the settings are read."""
 
     def settings(self, section: S) -> S:
         """Declare a plugin's settings section (also a class decorator): its
@@ -124,6 +128,16 @@ class Registry:
         """The handler of CloudEvents of ``event_type`` that are not storage notifications."""
         self.cloudevents.add(event_type, handler, replace=replace)
         return handler
+
+    def http_target(self, name: str, *, replace: bool = False, **declared: Any) -> TargetSpec:
+        """Declare an HTTP target, as ``CONSUMER_HTTP_TARGETS`` does (same keys: ``url``,
+        ``serves``, ``auth``, ``timeout_seconds``, ``concurrency``); checked now."""
+        try:
+            spec = target(name, **declared)
+        except (TypeError, ValueError) as exc:
+            raise SettingsError(f"HTTP target {name!r}: {exc}") from None
+        self.http_targets.add(name, spec, replace=replace)
+        return spec
 
     @property
     def storage_handler(self) -> Handler | None:

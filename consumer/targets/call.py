@@ -1,0 +1,108 @@
+"""One target's calls: POST a delivery within the handler's budget, and no more than its
+concurrency limit at once in this process.
+
+The call's timeout is the budget left (less the reserve that records the outcome) capped by the
+target's own; the body is read in chunks against that deadline, as the warmer does
+(``consumer.deploy.http_fetch``), and no more than ``MAX_ANSWER_BYTES`` of it. Redirects are not
+followed: the signed request would go somewhere the settings never named. A ``Retry-After`` is
+honoured here only while the budget covers the wait and one more call; otherwise the failure
+goes back to Pub/Sub's backoff (or the job's). Every repeat carries the same Idempotency-Key.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import requests
+
+from consumer.config.targets import TargetSpec
+from consumer.deploy.http_fetch import MIN_REQUEST_SECONDS, Budget
+from consumer.errors import Retryable
+from consumer.targets.answer import MAX_ANSWER_BYTES, Answer, result, retry_after
+from consumer.targets.auth import TokenSource, auth_headers
+from consumer.targets.cloudevent import Delivery
+
+USER_AGENT = "consumer-http-target/1"
+CHUNK_BYTES = 16 * 1024
+MAX_WAITS = 3
+"""At most this many ``Retry-After`` waits inside one handler run."""
+
+
+class Caller:
+    """Calls one target. Built once per process (the composition root's step), so its
+    semaphore is the per-process concurrency limit and its session is shared by threads."""
+
+    def __init__(self, spec: TargetSpec, tokens: TokenSource) -> None:
+        self.spec = spec
+        self.tokens = tokens
+        self._slots = threading.BoundedSemaphore(spec.concurrency)
+        self._local = threading.local()
+
+    def call(self, delivery: Delivery, remaining: Callable[[], float]) -> dict[str, object]:
+        """POST ``delivery``; its answer as a handler result, or what a failure means raised."""
+        budget = Budget(remaining)
+        for _ in range(MAX_WAITS):
+            answer = self._post(delivery, budget)
+            wait = retry_after(answer) if answer.retryable else None
+            if wait is None or not budget.allows(wait + MIN_REQUEST_SECONDS):
+                break
+            time.sleep(wait)
+        return result(self.spec.name, answer)
+
+    def _post(self, delivery: Delivery, budget: Budget) -> Answer:
+        timeout = min(self.spec.timeout_seconds, budget.left())
+        if timeout < MIN_REQUEST_SECONDS:
+            raise Retryable(f"target {self.spec.name!r}: no time left in the handler's budget")
+        if not self._slots.acquire(timeout=timeout):
+            raise Retryable(f"target {self.spec.name!r}: {self.spec.concurrency} calls in flight")
+        try:
+            return self._send(delivery, time.monotonic() + timeout)
+        finally:
+            self._slots.release()
+
+    def _send(self, delivery: Delivery, deadline: float) -> Answer:
+        """One POST; transport failures are retryable (the target may have acted: the repeat
+        carries the same key)."""
+        headers = {"User-Agent": USER_AGENT, **delivery.headers()}
+        headers |= auth_headers(self.spec.auth, delivery.body, self.tokens)
+        timeout = max(MIN_REQUEST_SECONDS, deadline - time.monotonic())
+        try:
+            with self._session().post(
+                self.spec.url, data=delivery.body, headers=headers, timeout=timeout,
+                stream=True, allow_redirects=False,
+            ) as response:  # fmt: skip
+                return _read(response, deadline)
+        except requests.Timeout as exc:
+            raise Retryable(f"target {self.spec.name!r} timed out after {timeout:.2f}s") from exc
+        except requests.RequestException as exc:
+            raise Retryable(f"target {self.spec.name!r}: {type(exc).__name__}: {exc}") from exc
+
+    def _session(self) -> requests.Session:
+        """One session per thread: requests' sessions are not documented as thread-safe."""
+        session: requests.Session | None = getattr(self._local, "session", None)
+        if session is None:
+            session = self._local.session = requests.Session()
+            session.trust_env = False  # the target's URL is the settings', not a proxy's
+        return session
+
+
+def _read(response: requests.Response, deadline: float) -> Answer:
+    """The status, headers and at most ``MAX_ANSWER_BYTES`` of the body, read by the deadline.
+    Once the status is in, a body that stalls only makes the answer incomplete."""
+    kept = bytearray()
+    complete, truncated = True, False
+    try:
+        for chunk in response.iter_content(CHUNK_BYTES):
+            kept += chunk
+            if len(kept) > MAX_ANSWER_BYTES:
+                truncated = True
+                break
+            if time.monotonic() > deadline:
+                complete = False
+                break
+    except requests.RequestException:
+        complete = False
+    body = bytes(kept[:MAX_ANSWER_BYTES])
+    return Answer(response.status_code, response.headers, body, truncated, complete)
