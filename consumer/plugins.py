@@ -24,6 +24,7 @@ from consumer.deploy import warming
 from consumer.errors import ConsumerError, SettingsError
 from consumer.jobs import cleanup
 from consumer.jobs import tick as jobs_tick
+from consumer.jobs import topic as jobs_topic
 from consumer.pipeline.registry import Registry
 from consumer.storage import handler as storage_handler
 
@@ -60,6 +61,7 @@ def register_builtins(registry: Registry) -> None:
     """The built-in tick tasks and routes: each feature registers its own."""
     cleanup.register(registry)
     jobs_tick.register(registry)
+    jobs_topic.register(registry)
     warming.register(registry)
     storage_handler.register(registry)
 

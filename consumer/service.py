@@ -27,6 +27,7 @@ from consumer.db.engine import unavailable_on_db_fault
 from consumer.db.migrate import require_schema_at_head
 from consumer.db.opening import UPGRADE, explain_fault, first_line, open_engine
 from consumer.errors import ConsumerError, DatabaseFault, NotMigrated, Unavailable
+from consumer.jobs import wake
 from consumer.pipeline.registry import Registry
 from consumer.plugins import build_registry, load_plugins
 from consumer.targets.install import install_targets
@@ -46,10 +47,16 @@ class Service:
     registry: Registry
     _engine: Engine | None = field(default=None, repr=False)
 
+    def __post_init__(self) -> None:
+        if self._engine is not None:
+            wake.attach(self._engine, self.settings)
+
     @property
     def engine(self) -> Engine:
+        """Its enqueues wake a sweeper as the settings say (``consumer.jobs.wake``)."""
         if self._engine is None:
             self._engine = open_engine(self.settings.database_url)
+            wake.attach(self._engine, self.settings)
         return self._engine
 
     @property

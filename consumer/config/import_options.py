@@ -50,6 +50,13 @@ class ImportOptions:
     """Rejected rows kept, with line number and reason, in ``processed_files.errors``."""
     max_row_bytes: int = 64 * 1024
     """A row whose JSON payload is larger is rejected."""
+    fields: tuple[str, ...] | None = None
+    """The row's fields a job keeps; default those its kind lets producers set (for ``email``:
+    ``to``, ``subject``, ``text``, ``html``). Other columns are dropped, never stored."""
+    set_fields: Mapping[str, Any] | None = None
+    """Fields every job of the rule gets, over the row's: for ``email`` the sender and the
+    other recipients (``from``, ``cc``, ``bcc``, ``reply_to``, ``headers``), which a row cannot
+    set."""
 
     @cached_property
     def required_fields(self) -> tuple[str, ...]:
@@ -79,7 +86,7 @@ class ImportOptions:
         if unknown:
             raise SettingsError(f"import-jobs: unknown options {unknown}")
         values = dict(options)
-        for name in ("required", "emails"):
+        for name in ("required", "emails", "fields"):
             if name in values:
                 values[name] = _names(values[name], name)
         parsed = cls(**values)
@@ -99,6 +106,8 @@ class ImportOptions:
         low, high = INT32
         if not (_is_int(self.priority) and low <= self.priority <= high):
             problems.append(f"'priority' must be a whole number in {low}..{high}")
+        if self.set_fields is not None and not isinstance(self.set_fields, Mapping):
+            problems.append("'set_fields' must be an object of field names to values")
         if self.max_attempts is not None and not (
             _is_int(self.max_attempts) and 1 <= self.max_attempts <= high
         ):

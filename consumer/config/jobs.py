@@ -1,5 +1,6 @@
-"""The sweep's settings: batches, leases, retries and retention of jobs, and the continuations a
-sweep publishes when it runs out of budget with work left."""
+"""The sweep's settings: batches, leases, retries and retention of jobs, the continuations a
+sweep publishes when it runs out of budget with work left, the wake-ups an enqueue publishes,
+and the jobs topic's payload limit."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ TOPIC = re.compile(r"projects/[^/]+/topics/[^/]+")
 
 @dataclass(frozen=True, repr=False)
 class JobSettings(Section):
-    """``CONSUMER_JOB_*``, ``CONSUMER_SWEEP_BATCH_SIZE`` and ``CONSUMER_CONTINUATION_*``."""
+    """``CONSUMER_JOB_*``, ``CONSUMER_SWEEP_BATCH_SIZE``, ``CONSUMER_CONTINUATION_*`` and
+    ``CONSUMER_WAKE_*``."""
 
     prefix: ClassVar[str] = "JOB_"
     # SQLite binds at most 32766 parameters.
@@ -38,6 +40,17 @@ class JobSettings(Section):
     (or, for an import, Pub/Sub's redelivery) carries on."""
     continuation_fanout: int = setting(4, convert=whole, within=(1, 100), env="CONTINUATION_FANOUT")
     """Most continuations one tick's sweep publishes, so several pods drain a backlog."""
+    max_payload_bytes: int = setting(64 * 1024, convert=whole, within=(64, 1 << 20))
+    """Largest payload of a job from the jobs topic; a larger one is recorded ``dead``."""
+    wake_topic: str = setting("", env="WAKE_TOPIC")
+    """Pub/Sub topic (``projects/P/topics/T``, pushed to this service) on which a committed
+    enqueue publishes a wake-up (at most one per process per ``CONSUMER_WAKE_WINDOW_MS``): its
+    push sweeps the due jobs now instead of at the next tick. Empty: no wake-up."""
+    wake_url: str = setting("", env="WAKE_URL")
+    """Local mode only, without a wake topic: the local server's ``/push``, to which an enqueue
+    POSTs its wake-up (``consumer serve --local`` sets it for its workers)."""
+    wake_window_ms: int = setting(50, convert=whole, within=(1, 10_000), env="WAKE_WINDOW_MS")
+    """Wake-ups of one process are coalesced over this window (the last one is always sent)."""
 
     def checks(self) -> list[Rule]:
         topic = self.continuation_topic
@@ -49,5 +62,13 @@ class JobSettings(Section):
             (
                 not topic or TOPIC.fullmatch(topic) is not None,
                 "CONSUMER_CONTINUATION_TOPIC must be projects/PROJECT/topics/TOPIC",
+            ),
+            (
+                not self.wake_topic or TOPIC.fullmatch(self.wake_topic) is not None,
+                "CONSUMER_WAKE_TOPIC must be projects/PROJECT/topics/TOPIC",
+            ),
+            (
+                not self.wake_url or self.wake_url.startswith(("http://", "https://")),
+                "CONSUMER_WAKE_URL must be an http(s) URL",
             ),
         ]

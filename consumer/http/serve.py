@@ -72,6 +72,7 @@ def run(compose: Callable[[], Service], overrides: Mapping[str, str]) -> None:
     try:
         os.environ.update(overrides)
         settings = _checked(or_exit(compose))
+        _wake_locally(settings)
         Server(settings).run()
     finally:
         if owned_metrics_dir:
@@ -103,6 +104,14 @@ def _metrics_directory() -> str:
     os.environ[metrics.MULTIPROC_ENV] = directory
     os.environ[OWNED_METRICS_ENV] = directory
     os.execv(sys.executable, [sys.executable, "-m", "consumer", *sys.argv[1:]])
+
+
+def _wake_locally(settings: Settings) -> None:
+    """In local mode, without Pub/Sub for wake-ups, the workers' enqueues POST theirs to this
+    server (``consumer.jobs.wake``): the workers compose from this process's environment."""
+    jobs = settings.jobs
+    if settings.local_mode and not (jobs.wake_topic or jobs.wake_url):
+        os.environ["CONSUMER_WAKE_URL"] = f"http://{settings.server.bind}/push"
 
 
 def start_ticker(settings: Settings) -> LocalTicker | None:

@@ -24,6 +24,12 @@ from consumer.wire.headers import checked_headers
 
 DEFAULT_PORTS = {"ssl": 465, "starttls": 587, "none": 25}
 ADDRESS_FIELDS = ("to", "cc", "bcc")
+RESERVED_HEADERS = frozenset({
+    "from", "sender", "to", "cc", "bcc", "reply-to", "subject", "date", "message-id",
+    "return-path", "x-consumer-job", "content-type", "content-transfer-encoding", "mime-version",
+})  # fmt: skip
+"""Headers the message's own fields set: an extra ``headers`` entry may not add or repeat one
+(a ``Bcc`` there would add a hidden recipient, a ``Sender`` would change who sent it)."""
 
 
 def message_id(job: Job, sender: str) -> str:
@@ -34,7 +40,10 @@ def message_id(job: Job, sender: str) -> str:
 
 def send(context: JobContext, job: Job) -> None:
     """The ``email`` job kind. Payload: ``to`` (address or list), ``subject``, ``text``, and
-    optionally ``html``, ``from``, ``cc``, ``bcc``, ``reply_to``, ``headers``."""
+    optionally ``html``: what a producer may set (``consumer.jobs.fields.EMAIL_FIELDS``). The
+    sender and the other recipients, ``from``, ``cc``, ``bcc``, ``reply_to`` and ``headers``, come
+    from the storage rule (its ``set`` option), the settings (``CONSUMER_MAIL_FROM``) or trusted
+    code (``consumer.enqueue``): producers' copies of them are dropped before they are stored."""
     message = build_message(job, context.settings)
     if not context.settings.smtp.host:
         mailbox.Maildir(context.settings.smtp.maildir_path, create=True).add(message)
@@ -87,6 +96,8 @@ def _build(job: Job, payload: Mapping[str, Any], settings: Settings) -> EmailMes
     message["Message-ID"] = message_id(job, sender)
     message["X-Consumer-Job"] = str(job.id)
     for name, value in checked_headers(payload.get("headers")):
+        if name.lower() in RESERVED_HEADERS:
+            raise ValueError(f"header {name!r} is set by the message's own fields, not 'headers'")
         message[name] = value
     message.set_content(str(payload.get("text", "")))
     if payload.get("html"):

@@ -16,7 +16,7 @@ from sqlalchemy import Connection, Engine
 from consumer.db.dialect import POSTGRESQL
 from consumer.db.prepared import prepared
 from consumer.db.store import Store
-from consumer.jobs import queries
+from consumer.jobs import queries, wake
 from consumer.jobs.kinds import BUILT_IN
 from consumer.jobs.model import EnqueueResult, Failure, Job, NewJob, Status, UnknownKind, Written
 from consumer.wire.timeutil import utcnow
@@ -34,10 +34,14 @@ def enqueue(
     kinds: Collection[str] | None = None,
     allow_unknown: bool = False,
 ) -> EnqueueResult:
-    """Insert one pending job in its own transaction (``JobStore.enqueue``). ``kinds``: the
-    job kinds the caller's registry provides (``registry.job_kinds.names()``)."""
+    """Insert one pending job in its own transaction (``JobStore.enqueue``), then wake a
+    sweeper (``consumer.jobs.wake``). ``kinds``: the job kinds the caller's registry provides
+    (``registry.job_kinds.names()``)."""
     job = NewJob(kind, payload, key, run_at, priority, max_attempts)
-    return JobStore(engine).enqueue(job, kinds=kinds, allow_unknown=allow_unknown)
+    result = JobStore(engine).enqueue(job, kinds=kinds, allow_unknown=allow_unknown)
+    if result.inserted:
+        wake.committed(engine)
+    return result
 
 
 def enqueue_many(
@@ -47,11 +51,15 @@ def enqueue_many(
     kinds: Collection[str] | None = None,
     allow_unknown: bool = False,
 ) -> int:
-    """Bulk-insert within the caller's transaction (``JobStore.enqueue_many``)."""
+    """Bulk-insert within the caller's transaction (``JobStore.enqueue_many``); a sweeper is
+    woken when that transaction commits."""
     store = JobStore(connection.engine)
-    return store.enqueue_many(
+    inserted = store.enqueue_many(
         new_jobs, kinds=kinds, allow_unknown=allow_unknown, connection=connection
     )
+    if inserted:
+        wake.on_commit(connection)
+    return inserted
 
 
 def check_kinds(

@@ -14,6 +14,7 @@ from typing import Any
 
 from consumer.config.settings import Settings
 from consumer.jobs import email
+from consumer.jobs.fields import EMAIL_FIELDS, kind
 from consumer.jobs.sweep import Sweeper, SweepSummary
 from consumer.pipeline import continuation
 from consumer.pipeline.context import HandlerContext
@@ -24,7 +25,7 @@ SWEEP_PERIOD_SECONDS = 300
 
 
 def register(registry: Registry) -> None:
-    registry.job_kinds.add("email", email.send)
+    registry.job_kinds.add("email", kind(email.send, EMAIL_FIELDS))
 
     def sweep(context: HandlerContext, event: TickEvent) -> dict[str, Any]:
         """The same sweep for a tick, a continuation and ``consumer sweep --once``."""

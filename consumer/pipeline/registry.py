@@ -1,8 +1,9 @@
 """The handler registry: the one place plugins extend the service (see ``consumer.plugins``).
 
 A plugin's ``register(registry)`` may add tick tasks, job kinds, file processors, cache warmers,
-and handlers for routes: the storage and deploy handlers, Pub/Sub messages that are none of
-ours (``route("message", ...)``) and CloudEvents by type (``cloudevent("com.example.x", ...)``).
+and handlers for routes: the storage, deploy and jobs-topic (``job``) handlers, Pub/Sub
+messages that are none of ours (``route("message", ...)``) and CloudEvents by type
+(``cloudevent("com.example.x", ...)``).
 The built-in handlers are given the tables they read when they are built, so a plugin that
 replaces the storage or deploy handler does not cut the others off from their processors or
 warmers.
@@ -35,7 +36,7 @@ MessageHandler = Callable[[HandlerContext, OtherEvent], HandlerResult]
 H = TypeVar("H", bound=Callable[..., Any])
 S = TypeVar("S", bound=type[Section])
 
-ROUTES = ("storage", "deploy", "message")
+ROUTES = ("storage", "deploy", "job", "message")
 """Routes a handler may be registered for; CloudEvent types have their own table."""
 MessageEvent = OtherEvent
 """What a ``message`` or CloudEvent handler receives: the raw ``PushMessage`` as ``.message``."""
@@ -112,7 +113,8 @@ class Registry:
         return self.warmers.warmer(name, services, replace=replace)
 
     def route(self, route: str, handler: H, *, replace: bool = False) -> H:
-        """The handler of ``route``: ``storage``, ``deploy`` or ``message`` (anything else)."""
+        """The handler of ``route``: ``storage``, ``deploy``, ``job`` or ``message`` (anything
+        else)."""
         if route not in ROUTES:
             raise ValueError(f"unknown route {route!r} (known: {', '.join(ROUTES)})")
         self.routes.add(route, handler, replace=replace)
@@ -177,6 +179,7 @@ _RESOLVERS: dict[Route, Callable[[Registry, Any], Handler | None]] = {
     Route.TICK: _tick,
     Route.STORAGE: lambda registry, _event: registry.routes.get("storage"),
     Route.DEPLOY: lambda registry, _event: registry.routes.get("deploy"),
+    Route.JOB: lambda registry, _event: registry.routes.get("job"),
     Route.OTHER: _other,
 }
 

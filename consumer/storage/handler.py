@@ -20,7 +20,7 @@ from consumer.pipeline.registry import Registry
 from consumer.storage.budget import BudgetExhausted, Pacer
 from consumer.storage.continued import HandedOn, hand_on
 from consumer.storage.durable import durably
-from consumer.storage.import_jobs import import_jobs
+from consumer.storage.import_jobs import import_jobs, importer
 from consumer.storage.model import FINAL, FileResult, FileStatus, StoredObject
 from consumer.storage.processors import FileInput, Processor, Processors, processor_named
 from consumer.storage.reader import ObjectStore, ObjectUnavailable
@@ -196,5 +196,5 @@ def _named(event: StorageEvent) -> StoredObject:
 
 
 def register(registry: Registry) -> None:
-    registry.processors.add("import-jobs", import_jobs)
+    registry.processors.add("import-jobs", importer(registry.job_kinds))
     registry.storage(StorageHandler(processors=registry.processors))

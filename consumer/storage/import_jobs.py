@@ -14,17 +14,21 @@ instead of spending its budget re-reading the same blank lines.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Iterator
 
 from sqlalchemy import Connection
 
 from consumer.config.import_options import ImportOptions
+from consumer.jobs import wake
 from consumer.jobs.bulk import BulkBatch, JobTemplate, insert_batch
+from consumer.jobs.fields import producer_fields
+from consumer.pipeline.extensions import Functions
 from consumer.storage.lines import read_lines
 from consumer.storage.model import FileResult, FileStatus, Progress
 from consumer.storage.overlap import Overlapped
-from consumer.storage.processors import FileInput
+from consumer.storage.processors import FileInput, Processor
 from consumer.storage.reader import UnreadableContent
 from consumer.storage.rows import (
     EmptyFile,
@@ -44,14 +48,22 @@ otherwise wait for Python's switch interval (5 ms) at each of its statements."""
 BLANK_CHECKPOINT_SECONDS = 0.25
 
 
-def import_jobs(file: FileInput) -> FileResult:
-    """The ``import-jobs`` processor."""
+def importer(kinds: Functions) -> Processor:
+    """The ``import-jobs`` processor for a registry's job kinds (whose declared fields filter
+    the rows: ``consumer.jobs.fields``)."""
+    return functools.partial(import_jobs, kinds=kinds)
+
+
+def import_jobs(file: FileInput, kinds: Functions | None = None) -> FileResult:
+    """The ``import-jobs`` processor; without ``kinds``, rows are filtered by the built-in
+    kinds' declarations."""
     options = ImportOptions.parse(file.options)
     file_format = options.format_for(file.object)
     details = {"format": file_format, "kind": options.kind}
     try:
         records = _records(file, file_format)
-        progress = _Importer(file, options).run(records)
+        allowed = producer_fields(kinds, options.kind)
+        progress = _Importer(file, options, allowed).run(records)
     except EmptyFile as exc:
         return FileResult(FileStatus.EMPTY, file.timed(file.resumed), details, str(exc))
     except FileRejected as exc:
@@ -88,9 +100,12 @@ class _Importer:
     """Turns records into jobs, committing a batch (and the progress it represents) at a time.
     Counters are plain attributes: this loop runs once per row."""
 
-    def __init__(self, file: FileInput, options: ImportOptions) -> None:
+    def __init__(
+        self, file: FileInput, options: ImportOptions, allowed: frozenset[str] | None
+    ) -> None:
         self.file = file
         self.options = options
+        self.allowed = allowed
         self.template = JobTemplate(options.kind, options.priority, options.max_attempts)
         self.prefix = f"{file.object.key}:"
         resumed = file.resumed
@@ -129,7 +144,7 @@ class _Importer:
         self.rows_in_batch += 1
         payload, problem = "", record.problem
         if not problem:
-            payload, problem = row_payload(record.fields, self.options)
+            payload, problem = row_payload(record.fields, self.options, self.allowed)
         if not problem:
             self.accepted += 1
             self.batch.add(f"{self.prefix}{record.line}", payload)
@@ -168,6 +183,8 @@ class _Importer:
 
         def write() -> None:
             committed = self.file.commit(work)
+            if committed.jobs_created > self.created:
+                wake.committed(self.file.context.engine)
             self.created, self.committed_line = committed.jobs_created, committed.resume_line
 
         self.writer.submit(write)

@@ -24,7 +24,9 @@ from sqlalchemy import Engine
 from consumer.config.import_options import ImportOptions
 from consumer.db.engine import unavailable_on_db_fault
 from consumer.errors import SettingsError
+from consumer.jobs import wake
 from consumer.jobs.bulk import BulkRow, JobTemplate, insert_jobs
+from consumer.jobs.fields import producer_fields
 from consumer.jobs.model import InvalidJob
 from consumer.storage.lines import read_lines
 from consumer.storage.rows import FileRejected, Record, csv_header, csv_records, jsonl_records
@@ -62,6 +64,7 @@ def enqueue_file(
     """Enqueue every valid row of ``path``; raise ``InvalidJob`` if the file cannot be read
     as ``file_format`` at all (no header, for instance)."""
     options = _options(template)
+    allowed = producer_fields(None, template.kind)
     fmt = file_format if file_format != "auto" else _format_of(path)
     report = BulkReport(key_prefix or f"file:{_digest(path)}")
     with path.open("rb") as stream:
@@ -70,8 +73,8 @@ def enqueue_file(
             if record.blank:
                 continue
             report.rows += 1
-            payload, problem = row_payload(record.fields, options) if not record.problem else (
-                "", record.problem)  # fmt: skip
+            payload, problem = row_payload(record.fields, options, allowed) if not record.problem \
+                else ("", record.problem)  # fmt: skip
             if problem:
                 _reject(report, record.line, problem)
                 continue
@@ -123,7 +126,10 @@ def _insert(engine: Engine, template: JobTemplate, batch: list[BulkRow]) -> int:
     if not batch:
         return 0
     with unavailable_on_db_fault(), engine.begin() as connection:
-        return insert_jobs(connection, template, batch)
+        inserted = insert_jobs(connection, template, batch)
+    if inserted:
+        wake.committed(engine)
+    return inserted
 
 
 def enqueue_file_command(

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from consumer.config.import_options import ImportOptions
+from consumer.jobs.fields import restricted
 
 MAX_ADDRESS_CHARS = 998
 """RFC 5322's line limit: longer is not an address, and is refused before the regex sees it."""
@@ -20,18 +21,25 @@ EMPTY: tuple[Any, ...] = (None, "", [])
 """Values that count as absent (``0`` and ``false`` are present, and are no addresses)."""
 
 
-def row_problem(fields: Mapping[str, Any] | None, options: ImportOptions) -> str:
+def row_problem(
+    fields: Mapping[str, Any] | None, options: ImportOptions, allowed: frozenset[str] | None = None
+) -> str:
     """Why the row cannot become a job, or ``""``."""
-    return row_payload(fields, options)[1]
+    return row_payload(fields, options, allowed)[1]
 
 
-def row_payload(fields: Mapping[str, Any] | None, options: ImportOptions) -> tuple[str, str]:
+def row_payload(
+    fields: Mapping[str, Any] | None, options: ImportOptions, allowed: frozenset[str] | None = None
+) -> tuple[str, str]:
     """The row's payload as JSON text (what the job stores), and why the row cannot become a
-    job, or ``""``. The size check has to serialize the row anyway, so the text it measured is
-    the one inserted. The cheap checks (presence, size) run before the address patterns, so an
-    oversized value is refused without being matched."""
+    job, or ``""``. Only the fields the rule (``fields``) or else the kind (``allowed``) lets a
+    producer set are kept, then the rule's ``set_fields`` are laid over them: a row cannot add
+    a recipient or change the sender. The size check has to serialize the row anyway, so the
+    text it measured is the one inserted. The cheap checks (presence, size) run before the
+    address patterns, so an oversized value is refused without being matched."""
     if fields is None:
         return "", "the row is unreadable"
+    fields = producer_row(fields, options, allowed)
     for name in options.required_fields:
         if fields.get(name) in EMPTY:
             return "", f"'{name}' is required"
@@ -43,6 +51,16 @@ def row_payload(fields: Mapping[str, Any] | None, options: ImportOptions) -> tup
         if value not in EMPTY and (problem := _address_problem(name, value)):
             return "", problem
     return payload, ""
+
+
+def producer_row(
+    fields: Mapping[str, Any], options: ImportOptions, allowed: frozenset[str] | None
+) -> Mapping[str, Any]:
+    """The row as a producer may set it, with the rule's own fields over it."""
+    kept = frozenset(options.fields) if options.fields is not None else allowed
+    if kept is not None:
+        fields = restricted(fields, kept)[0]
+    return {**fields, **options.set_fields} if options.set_fields else fields
 
 
 def _address_problem(name: str, value: Any) -> str:

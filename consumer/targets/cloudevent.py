@@ -21,7 +21,14 @@ from typing import Any
 
 from consumer.jobs.model import Job
 from consumer.observe import tracing
-from consumer.wire.events import DeployEvent, Event, OtherEvent, StorageEvent, TickEvent
+from consumer.wire.events import (
+    DeployEvent,
+    Event,
+    JobEvent,
+    OtherEvent,
+    StorageEvent,
+    TickEvent,
+)
 from consumer.wire.message import PushMessage
 from consumer.wire.timeutil import parse_rfc3339
 
@@ -140,9 +147,9 @@ def _deploy(event: DeployEvent, key: str) -> Delivery:
     return Delivery(key, DEPLOY_TYPE, "/consumer/deploys", event.service, when, dumps(body))
 
 
-def _other(event: OtherEvent, key: str) -> Delivery:
-    """A CloudEvent keeps its own attributes and (JSON) data; any other message goes as the
-    wrapped push body Eventarc's ``messagePublished`` carries."""
+def _other(event: OtherEvent | JobEvent, key: str) -> Delivery:
+    """A CloudEvent keeps its own attributes and (JSON) data; any other message (a jobs-topic
+    message included) goes as the wrapped push body Eventarc's ``messagePublished`` carries."""
     message, meta = event.message, event.message.cloudevent
     if meta is not None:
         when = _parsed(meta.time) or message.publish_time

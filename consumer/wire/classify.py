@@ -3,6 +3,7 @@
 Recognised, in this order:
 - a GCS notification (attributes ``eventType``, ``bucketId``, ``objectId``, ``objectGeneration``)
   or a storage CloudEvent;
+- a job: attribute ``job_kind`` (the jobs topic; ``consumer.jobs.topic`` checks the rest);
 - a scheduler tick: attribute ``task``, or a JSON object in the data with a ``task`` field;
 - a deploy: attribute ``event=deploy``, or a JSON object in the data with ``"event": "deploy"``;
 - anything else is an ``OtherEvent``.
@@ -20,6 +21,7 @@ from consumer.wire.envelope import STORAGE_TYPE_PREFIX
 from consumer.wire.events import (
     DeployEvent,
     Event,
+    JobEvent,
     OtherEvent,
     StorageEvent,
     StorageEventType,
@@ -48,6 +50,9 @@ GCS_ATTRIBUTES = (
     "notificationConfig", "eventTime", "overwroteGeneration", "overwrittenByGeneration",
 )  # fmt: skip
 CANONICAL_GCS = {name.lower(): name for name in GCS_ATTRIBUTES}
+JOB_KIND = "job_kind"
+JOB_ATTRIBUTES = ("key", "run_at", "priority", "max_attempts")
+"""Optional attributes of a jobs-topic message, each spelled ``job_<name>``."""
 
 
 def classify(
@@ -62,6 +67,8 @@ def classify(
     attributes = message.attributes
     if _gcs_attributes(attributes):
         return _storage_from_notification(message, max_json_nodes)
+    if JOB_KIND in attributes:  # before the data is read: a job's payload is the job's own
+        return _job(message)
     data = _json_object(message.data, max_json_nodes)
     if "task" in attributes or "task" in data:
         return _tick(message, data, schedule_of)
@@ -130,6 +137,17 @@ def _tick(message: PushMessage, data: Mapping[str, Any], schedule_of: ScheduleLo
         message=message,
         continuation=_optional_name(message.attributes.get("continuation"), "continuation"),
     )
+
+
+def _job(message: PushMessage) -> JobEvent:
+    """The kind and key become names in keys (checked here: a 400 for one that cannot be
+    stored); run-at, priority and max attempts are the jobs feature's to check."""
+    attributes = message.attributes
+    named = ((name, attributes.get(f"job_{name}")) for name in JOB_ATTRIBUTES)
+    found = {name: value for name, value in named if value is not None}
+    if "key" in found:
+        found["key"] = _name(found["key"], "job_key")
+    return JobEvent(_name(attributes[JOB_KIND], JOB_KIND), message, found)
 
 
 def _deploy(message: PushMessage, data: Mapping[str, Any]) -> DeployEvent:

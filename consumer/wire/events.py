@@ -27,6 +27,7 @@ class Route(StrEnum):
     TICK = "tick"
     STORAGE = "storage"
     DEPLOY = "deploy"
+    JOB = "job"
     OTHER = "other"
 
 
@@ -124,6 +125,34 @@ class DeployEvent:
 
 
 @dataclass(frozen=True)
+class JobEvent:
+    """A message on the jobs topic: one job of ``kind`` under ``job_key``. Classification only
+    reads its attributes; the jobs feature checks the rest (``consumer.jobs.topic``), so a bad
+    job is recorded ``dead`` with the full message instead of refused with nothing stored."""
+
+    kind: str
+    message: PushMessage
+    attributes: Mapping[str, str] = field(default_factory=dict)
+    """The message's ``job_*`` attributes by their name without ``job_`` (``run_at``...)."""
+    route: Route = Route.JOB
+
+    @property
+    def job_key(self) -> str:
+        """The producer's key, else the delivery's identity: a message published twice with
+        one key is one job, and one message delivered twice is one job."""
+        where = self.message.subscription or "unknown-subscription"
+        return self.attributes.get("key") or f"{escape(where, ':')}:{self.message.message_id}"
+
+    @property
+    def key(self) -> str:
+        return f"job:{self.job_key}"
+
+    @property
+    def name(self) -> str:
+        return self.kind
+
+
+@dataclass(frozen=True)
 class OtherEvent:
     """Anything we do not recognise: keyed by delivery identity, recorded as unroutable."""
 
@@ -136,7 +165,7 @@ class OtherEvent:
         return f"message:{escape(where, ':')}:{self.message.message_id}"
 
 
-Event = TickEvent | StorageEvent | DeployEvent | OtherEvent
+Event = TickEvent | StorageEvent | DeployEvent | JobEvent | OtherEvent
 
 
 def escape(component: str, separator: str) -> str:

@@ -54,3 +54,17 @@ def test_good_headers_are_sent(db: Engine, kinds: JobKinds, smtp: Recorder) -> N
     assert sweep(smtp_settings(db, smtp.port), db, kinds).done == 1
     (message,) = smtp.messages
     assert message["X-Campaign"] == "spring" and message["Bcc"] is None
+
+
+@pytest.mark.parametrize("name", ["Bcc", "bcc", "Cc", "From", "Sender", "Reply-To", "To"])
+def test_headers_cannot_repeat_what_the_fields_set(
+    db: Engine, kinds: JobKinds, smtp: Recorder, name: str
+) -> None:
+    payload = {**MAIL, "headers": {name: "spy@attacker.example"}}
+    job_id = enqueue(db, "email", payload).job_id
+    assert job_id is not None
+    sweep(smtp_settings(db, smtp.port), db, kinds)
+    job = JobStore(db).get(job_id)
+    assert job is not None and job.status is Status.DEAD
+    assert "is set by the message's own fields" in (job.last_error or "")
+    assert smtp.peers == set()

@@ -39,3 +39,11 @@ resource "google_pubsub_topic_iam_member" "workload_continuations_publisher" {
   role   = "roles/pubsub.publisher"
   member = "serviceAccount:${google_service_account.workload.email}"
 }
+
+# Every enqueue that commits publishes a wake-up (consumer/jobs/wake.py), and the import of a file
+# or a message on the jobs topic enqueues.
+resource "google_pubsub_topic_iam_member" "workload_wakeups_publisher" {
+  topic  = google_pubsub_topic.events["wakeups"].id
+  role   = "roles/pubsub.publisher"
+  member = "serviceAccount:${google_service_account.workload.email}"
+}

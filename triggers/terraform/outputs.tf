@@ -5,6 +5,7 @@ output "consumer_config" {
     CONSUMER_PUSH_SERVICE_ACCOUNTS = google_service_account.push.email
     CONSUMER_ACK_DEADLINE_SECONDS  = tostring(var.ack_deadline_seconds)
     CONSUMER_CONTINUATION_TOPIC    = google_pubsub_topic.events["continuations"].id
+    CONSUMER_WAKE_TOPIC            = google_pubsub_topic.events["wakeups"].id
   }
 }
 
@@ -14,7 +15,7 @@ output "workload_service_account" {
 }
 
 output "topics" {
-  description = "Topics by kind (ticks, storage, deploys, continuations)."
+  description = "Topics by kind (ticks, storage, deploys, continuations, jobs, wakeups)."
   value       = { for kind, topic in google_pubsub_topic.events : kind => topic.name }
 }
 

@@ -3,6 +3,10 @@
 # publishes continuations (CONSUMER_CONTINUATION_TOPIC = the "continuations" topic's id): pushed
 # back to the service, so whichever pod receives one carries on within seconds, and the stopped
 # delivery is acknowledged instead of nacked toward the dead-letter limit.
+# Producers in any language publish jobs on the jobs topic (attribute job_kind, data the JSON
+# payload; consumer/jobs/topic.py). A committed enqueue publishes a wake-up on the wakeups topic
+# (CONSUMER_WAKE_TOPIC; consumer/jobs/wake.py): its push sweeps the due jobs now, not at the
+# next tick.
 
 locals {
   topics = {
@@ -10,6 +14,8 @@ locals {
     storage       = "${var.name}-storage"
     deploys       = "${var.name}-deploys"
     continuations = "${var.name}-continuations"
+    jobs          = "${var.name}-jobs"
+    wakeups       = "${var.name}-wakeups"
   }
 }
 
@@ -90,6 +96,14 @@ resource "google_pubsub_subscription_iam_member" "dead_letter_subscriber" {
 resource "google_pubsub_topic_iam_member" "deploy_publishers" {
   for_each = toset(var.deploy_publishers)
   topic    = google_pubsub_topic.events["deploys"].id
+  role     = "roles/pubsub.publisher"
+  member   = each.value
+}
+
+# Producers of jobs (a service account of each system that enqueues through the jobs topic).
+resource "google_pubsub_topic_iam_member" "job_publishers" {
+  for_each = toset(var.job_publishers)
+  topic    = google_pubsub_topic.events["jobs"].id
   role     = "roles/pubsub.publisher"
   member   = each.value
 }

@@ -122,3 +122,9 @@ variable "deploy_publishers" {
   type        = list(string)
   default     = []
 }
+
+variable "job_publishers" {
+  description = "Principals allowed to publish jobs on the jobs topic, e.g. \"serviceAccount:shop@PROJECT.iam.gserviceaccount.com\"."
+  type        = list(string)
+  default     = []
+}

@@ -1,0 +1,107 @@
+"""The jobs topic: a Pub/Sub message with a ``job_kind`` attribute enqueues one job.
+
+Attributes: ``job_kind`` (required), ``job_key`` (the idempotency key; default the subscription
+and messageId), ``job_run_at`` (RFC 3339), ``job_priority``, ``job_max_attempts``; the data is
+the JSON object payload (empty: ``{}``), filtered to the fields the kind lets producers set
+(``consumer.jobs.fields``). The same key published again is the same job.
+
+Exactly-once by the regular two commits: the inbox claim and outcome on one side, the enqueue
+on the other, keyed by the job's idempotency key. A crash between the enqueue and the outcome
+redelivers the message; its enqueue finds the job and inserts nothing.
+
+A bad job (unknown kind, bad run-at, oversized or non-object payload) is ``Permanent``: recorded
+``dead`` with the full message and acknowledged, so nothing is lost and a replay
+(``consumer replay KEY``) enqueues it once the kind exists or the cause is mended.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from consumer.errors import Permanent
+from consumer.jobs.fields import producer_fields, restricted
+from consumer.jobs.model import INT32_MAX, INT32_MIN, EnqueueResult, InvalidJob, NewJob
+from consumer.jobs.store import enqueue
+from consumer.pipeline.context import HandlerContext
+from consumer.pipeline.registry import Registry
+from consumer.wire.events import JobEvent
+from consumer.wire.json_limits import too_many_values
+from consumer.wire.timeutil import parse_rfc3339
+
+
+def register(registry: Registry) -> None:
+    """The built-in handler of the ``job`` route."""
+
+    def enqueue_job(context: HandlerContext, event: JobEvent) -> dict[str, Any]:
+        known = registry.job_kinds.names()
+        if event.kind not in known:
+            raise Permanent(
+                f"unknown job kind {event.kind!r} (known: {', '.join(known) or 'none'}); "
+                "replay this message once a plugin provides the kind"
+            )
+        payload, ignored = restricted(
+            payload_of(event, context), producer_fields(registry.job_kinds, event.kind)
+        )
+        result = enqueue_new(context, new_job(event, payload), known)
+        return {"kind": event.kind, "job": result.job_id, "inserted": result.inserted,
+                "job_key": event.job_key, "ignored_fields": ignored}  # fmt: skip
+
+    registry.route("job", enqueue_job)
+
+
+def enqueue_new(context: HandlerContext, job: NewJob, known: tuple[str, ...]) -> EnqueueResult:
+    return enqueue(context.engine, job.kind, job.payload, key=job.key, run_at=job.run_at,
+                   priority=job.priority, max_attempts=job.max_attempts, kinds=known)  # fmt: skip
+
+
+def payload_of(event: JobEvent, context: HandlerContext) -> dict[str, Any]:
+    """The message's data as a JSON object, within the jobs' and the inbox's limits."""
+    data, limit = event.message.data, context.settings.jobs.max_payload_bytes
+    if not data.strip():
+        return {}
+    if len(data) > limit:
+        raise Permanent(f"the job payload is {len(data)} bytes, over the {limit}-byte limit")
+    if too_many_values(data, context.settings.inbox.max_json_nodes):
+        raise Permanent("the job payload holds too many JSON values")
+    try:
+        payload = json.loads(data)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise Permanent(f"the job payload is not valid JSON: {exc}") from None
+    if not isinstance(payload, dict):
+        raise Permanent(f"the job payload must be a JSON object, not {type(payload).__name__}")
+    return payload
+
+
+def new_job(event: JobEvent, payload: dict[str, Any]) -> NewJob:
+    attributes = event.attributes
+    try:
+        return NewJob(
+            event.kind, payload, event.job_key, _run_at(attributes.get("run_at")),
+            _whole(attributes.get("priority"), "job_priority", INT32_MIN) or 0,
+            _whole(attributes.get("max_attempts"), "job_max_attempts", 1),
+        )  # fmt: skip
+    except InvalidJob as exc:
+        raise Permanent(str(exc)) from None
+
+
+def _run_at(text: str | None) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        return parse_rfc3339(text)
+    except ValueError as exc:
+        raise Permanent(f"'job_run_at' is not an RFC 3339 time with a zone: {exc}") from None
+
+
+def _whole(text: str | None, label: str, low: int) -> int | None:
+    if text is None:
+        return None
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise Permanent(f"'{label}' must be a whole number, not {text[:40]!r}") from None
+    if not low <= value <= INT32_MAX:
+        raise Permanent(f"'{label}' must be in {low}..{INT32_MAX}")
+    return value

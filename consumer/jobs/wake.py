@@ -1,0 +1,162 @@
+"""Wake-ups: a committed enqueue makes one pod sweep the due jobs now, not at the next tick.
+
+After an enqueue commits, this process publishes a wake-up on ``CONSUMER_WAKE_TOPIC``: a
+``sweep`` tick with a ``continuation=wake-<uuid>`` attribute, so its inbox key is its own
+(``tick:sweep:continuation:wake-...``): it never collides with a scheduled slot, is never stale
+and never advances one. Whichever pod the push reaches sweeps; the job claims keep concurrent
+sweeps apart, and the scheduled tick stays the safety net for a wake-up that was lost. In local
+mode, without Pub/Sub, the wake-up is POSTed to the local server instead (``CONSUMER_WAKE_URL``).
+
+Nothing here may slow or fail an enqueue: the enqueue only sets an event; one daemon thread per
+process and target sends, coalescing every request of a ``CONSUMER_WAKE_WINDOW_MS`` window into
+one wake-up (the last request is always served after it was made), and logs a failure. The
+thread blocks on that event while nothing is enqueued: no pod polls. A process that exits right
+after enqueuing (the CLI) waits up to ``EXIT_FLUSH_SECONDS`` for its last wake-up.
+
+The engine an enqueue runs on says where to wake: the composition root attaches its settings
+to the service's engine (``attach``); an engine nobody attached wakes nobody.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+import time
+import uuid
+import weakref
+from dataclasses import dataclass
+
+import requests
+from sqlalchemy import Connection, Engine, event
+
+from consumer.config.settings import Settings
+from consumer.pipeline import continuation
+from consumer.wire.envelopes_out import wrapped_body
+
+log = logging.getLogger("consumer.jobs.wake")
+TASK = "sweep"
+PREFIX = "wake-"
+SEND_TIMEOUT_SECONDS = 5.0
+EXIT_FLUSH_SECONDS = 3.0
+_targets: weakref.WeakKeyDictionary[Engine, Target] = weakref.WeakKeyDictionary()
+_senders: dict[tuple[int, Target], Sender] = {}
+_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a process's wake-ups go: a Pub/Sub topic, or (local mode) the server's /push."""
+
+    topic: str = ""
+    url: str = ""
+    window_seconds: float = 0.05
+
+    @classmethod
+    def of(cls, settings: Settings) -> Target | None:
+        jobs = settings.jobs
+        url = jobs.wake_url if settings.local_mode and not jobs.wake_topic else ""
+        if not (jobs.wake_topic or url):
+            return None
+        return cls(jobs.wake_topic, url, jobs.wake_window_ms / 1000)
+
+
+def attach(engine: Engine, settings: Settings) -> None:
+    """Enqueues on ``engine`` wake the target of ``settings`` (none: they wake nobody)."""
+    target = Target.of(settings)
+    if target is None:
+        _targets.pop(engine, None)
+    else:
+        _targets[engine] = target
+
+
+def committed(engine: Engine) -> None:
+    """An enqueue on ``engine`` has committed: wake a sweeper (returns at once)."""
+    if (target := _targets.get(engine)) is not None:
+        _sender(target).request()
+
+
+def on_commit(connection: Connection) -> None:
+    """Wake once the caller's transaction on ``connection`` commits (none if it rolls back).
+    SQLAlchemy's ``commit`` event comes just before the commit itself, so this request waits
+    one window first: the sweep it starts then sees the jobs."""
+    target = _targets.get(connection.engine)
+    if target is None:
+        return
+    event.listen(
+        connection, "commit", lambda _conn: _sender(target).request(deferred=True), once=True
+    )
+
+
+def _sender(target: Target) -> Sender:
+    """This process's sender for ``target`` (a forked child starts its own thread)."""
+    key = (os.getpid(), target)
+    with _lock:
+        sender = _senders.get(key)
+        if sender is None:
+            if not any(pid == key[0] for pid, _ in _senders):
+                atexit.register(flush, EXIT_FLUSH_SECONDS)
+            sender = _senders[key] = Sender(target)
+        return sender
+
+
+def flush(timeout: float) -> None:
+    """Wait up to ``timeout`` for this process's requested wake-ups to be sent."""
+    deadline = time.monotonic() + timeout
+    for (pid, _), sender in list(_senders.items()):
+        if pid == os.getpid():
+            sender.wait_sent(deadline - time.monotonic())
+
+
+class Sender:
+    """One daemon thread sending a target's wake-ups, at most one per window."""
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+        self._due = threading.Event()
+        self._state = threading.Condition()
+        self._requested = self._sent = 0
+        self._deferred = False
+        threading.Thread(target=self._run, name="wake-sender", daemon=True).start()
+
+    def request(self, deferred: bool = False) -> None:
+        with self._state:
+            self._requested += 1
+            self._deferred |= deferred
+        self._due.set()
+
+    def wait_sent(self, timeout: float) -> None:
+        with self._state:
+            wanted = self._requested
+            self._state.wait_for(lambda: self._sent >= wanted, max(timeout, 0))
+
+    def _run(self) -> None:
+        while True:
+            self._due.wait()
+            with self._state:
+                deferred, self._deferred = self._deferred, False
+            if deferred:
+                time.sleep(self.target.window_seconds)
+            with self._state:  # every request made until now is served by this send
+                self._due.clear()
+                serving = self._requested
+            self._send()
+            with self._state:
+                self._sent = serving
+                self._state.notify_all()
+            time.sleep(self.target.window_seconds)
+
+    def _send(self) -> None:
+        wake_id = PREFIX + uuid.uuid4().hex
+        try:
+            if self.target.topic:
+                client = continuation.publisher()
+                future = client.publish(self.target.topic, b"", task=TASK, continuation=wake_id)
+                future.result(timeout=SEND_TIMEOUT_SECONDS)
+            else:
+                # The answer comes when the sweep is done: wait for it, later wake-ups queue.
+                body = wrapped_body(attributes={"task": TASK, "continuation": wake_id})
+                requests.post(self.target.url, json=body, timeout=(SEND_TIMEOUT_SECONDS, 300))
+        except Exception as exc:  # best effort: the scheduled tick catches up
+            log.warning("wake-up not sent to %s: %s", self.target.topic or self.target.url, exc)
