@@ -38,8 +38,6 @@ def dashboard(local: bool, bind: str | None, workers: int) -> None:
     """Serve the operator's dashboard on its own listener (never the push port)."""
     overrides: dict[str, Any] = {"dashboard_bind": bind, "local_mode": "true" if local else None}
     service, env = current_cli().compose(**overrides), as_env(overrides)
-    service.require_database(serving=True)  # missing or not migrated: one line, before gunicorn
-    service.close()  # gunicorn replaces this process: its workers open their own
     settings = service.settings
     try:
         Access.from_settings(settings)
@@ -47,6 +45,8 @@ def dashboard(local: bool, bind: str | None, workers: int) -> None:
         raise click.UsageError(str(exc)) from exc
     if settings.dashboard.bind == settings.server.bind:
         raise click.UsageError("the dashboard must not listen on the push port (CONSUMER_BIND)")
+    service.require_database(serving=True)  # missing or not migrated: one line, before gunicorn
+    service.close()  # gunicorn replaces this process: its workers open their own
     command = gunicorn_command(
         settings.dashboard.bind, workers, settings.inbox.ack_deadline_seconds
     )
