@@ -36,6 +36,7 @@ from consumer.config.sections import (
     TickSettings,
 )
 from consumer.config.storage import StorageSettings
+from consumer.config.ticks import TickHookSettings
 from consumer.errors import SettingsError
 
 __all__ = ["DEFAULT_DATABASE_URL", "DEFAULT_MAX_BODY_BYTES", "PREFIX", "Section", "Settings"]
@@ -73,6 +74,7 @@ class Settings(Section):
     warming: WarmingSettings = field(default_factory=WarmingSettings, metadata=SECTION)
     storage: StorageSettings = field(default_factory=StorageSettings, metadata=SECTION)
     dashboard: DashboardSettings = field(default_factory=DashboardSettings, metadata=SECTION)
+    tick_hook: TickHookSettings = field(default_factory=TickHookSettings, metadata=SECTION)
     extra: Mapping[type[Section], Section] = field(default_factory=dict)
     """The sections plugins declared, by class (read them with ``section``)."""
 
