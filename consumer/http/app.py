@@ -78,7 +78,7 @@ def create_app(
     state = metrics_state.collector_for(engine, dispatcher.registry, clock)
     app.add_url_rule("/metrics", "metrics", _metrics_view(state))
     app.add_url_rule("/openapi.yaml", "openapi", openapi.view)
-    app.register_error_handler(HTTPException, _http_error)
+    app.register_error_handler(HTTPException, json_http_error)
     gated = GatedWsgi(Gate(settings, authenticate), app.wsgi_app)
     app.wsgi_app = gated  # type: ignore[method-assign]
     app.extensions["consumer"] = BuiltWith(settings, authenticate, gated)
@@ -204,7 +204,7 @@ def _ready_view(engine: Engine) -> Any:
     return ready
 
 
-def _http_error(error: HTTPException) -> Response:
+def json_http_error(error: HTTPException) -> Response:
     """404, 405, 413... and the 500 Flask makes of an unexpected exception: JSON, no trace."""
     response = respond(from_http_status(error.code or 500, error.description or error.name))
     # Keep what the error adds besides its HTML (the Allow header of a 405).
