@@ -23,6 +23,10 @@ def host_app(service: Service, clock: Clock = utcnow) -> Flask:
     app = Flask("host")
     app.config["MAX_CONTENT_LENGTH"] = None  # the team takes large uploads
 
+    @app.get("/healthz")  # the team's own (the test servers wait for it)
+    def healthz() -> str:
+        return "ok"
+
     @app.get("/hello")
     def hello() -> str:
         return "hello from the team"
