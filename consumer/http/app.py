@@ -86,16 +86,20 @@ def create_app(
 
 
 def add_deliveries(
-    target: Flask | Blueprint, dispatcher: Dispatcher, limits: Limits, *, hook: bool = True,
+    target: Flask | Blueprint,
+    dispatcher: Dispatcher,
+    limits: Limits,
+    *,
+    hook: bool = True,
     tick: bool = True,
-) -> None:  # fmt: skip
+) -> None:
     """The delivery routes, the same views wherever they are mounted (here, or in another
     team's app: ``consumer.http.embed``); ``/push`` always, the deploy hook and ``/ticks``
     unless left out."""
     target.add_url_rule("/push", "push", _push_view(dispatcher, limits), methods=["POST"])
     if hook:
-        target.add_url_rule("/hooks/deploy", "deploy_hook", _hook_view(dispatcher),
-                            methods=["POST"])  # fmt: skip
+        hook_view = _hook_view(dispatcher)
+        target.add_url_rule("/hooks/deploy", "deploy_hook", hook_view, methods=["POST"])
     if tick:
         target.add_url_rule("/ticks/<task>", "ticks", _ticks_view(dispatcher), methods=["POST"])
 
