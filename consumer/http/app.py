@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from flask import Flask, Response, jsonify, request
+from flask import Blueprint, Flask, Response, jsonify, request
 from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy import Engine
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
@@ -23,7 +23,7 @@ from consumer.db.migrate import require_schema_at_head
 from consumer.deploy.hook import HOOK_MAX_BYTES, parse_hook
 from consumer.deploy.signature import Verifier
 from consumer.errors import BodyTooLarge, ConsumerError
-from consumer.http import openapi
+from consumer.http import openapi, ticks
 from consumer.http import state_metrics as metrics_state
 from consumer.http.gate import Gate, GatedWsgi
 from consumer.observe import logs, metrics
@@ -72,18 +72,36 @@ def create_app(
     app.before_request(logs.bind_request)  # trace ids for this request's log lines
     app.teardown_request(logs.unbind_request)
 
-    app.add_url_rule("/push", "push", _push_view(dispatcher, limits), methods=["POST"])
-    app.add_url_rule("/hooks/deploy", "deploy_hook", _hook_view(dispatcher), methods=["POST"])
+    add_deliveries(app, dispatcher, limits)
     app.add_url_rule("/healthz", "healthz", lambda: jsonify(status="ok"))
     app.add_url_rule("/readyz", "readyz", _ready_view(engine))
     state = metrics_state.collector_for(engine, dispatcher.registry, clock)
     app.add_url_rule("/metrics", "metrics", _metrics_view(state))
     app.add_url_rule("/openapi.yaml", "openapi", openapi.view)
-    app.register_error_handler(HTTPException, _http_error)
+    app.register_error_handler(HTTPException, json_http_error)
     gated = GatedWsgi(Gate(settings, authenticate), app.wsgi_app)
     app.wsgi_app = gated  # type: ignore[method-assign]
     app.extensions["consumer"] = BuiltWith(settings, authenticate, gated)
     return app
+
+
+def add_deliveries(
+    target: Flask | Blueprint,
+    dispatcher: Dispatcher,
+    limits: Limits,
+    *,
+    hook: bool = True,
+    tick: bool = True,
+) -> None:
+    """The delivery routes, the same views wherever they are mounted (here, or in another
+    team's app: ``consumer.http.embed``); ``/push`` always, the deploy hook and ``/ticks``
+    unless left out."""
+    target.add_url_rule("/push", "push", _push_view(dispatcher, limits), methods=["POST"])
+    if hook:
+        hook_view = _hook_view(dispatcher)
+        target.add_url_rule("/hooks/deploy", "deploy_hook", hook_view, methods=["POST"])
+    if tick:
+        target.add_url_rule("/ticks/<task>", "ticks", _ticks_view(dispatcher), methods=["POST"])
 
 
 def _push_view(dispatcher: Dispatcher, limits: Limits) -> Any:
@@ -118,6 +136,24 @@ def _hook_view(dispatcher: Dispatcher) -> Any:
         return respond(dispatcher.handle(event, Source.HOOK, started))
 
     return deploy_hook
+
+
+def _ticks_view(dispatcher: Dispatcher) -> Any:
+    """``POST /ticks/<task>`` (its token or signature headers checked by the gate): verify a
+    signature, which covers the body, then build the tick; the dispatcher decides."""
+    settings = dispatcher.settings.tick_hook
+
+    def tick(task: str) -> Response:
+        started = time.monotonic()
+        try:
+            headers, body = dict(request.headers), _hook_body()
+            scheduled = ticks.slot_clock(settings, headers, body, dispatcher.clock())
+            message = ticks.tick_message(task, body, scheduled, headers)
+        except ConsumerError as error:
+            return respond(dispatcher.refuse(Source.TICKS, error, started))
+        return respond(dispatcher.dispatch(message, Source.TICKS, started))
+
+    return tick
 
 
 def _body(limit: int) -> bytes:
@@ -172,7 +208,7 @@ def _ready_view(engine: Engine) -> Any:
     return ready
 
 
-def _http_error(error: HTTPException) -> Response:
+def json_http_error(error: HTTPException) -> Response:
     """404, 405, 413... and the 500 Flask makes of an unexpected exception: JSON, no trace."""
     response = respond(from_http_status(error.code or 500, error.description or error.name))
     # Keep what the error adds besides its HTML (the Allow header of a 405).

@@ -14,7 +14,11 @@ What it refuses:
 - any request: a ``Content-Length`` that is not a number (400) or over the body limit (413);
 - ``POST /push``: the push authentication (OIDC token or ``?token=``): 401 or 403, and 503 when
   there are no certificates to check a token against;
-- ``POST /hooks/deploy``: the hook's own header checks (``consumer.deploy.hook.check_headers``).
+- ``POST /hooks/deploy``: the hook's own header checks (``consumer.deploy.hook.check_headers``);
+- ``POST /ticks/<task>``: the tick's OIDC token or signature headers (``consumer.http.ticks``).
+
+An app that embeds the routes (``consumer.http.embed``) has a gate for its own paths only, under
+its prefix: every other request passes untouched, unchecked.
 
 The refusal of a delivery (a push or a hook) is that delivery's one decision
 (``consumer.pipeline.decisions.refuse``); any other request refused here is logged.
@@ -30,10 +34,12 @@ from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qsl
 
+from consumer.auth.oidc import OidcAuthenticator
 from consumer.auth.push import Authenticator
 from consumer.config.settings import Settings
 from consumer.deploy import hook
 from consumer.errors import BadRequest, BodyTooLarge, ConsumerError
+from consumer.http import ticks
 from consumer.http.environ import Scope
 from consumer.observe import logs
 from consumer.pipeline import decisions
@@ -44,37 +50,69 @@ log = logging.getLogger("consumer.gate")
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 PUSH, HOOK = "/push", "/hooks/deploy"
 DELIVERIES = {PUSH: Source.PUSH, HOOK: Source.HOOK}
-"""The paths whose requests are deliveries: a refusal of one is its decision."""
+"""The paths whose requests are deliveries (and every path under ``/ticks/``): a refusal of one
+is its decision."""
+
+
+def delivery_source(path: str) -> Source | None:
+    """The delivery a POST to ``path`` is, or None."""
+    source = DELIVERIES.get(path)
+    if source is None and path.startswith(ticks.PATH):
+        return Source.TICKS
+    return source
 
 
 class Gate:
     """The checks, chosen once per app from its settings and its authenticator."""
 
-    def __init__(self, settings: Settings, authenticate: Authenticator) -> None:
-        """``authenticate``: the app's own, so one certificate cache serves every request."""
+    def __init__(
+        self,
+        settings: Settings,
+        authenticate: Authenticator,
+        *,
+        prefix: str = "",
+        embedded: bool = False,
+    ) -> None:
+        """``authenticate``: the app's own, so one certificate cache serves every request.
+        ``prefix``: where the routes are mounted; ``embedded``: only the deliveries are this
+        gate's, every other request is the host app's (``consumer.http.embed``)."""
         self.max_body_bytes = settings.server.max_body_bytes
+        self.prefix = prefix
+        self.embedded = embedded
         self._authenticate = authenticate
         self._hook_enabled = bool(settings.deploy_hook.secrets)
+        certs = authenticate.certs if isinstance(authenticate, OidcAuthenticator) else None
+        self._ticks = ticks.TickGate.of(settings, certs)
+
+    def source_of(self, method: str, path: str) -> Source | None:
+        """The delivery a request is, or None."""
+        if method != "POST" or not path.startswith(self.prefix):
+            return None
+        return delivery_source(path[len(self.prefix) :])
 
     def check_scope(self, scope: Scope) -> ConsumerError | None:
         """Why an ASGI request must be refused unread, or None."""
-        method, path = scope["method"], scope["path"]
+        source = self.source_of(scope["method"], scope["path"])
+        if source is None and self.embedded:
+            return None
         try:
             declared_size(scope_header(scope, b"content-length"), self.max_body_bytes)
-            if method == "POST" and path in DELIVERIES:
+            if source is not None:
                 headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-                self._delivery(path, headers, scope.get("query_string", b"").decode("latin-1"))
+                self._delivery(source, headers, scope.get("query_string", b"").decode("latin-1"))
         except ConsumerError as error:
             return error
         return None
 
     def check_environ(self, environ: Mapping[str, Any]) -> ConsumerError | None:
         """Why a WSGI request must be refused unread, or None."""
-        method, path = environ.get("REQUEST_METHOD"), environ.get("PATH_INFO", "")
+        source = self.source_of(environ.get("REQUEST_METHOD", ""), environ.get("PATH_INFO", ""))
+        if source is None and self.embedded:
+            return None
         try:
             declared_size(environ.get("CONTENT_LENGTH") or None, self.max_body_bytes)
-            if method == "POST" and path in DELIVERIES:
-                self._delivery(path, _environ_headers(environ), environ.get("QUERY_STRING", ""))
+            if source is not None:
+                self._delivery(source, _environ_headers(environ), environ.get("QUERY_STRING", ""))
         except ConsumerError as error:
             return error
         return None
@@ -83,18 +121,20 @@ class Gate:
         """The answer to a request refused before any view (by this gate, or by the bridge while
         it read the body): a delivery's decision, recorded once, or for any other request a
         refusal logged as such."""
-        source = DELIVERIES.get(path) if method == "POST" else None
+        source = self.source_of(method, path)
         if source is not None:
             return decisions.refuse(source, error, started)
         outcome = from_error(error)
         log.info("request refused", extra={"status": outcome.http_status, "error": error.message})
         return outcome
 
-    def _delivery(self, path: str, headers: Mapping[str, str], query: str) -> None:
-        if path == PUSH:
+    def _delivery(self, source: Source, headers: Mapping[str, str], query: str) -> None:
+        if source is Source.PUSH:
             self._authenticate(headers, _first_values(query))
-        else:
+        elif source is Source.HOOK:
             hook.check_headers(headers, self._hook_enabled)
+        else:
+            self._ticks.check(headers)
 
 
 class GatedWsgi:

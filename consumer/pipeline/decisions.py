@@ -20,6 +20,8 @@ class Source(StrEnum):
 
     PUSH = "push"
     HOOK = "hook"
+    TICKS = "ticks"
+    """``POST /ticks/<task>``: a tick from a scheduler that calls HTTP (``consumer.http.ticks``)."""
     PULL = "pull"
     REPLAY = "replay"
     CLI = "cli"

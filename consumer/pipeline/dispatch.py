@@ -38,8 +38,9 @@ from consumer.wire.timeutil import Clock, utcnow
 log = logging.getLogger("consumer.dispatch")
 RECORD_SLACK_SECONDS = 1.0
 """Recording stops retrying this long before the lease (or the request's deadline) runs out."""
-NOT_REDELIVERED = frozenset({Format.DEPLOY_HOOK, Format.CLI})
-"""Formats whose delivery nobody redelivers if its process dies (no unacknowledged message)."""
+NOT_REDELIVERED = frozenset({Format.DEPLOY_HOOK, Format.HTTP_TICK, Format.CLI})
+"""Formats whose delivery nobody is known to redeliver if its process dies (no unacknowledged
+message; a scheduler's HTTP call is retried only if its job says so)."""
 STATUS_OF = {
     Kind.DONE: Status.DONE,
     Kind.RETRY: Status.FAILED,

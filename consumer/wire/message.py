@@ -20,6 +20,7 @@ class Format(StrEnum):
     CLOUDEVENT_BINARY = "cloudevent-binary"
     CLOUDEVENT_STRUCTURED = "cloudevent-structured"
     DEPLOY_HOOK = "deploy-hook"
+    HTTP_TICK = "http-tick"
     CLI = "cli"
     PULL = "pull"
 

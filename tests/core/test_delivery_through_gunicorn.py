@@ -29,8 +29,8 @@ ACKED = {102, 200, 201, 202, 204}
 EFFECTS = "tests.plugins.effects"
 
 
-def push(server: Server, body: dict[str, Any]) -> requests.Response:
-    return requests.post(f"{server.url}/push", json=body, timeout=60)
+def push(server: Server, body: dict[str, Any], path: str = "/push") -> requests.Response:
+    return requests.post(f"{server.url}{path}", json=body, timeout=60)
 
 
 @pytest.fixture
@@ -45,14 +45,24 @@ def effect_settings(url: str, **changes: Any) -> Settings:
     return Settings.of(database_url=url, local_mode=True, plugins=(EFFECTS,), **changes)
 
 
+@pytest.mark.parametrize(
+    ("app", "path"),
+    [(None, "/push"), ("tests.http.host:asgi()", "/consumer/push")],
+    ids=["service", "embedded"],
+)
 def test_same_event_50_times_from_8_workers_takes_effect_once(
-    postgres_url: str, pg_engine: Engine, start_server: Callable[..., Server]
+    postgres_url: str,
+    pg_engine: Engine,
+    start_server: Callable[..., Server],
+    app: str | None,
+    path: str,
 ) -> None:
-    server = start_server(settings_env(effect_settings(postgres_url)), workers=4)
+    """The service's own app, and another team's app with the consumer mounted in it."""
+    server = start_server(settings_env(effect_settings(postgres_url)), workers=4, app=app)
     body = deploy_body("web", "concurrent")
     body["message"]["attributes"]["sleep"] = "0.3"  # keep the first run busy while others arrive
     with ThreadPoolExecutor(max_workers=8) as pool:
-        responses = list(pool.map(lambda _: push(server, body), range(50)))
+        responses = list(pool.map(lambda _: push(server, body, path), range(50)))
     outcomes = Counter((r.status_code, r.json()["outcome"]) for r in responses)
     assert outcomes[(200, "done")] == 1, outcomes
     assert set(outcomes) <= {(200, "done"), (200, "duplicate"), (409, "in-progress")}, outcomes

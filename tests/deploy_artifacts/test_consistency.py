@@ -16,7 +16,10 @@ import pytest
 from cronsim import CronSim
 
 from consumer.config.settings import Settings
+from consumer.db.engine import make_engine
+from consumer.http.app import create_app
 from consumer.plugins import build_registry
+from consumer.service import Service
 from consumer.wire.classify import classify
 from consumer.wire.envelope import parse_push
 from consumer.wire.envelopes_out import wrapped_body
@@ -172,7 +175,7 @@ def disagreement(job: Cron, registered: Schedule) -> str:
 
 def scheduled_tick(module: Module, values: dict[str, Any], task: str) -> TickEvent:
     """The message the Cloud Scheduler job for ``task`` publishes, as the service classifies it."""
-    target = module.resource("google_cloud_scheduler_job", "tick")["pubsub_target"][0]
+    target = scheduler_target(module, "pubsub_target")
     assert target["topic_name"] == '${google_pubsub_topic.events["ticks"].id}'
     job = values["tick_schedules"][task]
     attributes = {k: evaluate(v, {}, (task, job)) for k, v in target["attributes"].items()}
@@ -183,6 +186,52 @@ def scheduled_tick(module: Module, values: dict[str, Any], task: str) -> TickEve
     event = classify(parse_push({}, body), registry.schedule_of)
     assert isinstance(event, TickEvent)
     return event
+
+
+def scheduler_target(module: Module, kind: str) -> dict[str, Any]:
+    """The content of the job's ``dynamic`` target block ``kind`` (one of them, by tick_target)."""
+    blocks = module.resource("google_cloud_scheduler_job", "tick")["dynamic"]
+    (found,) = [block[kind] for block in blocks if kind in block]
+    return dict(found["content"][0])
+
+
+def test_the_tick_target_chooses_pubsub_or_http(module: Module) -> None:
+    """One target block per job whichever is chosen; ``pubsub`` by default."""
+    assert module.default("tick_target") == "pubsub"
+    assert '["pubsub", "http"]' in str(module.variables["tick_target"]["validation"])
+    choices = {
+        kind: scheduler_target(module, kind) and block[kind]["for_each"]
+        for block in module.resource("google_cloud_scheduler_job", "tick")["dynamic"]
+        for kind in block
+    }
+    assert choices == {
+        "pubsub_target": '${var.tick_target == "pubsub" ? [each.key] : []}',
+        "http_target": '${var.tick_target == "http" ? [each.key] : []}',
+    }
+
+
+def test_http_ticks_reach_the_tick_route_with_a_token_for_its_audience(
+    module: Module, tmp_path: Path
+) -> None:
+    """The HTTP target POSTs /ticks/TASK (a route of the app) with an OIDC token whose audience
+    is the one the service is told (the consumer_config output), and a body naming the task."""
+    target = scheduler_target(module, "http_target")
+    assert target["http_method"] == "POST"
+    assert target["uri"] == "${local.tick_endpoint}/${each.key}"
+    assert target["body"] == "${base64encode(jsonencode({task = each.key}))}"
+    token = target["oidc_token"][0]
+    assert token["audience"] == "${local.tick_audience}"
+    assert token["service_account_email"] == "${google_service_account.scheduler[0].email}"
+    outputs = (TERRAFORM / "outputs.tf").read_text()
+    assert "CONSUMER_TICK_HOOK_AUDIENCE         = local.tick_audience" in outputs
+    assert "google_service_account.scheduler[0].email" in outputs
+    project = (TERRAFORM / "project.tf").read_text()
+    assert 'tick_endpoint = "${trimsuffix(var.push_endpoint, "/push")}/ticks"' in project
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    engine = make_engine(url)
+    app = create_app(Service.of(Settings(local_mode=True, database_url=url), engine))
+    engine.dispose()
+    assert "/ticks/<task>" in {rule.rule for rule in app.url_map.iter_rules()}
 
 
 def test_every_built_in_tick_task_has_a_scheduler_job(module: Module) -> None:
@@ -262,14 +311,11 @@ def test_configmap_holds_only_settings_the_service_knows(docs: list[Doc]) -> Non
 
 def test_ingress_exposes_exactly_the_services_post_routes(docs: list[Doc], tmp_path: Path) -> None:
     """Every entry a trigger calls is reachable; health, readiness and metrics stay internal."""
-    from consumer.db.engine import make_engine
-    from consumer.http.app import create_app
-    from consumer.service import Service
-
     url = f"sqlite:///{tmp_path / 'c.db'}"
     engine = make_engine(url)
     app = create_app(Service.of(Settings(local_mode=True, database_url=url), engine))
     engine.dispose()
-    posts = {rule.rule for rule in app.url_map.iter_rules() if "POST" in (rule.methods or ())}
+    rules = [rule.rule for rule in app.url_map.iter_rules() if "POST" in (rule.methods or ())]
+    posts = {rule.split("/<", 1)[0] for rule in rules}  # /ticks/<task>: the Prefix /ticks
     rule = one(docs, "Ingress")["spec"]["rules"][0]
     assert {path["path"] for path in rule["http"]["paths"]} == posts

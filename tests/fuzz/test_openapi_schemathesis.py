@@ -41,7 +41,9 @@ schema = schemathesis.openapi.from_dict(yaml.safe_load(text()))
 
 @pytest.fixture(scope="module")
 def app(fuzz_sqlite_url: str) -> Iterator[Flask]:
-    with fuzz_app(fuzz_sqlite_url, deploy_hook_secrets=(SECRET,)) as app:
+    with fuzz_app(
+        fuzz_sqlite_url, deploy_hook_secrets=(SECRET,), tick_hook_secrets=(SECRET,)
+    ) as app:
         yield app
 
 
@@ -56,6 +58,8 @@ def test_the_app_keeps_the_promises_of_its_description(app: Flask, case: schemat
     if case.path == "/hooks/deploy" and isinstance(case.body, dict):
         # Sign it, or every hook case would stop at the signature check (401).
         case.validate_response(signed_hook_call(app, case), checks=CHECKS)
+    elif case.path == "/ticks/{task}" and isinstance(case.body, dict):
+        case.validate_response(signed_tick_call(app, case), checks=CHECKS)
     else:
         case.call_and_validate(app=app, checks=CHECKS)
 
@@ -64,6 +68,14 @@ def signed_hook_call(app: Flask, case: schemathesis.Case) -> TestResponse:
     body = json.dumps(case.body).encode()
     headers = {**signed_headers(SECRET, int(time.time()), body), "Content-Type": "application/json"}
     return app.test_client().post("/hooks/deploy", data=body, headers=headers)
+
+
+def signed_tick_call(app: Flask, case: schemathesis.Case) -> TestResponse:
+    """A signed tick whose body names the task of its path (or fuzzes it, when it sets one)."""
+    task = str((case.path_parameters or {}).get("task", ""))
+    body = json.dumps({"task": task, **case.body}).encode()
+    headers = {**signed_headers(SECRET, int(time.time()), body), "Content-Type": "application/json"}
+    return app.test_client().post(case.formatted_path, data=body, headers=headers)
 
 
 def test_the_description_is_shipped_and_served(fuzz_sqlite_url: str) -> None:
@@ -76,5 +88,6 @@ def test_the_description_is_shipped_and_served(fuzz_sqlite_url: str) -> None:
 
 
 def test_every_route_of_the_app_is_described(app: Flask) -> None:
-    routes = {rule.rule for rule in app.url_map.iter_rules() if rule.endpoint != "static"}
+    rules = [rule.rule for rule in app.url_map.iter_rules() if rule.endpoint != "static"]
+    routes = {rule.replace("<", "{").replace(">", "}") for rule in rules}
     assert routes == set(yaml.safe_load(text())["paths"])

@@ -1,12 +1,15 @@
 output "consumer_config" {
   description = "The service's settings that must agree with these triggers: put them in the overlay's config.env."
-  value = {
+  value = merge({
     CONSUMER_PUSH_AUDIENCE         = local.push_audience
     CONSUMER_PUSH_SERVICE_ACCOUNTS = google_service_account.push.email
     CONSUMER_ACK_DEADLINE_SECONDS  = tostring(var.ack_deadline_seconds)
     CONSUMER_CONTINUATION_TOPIC    = google_pubsub_topic.events["continuations"].id
     CONSUMER_WAKE_TOPIC            = google_pubsub_topic.events["wakeups"].id
-  }
+    }, var.tick_target == "http" ? {
+    CONSUMER_TICK_HOOK_AUDIENCE         = local.tick_audience
+    CONSUMER_TICK_HOOK_SERVICE_ACCOUNTS = google_service_account.scheduler[0].email
+  } : {})
 }
 
 output "workload_service_account" {

@@ -26,4 +26,7 @@ locals {
   pubsub_service_agent  = "serviceAccount:service-${data.google_project.this.number}@gcp-sa-pubsub.iam.gserviceaccount.com"
   storage_service_agent = "serviceAccount:${data.google_storage_project_service_account.gcs.email_address}"
   push_audience         = var.push_audience != "" ? var.push_audience : var.push_endpoint
+  # HTTP ticks go to /ticks/TASK on the push host; every job signs for one audience.
+  tick_endpoint = "${trimsuffix(var.push_endpoint, "/push")}/ticks"
+  tick_audience = local.tick_endpoint
 }

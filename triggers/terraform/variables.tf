@@ -88,6 +88,17 @@ variable "tick_schedules" {
   }
 }
 
+variable "tick_target" {
+  description = "How Cloud Scheduler delivers ticks: \"pubsub\" (publish to the ticks topic; the slot is the publishTime) or \"http\" (POST /ticks/TASK next to push_endpoint with an OIDC token for its URL; the slot is the job's schedule time). With \"http\", set CONSUMER_TICK_HOOK_AUDIENCE and CONSUMER_TICK_HOOK_SERVICE_ACCOUNTS from the consumer_config output."
+  type        = string
+  default     = "pubsub"
+
+  validation {
+    condition     = contains(["pubsub", "http"], var.tick_target)
+    error_message = "tick_target must be \"pubsub\" or \"http\"."
+  }
+}
+
 variable "create_bucket" {
   description = "Create the uploads bucket here; false to attach the notification to an existing bucket."
   type        = bool

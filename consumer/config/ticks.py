@@ -1,0 +1,51 @@
+"""Who may send ``POST /ticks/<task>`` (docs/ticks.md): Cloud Scheduler's HTTP targets with an
+OIDC token, or any scheduler that can sign a request with the deploy hook's HMAC scheme."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from consumer.config.fields import Rule, Section, setting
+from consumer.config.parse import names, whole
+from consumer.config.rules import DAY
+
+
+@dataclass(frozen=True, repr=False)
+class TickHookSettings(Section):
+    """The plain HTTP tick endpoint. Its OIDC audience and accounts are its own, not the push
+    subscription's: a Cloud Scheduler job signs for its target URL as its own service account,
+    and a token minted for pushing must not start ticks (least privilege). The certificates URL
+    and the clock skew are the push ones (``CONSUMER_OIDC_*``): the same Google keys sign both.
+    With neither OIDC nor secrets configured the endpoint refuses every request (401)."""
+
+    prefix: ClassVar[str] = "TICK_HOOK_"
+    audience: str = setting("")
+    """OIDC audience Cloud Scheduler's HTTP targets sign for (``oidc_token.audience``)."""
+    service_accounts: tuple[str, ...] = setting((), convert=names)
+    """Service-account emails allowed to send ticks with an OIDC token, comma-separated."""
+    secrets: tuple[str, ...] = setting((), convert=names, secret=True)
+    """HMAC secrets accepted on ``POST /ticks/<task>``, comma-separated (two during a rotation)."""
+    tolerance_seconds: int = setting(300, convert=whole, within=(1, DAY))
+    """How far a signed tick's timestamp (its slot clock) may be from our clock, either way."""
+
+    @property
+    def enabled(self) -> bool:
+        return self.oidc or bool(self.secrets)
+
+    @property
+    def oidc(self) -> bool:
+        return bool(self.audience and self.service_accounts)
+
+    def checks(self) -> list[Rule]:
+        return [
+            (
+                bool(self.audience) == bool(self.service_accounts),
+                "CONSUMER_TICK_HOOK_AUDIENCE and CONSUMER_TICK_HOOK_SERVICE_ACCOUNTS must be set "
+                "together",
+            ),
+            (
+                all(len(secret) >= 16 for secret in self.secrets),
+                "CONSUMER_TICK_HOOK_SECRETS: every secret must be at least 16 characters",
+            ),
+        ]
