@@ -5,7 +5,6 @@ interface with the real app on SQLite."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
@@ -21,6 +20,7 @@ from consumer.http.wsgi import bridged
 from consumer.inbox.schema import inbox
 from consumer.service import Service
 from consumer.wire.envelopes_out import wrapped_body
+from tests.support.asgi import asgi_post
 
 TOKEN = "pV8sQ2-verification-token-for-the-bridge"
 
@@ -41,24 +41,7 @@ def counting_app(sqlite_url: str) -> tuple[Flask, list[str], Engine]:
 
 def post(app: BufferedWsgi, query: str, body: bytes, *headers: tuple[bytes, bytes]) -> int:
     """One ``POST /push`` through the bridge's ASGI interface; its status."""
-    scope = {
-        "type": "http", "method": "POST", "path": "/push", "query_string": query.encode(),
-        "headers": [(b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()), *headers],
-        "http_version": "1.1", "scheme": "http", "root_path": "",
-        "server": ("127.0.0.1", 8080), "client": ("127.0.0.1", 40000),
-    }  # fmt: skip
-    incoming = [{"type": "http.request", "body": body, "more_body": False}]
-    sent: list[dict[str, Any]] = []
-
-    async def receive() -> dict[str, Any]:
-        return incoming.pop(0) if incoming else {"type": "http.disconnect"}
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    asyncio.run(app(scope, receive, send))
-    return int(sent[0]["status"])
+    return asgi_post(app, "/push", query, body, headers)[0]
 
 
 def stored(engine: Engine) -> int:

@@ -26,6 +26,7 @@ from consumer.http.wsgi import bridged
 from consumer.inbox.schema import inbox
 from consumer.service import Service
 from consumer.wire.envelopes_out import wrapped_body
+from tests.support.asgi import asgi_post
 
 TOKEN = "gate-token-0123456789abcdef"
 SECRET = "hook-secret-0123456789abcdef"
@@ -68,27 +69,6 @@ def wsgi_post(app: Flask, path: str, length: int, **headers: str) -> tuple[int, 
     started: list[str] = []
     body = b"".join(app(environ, lambda status, headers, exc=None: started.append(status)))
     return int(started[0].split()[0]), json.loads(body)
-
-
-def asgi_post(app: BufferedWsgi, path: str, query: str, body: bytes) -> tuple[int, dict[str, Any]]:
-    scope = {
-        "type": "http", "method": "POST", "path": path, "query_string": query.encode(),
-        "headers": [(b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode())],
-        "http_version": "1.1", "scheme": "http", "root_path": "",
-        "server": ("127.0.0.1", 8080), "client": ("127.0.0.1", 40000),
-    }  # fmt: skip
-    incoming = [{"type": "http.request", "body": body, "more_body": False}]
-    sent: list[dict[str, Any]] = []
-
-    async def receive() -> dict[str, Any]:
-        return incoming.pop(0) if incoming else {"type": "http.disconnect"}
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    asyncio.run(app(scope, receive, send))
-    return int(sent[0]["status"]), json.loads(sent[1]["body"])
 
 
 def stored(engine: Engine) -> int:
