@@ -6,9 +6,11 @@
 Every entry point composes its ``Service`` here, once per process: the gunicorn master and each
 worker, ``consumer serve``, every command of the CLI, the dashboard, pull and replay (and so
 every server the demo and the benches start); code that builds its settings itself (tests, an
-app that embeds the service) uses ``Service.of``. Every fault of start-up (a bad setting, a plugin that fails to load or register, a
-database that is missing, unreachable or not migrated) surfaces the same way: ``or_exit`` prints
-one line naming the fault and its fix, and exits 2.
+app that embeds the service) uses ``Service.of``.
+
+Every fault of start-up (a bad setting, a plugin that fails to load or register, a database that
+is missing, unreachable or not migrated) surfaces the same way: ``or_exit`` prints one line
+naming the fault and its fix, and exits 2.
 """
 
 from __future__ import annotations
