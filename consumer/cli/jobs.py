@@ -12,7 +12,6 @@ import click
 from sqlalchemy import Engine
 
 from consumer.cli.context import current_cli
-from consumer.config.settings import Settings
 from consumer.jobs.model import EnqueueResult, InvalidJob, Job, Status
 from consumer.jobs.store import JobStore, enqueue
 from consumer.pipeline.decisions import Source
@@ -22,11 +21,6 @@ from consumer.storage.local_import import enqueue_file_command
 from consumer.wire.events import TickEvent
 from consumer.wire.message import Format, PushMessage
 from consumer.wire.timeutil import parse_rfc3339, utcnow
-
-
-def _settings() -> Settings:
-    """Push authentication is irrelevant to these commands, so it is not demanded."""
-    return current_cli().settings
 
 
 def _engine() -> Engine:
