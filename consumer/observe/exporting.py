@@ -51,9 +51,10 @@ def provider_for(settings: TracingSettings, exporter: Any) -> Any:
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
-    from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+    from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased, TraceIdRatioBased
 
-    sampler = ParentBased(TraceIdRatioBased(settings.traces_sample_percent / 100))
+    percent = settings.traces_sample_percent
+    sampler = ParentBased(ALWAYS_ON if percent == 100 else TraceIdRatioBased(percent / 100))
     resource = Resource.create({"service.name": SERVICE_NAME})
     provider = TracerProvider(sampler=sampler, resource=resource)
     provider.add_span_processor(BatchSpanProcessor(exporter))
