@@ -13,7 +13,9 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
+from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
+from consumer.errors import SettingsError
 from consumer.http.app import create_app
 from consumer.jobs.store import enqueue
 from consumer.observe import spans, tracing
@@ -131,3 +133,19 @@ def test_without_a_tracer_nothing_is_recorded_and_no_traceparent_is_stored(
     assert spans.current_traceparent() is None
     assert client.post("/push", json=tick_body("sweep")).json["done"] == 1
     assert "traceparent" not in target.received[0].headers
+
+
+@pytest.mark.parametrize(
+    ("env", "problem"),
+    [
+        ({"CONSUMER_TRACES_EXPORTER": "zipkin"}, "CONSUMER_TRACES_EXPORTER must be none or otlp"),
+        ({"CONSUMER_TRACES_ENDPOINT": "ftp://collector"}, "CONSUMER_TRACES_ENDPOINT"),
+        (
+            {"CONSUMER_TRACES_SAMPLE_PERCENT": "101"},
+            "CONSUMER_TRACES_SAMPLE_PERCENT must be 0..100",
+        ),
+    ],
+)
+def test_bad_tracing_settings_are_refused_by_name(env: dict[str, str], problem: str) -> None:
+    with pytest.raises(SettingsError, match=problem):
+        Settings.from_env({"CONSUMER_LOCAL_MODE": "true", **env})
