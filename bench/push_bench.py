@@ -17,8 +17,12 @@ PostgreSQL backends (read from /proc: steadier than rates on a shared machine). 
 generator is ``wrk`` (Debian package) with a Lua script when it is installed, else a Python one
 with keep-alive connections; the output says which.
 
+``--tracing`` adds ``traced``: the consumer with OpenTelemetry on, every trace sampled, its spans
+exported over OTLP/HTTP to a local receiver that decodes them (``tests.observe.otlp_receiver``),
+and prints the ratio traced/consumer (target >= 0.90).
+
     python bench/push_bench.py [--seconds 10] [--repeat 3] [--connections 16]
-                               [--worker sync|asyncio] [--profile | --phases]
+                               [--worker sync|asyncio] [--tracing] [--profile | --phases]
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.push_floor_app import TABLES
 from bench.push_load import Result, python_load, wrk_load
+from tests.observe.otlp_receiver import Receiver
 
 ADMIN = os.environ.get("TESTS_PG_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 APPS = {
@@ -280,6 +285,9 @@ def main() -> None:
         help="PostgreSQL's synchronous_commit for both servers ('off': no wait for the disk)",
     )
     parser.add_argument("--worker", choices=sorted(WORKERS), default="sync")
+    parser.add_argument(
+        "--tracing", action="store_true", help="also the consumer with tracing on (OTLP/HTTP)"
+    )
     parser.add_argument("--profile", action="store_true", help="cProfile the push path instead")
     parser.add_argument(
         "--phases", action="store_true", help="thread CPU per phase of a push, in process"
@@ -293,14 +301,43 @@ def main() -> None:
             phases(conninfo)
             return
         env = service_env(conninfo, args.synchronous_commit)
-        results: dict[str, list[Run]] = {name: [] for name in APPS}
-        for run in range(args.repeat):
-            for name, app in APPS.items():
-                results[name].append(measure(app, env, args, run))
-                last = results[name][-1]
-                cpu = f"CPU/request: app {last.app_cpu_ms:.2f} ms, db {last.db_cpu_ms:.2f} ms"
-                print(f"  run {run + 1} {name:<8} {last.result}  {cpu}", flush=True)
+        with Receiver().running() as receiver:
+            servers = lineup(env, receiver.url if args.tracing else "")
+            results: dict[str, list[Run]] = {name: [] for name in servers}
+            for run in range(args.repeat):
+                for name, (app, app_env) in servers.items():
+                    results[name].append(measure(app, app_env, args, run))
+                    last = results[name][-1]
+                    cpu = f"CPU/request: app {last.app_cpu_ms:.2f} ms, db {last.db_cpu_ms:.2f} ms"
+                    print(f"  run {run + 1} {name:<8} {last.result}  {cpu}", flush=True)
+            exported = len(receiver.spans)
     report(results, args)
+    if args.tracing:
+        report_tracing(results, exported)
+
+
+def lineup(env: dict[str, str], receiver_url: str) -> dict[str, tuple[str, dict[str, str]]]:
+    """name -> (app, environment) of each server measured; ``traced`` with a receiver's URL."""
+    servers = {name: (app, env) for name, app in APPS.items()}
+    if not receiver_url:
+        return servers
+    traced = {
+        **env,
+        "CONSUMER_TRACES_EXPORTER": "otlp",
+        "CONSUMER_TRACES_ENDPOINT": receiver_url,
+        "CONSUMER_TRACES_SAMPLE_PERCENT": "100",
+    }
+    return {"consumer": servers.pop("consumer"), "traced": (APPS["consumer"], traced), **servers}
+
+
+def report_tracing(results: dict[str, list[Run]], exported: int) -> None:
+    """Tracing on against off, in the same run."""
+    traced, plain = median_of(results["traced"]), median_of(results["consumer"])
+    ratio = traced[0] / plain[0]
+    print(
+        f"  ratio traced/consumer {ratio:.2f}x (target >= 0.90); app CPU/request traced "
+        f"{traced[4]:.2f} ms, untraced {plain[4]:.2f} ms; {exported} spans received"
+    )
 
 
 def report(results: dict[str, list[Run]], args: argparse.Namespace) -> None:

@@ -24,7 +24,7 @@ def gunicorn_command(bind: str, workers: int, timeout: int) -> list[str]:
         "--bind", bind,
         "--workers", str(workers),
         "--timeout", str(timeout),
-        "--access-logfile", "-",
+        "--config", "python:consumer.dashboard.gunicorn_conf",  # serve's log format
         "--no-control-socket",
         "consumer.dashboard.wsgi:app()",
     ]  # fmt: skip

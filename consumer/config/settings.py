@@ -38,6 +38,7 @@ from consumer.config.sections import (
 from consumer.config.storage import StorageSettings
 from consumer.config.targets import TargetSettings
 from consumer.config.ticks import TickHookSettings
+from consumer.config.tracing import TracingSettings
 from consumer.errors import SettingsError
 
 __all__ = ["DEFAULT_DATABASE_URL", "DEFAULT_MAX_BODY_BYTES", "PREFIX", "Section", "Settings"]
@@ -77,6 +78,7 @@ class Settings(Section):
     dashboard: DashboardSettings = field(default_factory=DashboardSettings, metadata=SECTION)
     targets: TargetSettings = field(default_factory=TargetSettings, metadata=SECTION)
     tick_hook: TickHookSettings = field(default_factory=TickHookSettings, metadata=SECTION)
+    tracing: TracingSettings = field(default_factory=TracingSettings, metadata=SECTION)
     extra: Mapping[type[Section], Section] = field(default_factory=dict)
     """The sections plugins declared, by class (read them with ``section``)."""
 

@@ -13,6 +13,7 @@ from werkzeug import Response
 from consumer.dashboard import queries
 from consumer.dashboard.access import TOKEN_COOKIE
 from consumer.dashboard.context import context
+from consumer.dashboard.plots import overview_plots
 from consumer.deploy.store import WarmRuns
 from consumer.inbox.model import Status as InboxStatus
 from consumer.inbox.store import Inbox
@@ -47,7 +48,8 @@ def _page(template: str, **values: Any) -> str:
 def overview() -> str:
     ctx = context()
     view = queries.overview(ctx.engine, ctx.registry, ctx.clock())
-    return _page("overview.html", view=view, refresh=True)
+    plots = overview_plots(ctx.engine, view.now)
+    return _page("overview.html", view=view, plots=plots, refresh=True)
 
 
 @blueprint.get("/inbox")

@@ -14,5 +14,6 @@ from consumer.service import compose, or_exit
 
 def app() -> Flask:
     service = or_exit(lambda: compose(os.environ, serves_push=False))
-    configure_logging(service.settings.logging.level)
+    logging = service.settings.logging  # the lines of ``serve``: JSON, or text on a terminal
+    configure_logging(logging.level, logging.format, logging.project_id)
     return or_exit(lambda: create_dashboard(service), service=service)

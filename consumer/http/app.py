@@ -26,7 +26,7 @@ from consumer.errors import BodyTooLarge, ConsumerError
 from consumer.http import openapi, ticks
 from consumer.http import state_metrics as metrics_state
 from consumer.http.gate import Gate, GatedWsgi
-from consumer.observe import logs, metrics
+from consumer.observe import exporting, logs, metrics, spans
 from consumer.pipeline.decisions import Source
 from consumer.pipeline.dispatch import Dispatcher
 from consumer.service import Service
@@ -71,6 +71,9 @@ def create_app(
     )
     app.before_request(logs.bind_request)  # trace ids for this request's log lines
     app.teardown_request(logs.unbind_request)
+    exporting.configure(settings.tracing)
+    if spans.enabled():  # off: not even a hook per request
+        trace_requests(app)
 
     add_deliveries(app, dispatcher, limits)
     app.add_url_rule("/healthz", "healthz", lambda: jsonify(status="ok"))
@@ -181,6 +184,31 @@ def _hook_body() -> bytes:
     if size > HOOK_MAX_BYTES:
         raise BodyTooLarge(f"hook body is over {HOOK_MAX_BYTES} bytes")
     return b"".join(chunks)
+
+
+_SPAN, _STATUS = "consumer.span", "consumer.status"
+
+
+def trace_requests(app: Flask) -> None:
+    """A server span around each request (``consumer.observe.spans``), its handler's inside."""
+    app.before_request(_start_span)
+    app.after_request(_span_status)
+    app.teardown_request(_end_span)  # teardowns run in reverse: before the logs' unbind
+
+
+def _start_span() -> None:
+    rule = request.url_rule
+    route = rule.rule if rule else ""
+    request.environ[_SPAN] = spans.start_server(request.method, route, request.environ)
+
+
+def _span_status(response: Response) -> Response:
+    request.environ[_STATUS] = response.status_code
+    return response
+
+
+def _end_span(error: BaseException | None = None) -> None:
+    spans.end_server(request.environ.pop(_SPAN, None), request.environ.get(_STATUS), error)
 
 
 def respond(outcome: Outcome) -> Response:

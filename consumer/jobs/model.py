@@ -102,24 +102,26 @@ class Job(NamedTuple):
     lease_until: datetime | None = None
     updated_at: datetime | None = None
     finished_at: datetime | None = None
+    trace_parent: str | None = None
+    """The ``traceparent`` of the span that enqueued the job (``consumer.observe.spans``)."""
 
     @classmethod
     def from_claim(cls, row: Any) -> Job:
         """From the columns ``store.CLAIMED`` returns, positionally: a claim returns many rows."""
-        job_id, kind, payload, priority, run_at, attempts, limit, key, created_at, errors = row
+        job_id, kind, payload, priority, run_at, attempts, limit, key, created, errors, parent = row
         return cls(
             job_id, kind, payload, Status.RUNNING, priority, run_at, attempts, limit, key,
-            created_at, errors or (),
+            created, errors or (), trace_parent=parent,
         )  # fmt: skip
 
     @classmethod
     def from_driver_claim(cls, row: Any) -> Job:
         """``from_claim`` of a row as psycopg returns it: its aware datetimes, in the session's
         time zone, are converted to UTC here (as ``UTCDateTime`` does for the other queries)."""
-        job_id, kind, payload, priority, run_at, attempts, limit, key, created_at, errors = row
+        job_id, kind, payload, priority, run_at, attempts, limit, key, created, errors, parent = row
         return cls(
             job_id, kind, payload, Status.RUNNING, priority, run_at.astimezone(UTC), attempts,
-            limit, key, created_at.astimezone(UTC), errors or (),
+            limit, key, created.astimezone(UTC), errors or (), trace_parent=parent,
         )  # fmt: skip
 
     @classmethod

@@ -40,6 +40,7 @@ from consumer.jobs.schema import JobId, jobs
 CLAIMED = (
     jobs.c.id, jobs.c.kind, jobs.c.payload, jobs.c.priority, jobs.c.run_at, jobs.c.attempts,
     jobs.c.max_attempts, jobs.c.idempotency_key, jobs.c.created_at, jobs.c.errors,
+    jobs.c.trace_parent,
 )  # fmt: skip
 """What a claim returns, in ``Job.from_claim`` order."""
 

@@ -12,6 +12,7 @@ JobId = BigInteger().with_variant(Integer(), "sqlite")
 PENDING = text("status = 'pending'")
 RUNNING = text("status = 'running'")
 FINISHED = text("finished_at IS NOT NULL")
+TRACE_COMMENT = "W3C traceparent of the span that enqueued the job (migration 0007_job_trace)"
 
 jobs = Table(
     "jobs",
@@ -32,6 +33,7 @@ jobs = Table(
     Column("created_at", UTCDateTime, nullable=False),
     Column("updated_at", UTCDateTime, nullable=False),
     Column("finished_at", UTCDateTime, nullable=True),
+    Column("trace_parent", String(55), nullable=True, comment=TRACE_COMMENT),
     # The autoincrement keyword stops SQLite from reusing the id of a purged newest row, so a
     # Message-ID derived from the id is never reused either.
     sqlite_autoincrement=True,

@@ -19,6 +19,7 @@ from consumer.db.store import Store
 from consumer.jobs import queries, wake
 from consumer.jobs.kinds import BUILT_IN
 from consumer.jobs.model import EnqueueResult, Failure, Job, NewJob, Status, UnknownKind, Written
+from consumer.observe import spans
 from consumer.wire.timeutil import utcnow
 
 
@@ -85,7 +86,7 @@ def _row(job: NewJob, now: datetime) -> dict[str, Any]:
         "kind": job.kind, "payload": job.payload, "status": Status.PENDING.value,
         "priority": job.priority, "run_at": job.run_at or now, "attempts": 0,
         "max_attempts": job.max_attempts, "idempotency_key": job.key,
-        "created_at": now, "updated_at": now,
+        "created_at": now, "updated_at": now, "trace_parent": spans.current_traceparent(),
     }  # fmt: skip
 
 

@@ -27,7 +27,7 @@ from consumer.jobs.lease import LeaseKeeper
 from consumer.jobs.model import Failure, Job, Written
 from consumer.jobs.retry import describe, next_run_at, with_error
 from consumer.jobs.store import JobStore
-from consumer.observe import metrics
+from consumer.observe import metrics, spans
 from consumer.wire.timeutil import Clock, utcnow
 
 log = logging.getLogger("consumer.jobs.sweep")
@@ -260,7 +260,8 @@ class Sweeper:
         try:
             if handler is None:  # unregistered after the claim: not this job's fault
                 raise LookupError(f"no job kind {job.kind!r}")
-            handler(context, job)
+            with spans.job_run(job):  # a child of the enqueuing span, linked to this sweep's
+                handler(context, job)
         except Permanent as exc:
             batch.failures.append(self._failure(job, describe(exc), dead=True))
         except Exception as exc:

@@ -24,6 +24,8 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from consumer.observe import spans
+
 log = logging.getLogger("consumer.continuation")
 ATTRIBUTE = "continuation"
 _lock = threading.Lock()
@@ -59,12 +61,15 @@ def publish(topic: str, attributes: Mapping[str, str], count: int, timeout: floa
     if not topic or count <= 0:
         return []
     ids = [uuid.uuid4().hex for _ in range(count)]
-    try:
-        client = publisher()
-        futures = [client.publish(topic, b"", **attributes, **{ATTRIBUTE: i}) for i in ids]
-        for future in futures:
-            future.result(timeout=max(timeout, 0.1))
-    except Exception as exc:  # publishing is best effort; the backlog stays due
-        log.warning("continuation not published on %s: %s", topic, exc)
-        return []
+    with spans.publishing(topic, count) as span:
+        try:
+            client = publisher()
+            traced = {**attributes, **spans.message_attributes()}  # the span, for the receiver
+            futures = [client.publish(topic, b"", **traced, **{ATTRIBUTE: i}) for i in ids]
+            for future in futures:
+                future.result(timeout=max(timeout, 0.1))
+        except Exception as exc:  # publishing is best effort; the backlog stays due
+            log.warning("continuation not published on %s: %s", topic, exc)
+            spans.failed(span, exc)
+            return []
     return ids

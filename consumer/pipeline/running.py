@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 
 from consumer.config.settings import Settings
 from consumer.errors import Incomplete, LeaseLost, Permanent, Skip
+from consumer.observe import spans
 from consumer.pipeline.context import HandlerContext
 from consumer.pipeline.results import describe, json_safe_result
 from consumer.wire.outcomes import Kind
@@ -52,7 +53,16 @@ def context_for(
 def invoke(
     handler: Callable[..., Any], context: HandlerContext, event: Any, max_attempts: int
 ) -> Verdict:
-    """Run the handler; what it raised decides the verdict."""
+    """Run the handler under its ``process`` span; what it raised decides the verdict."""
+    with spans.handler_run(context.key, event) as span:
+        verdict = _verdict(handler, context, event, max_attempts)
+        spans.outcome(span, verdict.kind.value, verdict.error)
+    return verdict
+
+
+def _verdict(
+    handler: Callable[..., Any], context: HandlerContext, event: Any, max_attempts: int
+) -> Verdict:
     try:
         result = handler(context, event)
     except Skip as skip:

@@ -20,6 +20,7 @@ import requests
 from consumer.config.targets import TargetSpec
 from consumer.deploy.http_fetch import MIN_REQUEST_SECONDS, Budget
 from consumer.errors import Retryable
+from consumer.observe import spans
 from consumer.targets.answer import MAX_ANSWER_BYTES, Answer, result, retry_after
 from consumer.targets.auth import TokenSource, auth_headers
 from consumer.targets.cloudevent import Delivery
@@ -63,10 +64,17 @@ class Caller:
             self._slots.release()
 
     def _send(self, delivery: Delivery, deadline: float) -> Answer:
-        """One POST; transport failures are retryable (the target may have acted: the repeat
-        carries the same key)."""
+        """One POST under its client span, whose ``traceparent`` the target receives; transport
+        failures are retryable (the target may have acted: the repeat carries the same key)."""
+        with spans.client_call("POST", self.spec.url) as span:
+            answer = self._post_once(delivery, deadline)
+            spans.answered(span, answer.status)
+        return answer
+
+    def _post_once(self, delivery: Delivery, deadline: float) -> Answer:
         headers = {"User-Agent": USER_AGENT, **delivery.headers()}
         headers |= auth_headers(self.spec.auth, delivery.body, self.tokens)
+        spans.inject(headers)  # the call's own span as the target's parent
         timeout = max(MIN_REQUEST_SECONDS, deadline - time.monotonic())
         try:
             with self._session().post(

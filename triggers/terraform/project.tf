@@ -6,6 +6,7 @@ resource "google_project_service" "apis" {
     "pubsub.googleapis.com",
     "cloudscheduler.googleapis.com",
     "storage.googleapis.com",
+    "monitoring.googleapis.com",
   ])
   service            = each.value
   disable_on_destroy = false

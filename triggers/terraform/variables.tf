@@ -139,3 +139,31 @@ variable "job_publishers" {
   type        = list(string)
   default     = []
 }
+
+variable "uptime_check_period" {
+  description = "How often Cloud Monitoring probes the push endpoint from each region."
+  type        = string
+  default     = "60s"
+
+  validation {
+    condition     = contains(["60s", "300s", "600s", "900s"], var.uptime_check_period)
+    error_message = "uptime_check_period must be 60s, 300s, 600s or 900s (Cloud Monitoring's choices)."
+  }
+}
+
+variable "uptime_alert_after_seconds" {
+  description = "How long the probes must fail (in more than one region) before the alert fires."
+  type        = number
+  default     = 120
+
+  validation {
+    condition     = var.uptime_alert_after_seconds >= 0 && var.uptime_alert_after_seconds <= 86400
+    error_message = "uptime_alert_after_seconds must be 0..86400."
+  }
+}
+
+variable "alert_notification_channels" {
+  description = "Notification channel ids (projects/P/notificationChannels/N) the uptime alert is sent to; empty: the alert shows in the console only."
+  type        = list(string)
+  default     = []
+}
