@@ -37,7 +37,7 @@ from consumer.config.sections import (
 )
 from consumer.config.storage import StorageSettings
 from consumer.config.targets import TargetSettings
-from consumer.config.ticks import TickHookSettings
+from consumer.config.ticks import TickControlSettings, TickHookSettings
 from consumer.errors import SettingsError
 
 __all__ = ["DEFAULT_DATABASE_URL", "DEFAULT_MAX_BODY_BYTES", "PREFIX", "Section", "Settings"]
@@ -77,6 +77,7 @@ class Settings(Section):
     dashboard: DashboardSettings = field(default_factory=DashboardSettings, metadata=SECTION)
     targets: TargetSettings = field(default_factory=TargetSettings, metadata=SECTION)
     tick_hook: TickHookSettings = field(default_factory=TickHookSettings, metadata=SECTION)
+    tick_control: TickControlSettings = field(default_factory=TickControlSettings, metadata=SECTION)
     extra: Mapping[type[Section], Section] = field(default_factory=dict)
     """The sections plugins declared, by class (read them with ``section``)."""
 
