@@ -216,8 +216,7 @@ class Dispatcher:
         """The runs of missed slots the catch-up policy asks for, oldest first, each under its
         own key, in the first half of this delivery's budget; then the tick's own run. Slots
         left over defer the tick (its retry carries on from the last caught-up slot)."""
-        last = delivery.inbox.last_slot(event.task) if isinstance(event, TickEvent) else None
-        missed = self._ticks.catch_ups(event, last)
+        missed = self._ticks.catch_ups(event, delivery.inbox)
         budget = self.settings.handler_budget_seconds
         ran: dict[str, str] = {}
         for run in missed:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from consumer.config.settings import Settings
 from consumer.inbox.model import Claim
@@ -92,14 +92,17 @@ class TickRules:
 
         return both
 
-    def catch_ups(self, event: Event, last: datetime | None) -> list[TickEvent]:
-        """The runs that catch up the slots missed between the completed slot ``last`` and the
-        oldest slot the stale rule still runs, per the task's catch-up policy, oldest first."""
-        if not isinstance(event, TickEvent) or not event.scheduled or last is None:
+    def catch_ups(self, event: Event, inbox: Inbox) -> list[TickEvent]:
+        """The runs that catch up the slots missed between the completed slot and the oldest
+        slot the stale rule still runs, per the task's catch-up policy, oldest first."""
+        if not isinstance(event, TickEvent) or not event.scheduled:
             return []
         catch_up = self.policy(event.task).catch_up
         if catch_up.mode is CatchUpMode.LATEST:
-            return []
+            return []  # the completed slot is not even read
+        last = inbox.last_slot(event.task)
+        if last is None:
+            return []  # a task that never completed a slot has missed nothing
         oldest = event.schedule.recent(self.clock(), self.settings.ticks.max_age_periods)
         limit = 1 if catch_up.mode is CatchUpMode.ONCE else catch_up.limit
         slots = schedule.missed_slots(event.schedule, last, oldest, limit)

@@ -15,6 +15,7 @@ from sqlalchemy import Engine
 
 from consumer.config.settings import Settings
 from consumer.errors import SettingsError
+from consumer.inbox.control import TickControl
 from consumer.inbox.model import Claim, Status
 from consumer.inbox.store import Inbox
 from consumer.pipeline.registry import Registry
@@ -103,6 +104,17 @@ def test_a_paused_task_records_its_ticks_skipped_until_it_is_resumed(
     status, body = push(client, START + timedelta(seconds=PERIOD))
     assert (status, body["outcome"], body["key"]) == (200, "done", key(1))
     assert Inbox(engine).last_slot("report") == slot(1)
+
+
+def test_a_pause_is_a_gauge_with_its_time(
+    client: FlaskClient, engine: Engine, app_settings: Settings, clock: Clock
+) -> None:
+    tasks.pause(Service.of(app_settings, engine), "report", "alice")
+    paused_at = TickControl(engine).all_paused()[0].paused_at
+    text = client.get("/metrics").get_data(as_text=True)
+    samples = [line.split() for line in text.splitlines() if line.startswith("consumer_task_")]
+    assert [name for name, _ in samples] == ['consumer_task_paused{task="report"}']
+    assert float(samples[0][1]) == pytest.approx(paused_at.timestamp(), abs=1e-3)
 
 
 def test_run_now_has_a_key_of_its_own_and_each_run_runs_once(
