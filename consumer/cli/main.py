@@ -23,6 +23,7 @@ from consumer.cli import demo as demo_cli
 from consumer.cli import deploy as deploy_cli
 from consumer.cli import files as storage_cli
 from consumer.cli import jobs as jobs_cli
+from consumer.cli import tasks as tasks_cli
 from consumer.cli.context import CliContext, as_env, current_cli, local_url, pass_cli
 from consumer.cli.errors import ConsumerGroup, StartupFailed
 from consumer.config.doc import markdown_table
@@ -260,4 +261,5 @@ main.add_command(jobs_cli.sweep_command)
 main.add_command(deploy_cli.deploy)
 main.add_command(storage_cli.files)
 main.add_command(demo_cli.demo)
+main.add_command(tasks_cli.tasks)
 dashboard_cli.register(main)

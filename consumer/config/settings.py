@@ -37,7 +37,7 @@ from consumer.config.sections import (
 )
 from consumer.config.storage import StorageSettings
 from consumer.config.targets import TargetSettings
-from consumer.config.ticks import TickHookSettings
+from consumer.config.ticks import TickControlSettings, TickHookSettings
 from consumer.config.tracing import TracingSettings
 from consumer.errors import SettingsError
 
@@ -79,6 +79,7 @@ class Settings(Section):
     targets: TargetSettings = field(default_factory=TargetSettings, metadata=SECTION)
     tick_hook: TickHookSettings = field(default_factory=TickHookSettings, metadata=SECTION)
     tracing: TracingSettings = field(default_factory=TracingSettings, metadata=SECTION)
+    tick_control: TickControlSettings = field(default_factory=TickControlSettings, metadata=SECTION)
     extra: Mapping[type[Section], Section] = field(default_factory=dict)
     """The sections plugins declared, by class (read them with ``section``)."""
 

@@ -1,14 +1,17 @@
 """Who may send ``POST /ticks/<task>`` (docs/ticks.md): Cloud Scheduler's HTTP targets with an
-OIDC token, or any scheduler that can sign a request with the deploy hook's HMAC scheme."""
+OIDC token, or any scheduler that can sign a request with the deploy hook's HMAC scheme; and the
+tick tasks' overlap and catch-up policies set in the settings (docs/flow-control.md)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
 from consumer.config.fields import Rule, Section, setting
 from consumer.config.parse import names, whole
 from consumer.config.rules import DAY
+from consumer.wire.schedule import parse_policies
 
 
 @dataclass(frozen=True, repr=False)
@@ -49,3 +52,14 @@ class TickHookSettings(Section):
                 "CONSUMER_TICK_HOOK_SECRETS: every secret must be at least 16 characters",
             ),
         ]
+
+
+@dataclass(frozen=True, repr=False)
+class TickControlSettings(Section):
+    """Overrides of the overlap and catch-up policies tick tasks declare
+    (``registry.tick(..., overlap=, catch_up=)``): an operator changes them without a release."""
+
+    prefix: ClassVar[str] = "TICK_"
+    policies: Mapping[str, Mapping[str, str]] = setting(convert=parse_policies, factory=dict)
+    """Per task, comma-separated: ``TASK.overlap=allow|skip|wait`` and
+    ``TASK.catch_up=latest|once|all:N``, e.g. ``report.overlap=skip,report.catch_up=all:5``."""

@@ -1,5 +1,6 @@
 """The dashboard's actions: POST forms (CSRF-checked by the app's guard), each logged with who
-did it. They go through the same code as the CLI: ``consumer.sources.replay`` and the jobs store."""
+did it. They go through the same code as the CLI: ``consumer.sources.replay``, the jobs store
+and the tick tasks' controls (``consumer.sources.tasks``)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from consumer.dashboard import queries
 from consumer.dashboard.context import context
 from consumer.errors import ConsumerError
 from consumer.jobs.store import JobStore
+from consumer.sources import tasks
 from consumer.sources.replay import replay
 
 log = logging.getLogger("consumer.dashboard")
@@ -99,3 +101,41 @@ def cancel_job() -> tuple[str, int]:
     cancelled = JobStore(ctx.engine).cancel(job_id, ctx.clock())
     message = f"job {job_id} is cancelled" if cancelled else f"job {job_id} is not pending"
     return _done("cancel-job", str(job_id), cancelled, message, f"/jobs/{job_id}")
+
+
+@blueprint.post("/pause-task")
+def pause_task() -> tuple[str, int]:
+    """Pause a tick task on every pod, as its author (the signed-in identity)."""
+    task = _field("task")
+    reason = request.form.get("reason", "").strip() or "paused from the dashboard"
+    try:
+        message = tasks.pause(context().service, task, g.who, reason)
+    except ConsumerError as exc:
+        return _done("pause-task", task, False, str(exc), "/")
+    return _done("pause-task", task, True, message, "/")
+
+
+@blueprint.post("/resume-task")
+def resume_task() -> tuple[str, int]:
+    task = _field("task")
+    try:
+        message = tasks.resume(context().service, task, g.who)
+    except ConsumerError as exc:
+        return _done("resume-task", task, False, str(exc), "/")
+    return _done("resume-task", task, True, message, "/")
+
+
+@blueprint.post("/run-task")
+def run_task() -> tuple[str, int]:
+    """Run a tick task now, in this request, under a run-now key (its overlap policy holds)."""
+    task = _field("task")
+    try:
+        outcome = tasks.run_now(context().service, task, g.who)
+    except ConsumerError as exc:
+        return _done("run-task", task, False, str(exc), "/")
+    ran = outcome.kind.value in ("done", "duplicate")
+    reason = outcome.details.get("reason") or outcome.details.get("error") or ""
+    message = f"ran {task} now ({outcome.key}): {outcome.kind.value}" + (
+        f", {reason}" if reason else ""
+    )
+    return _done("run-task", task, ran, message, "/")

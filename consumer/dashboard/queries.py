@@ -16,7 +16,7 @@ from sqlalchemy import Engine, func, select
 from consumer.db.engine import unavailable_on_db_fault
 from consumer.deploy.store import WarmRun, WarmRuns
 from consumer.inbox import queries as inbox_queries
-from consumer.inbox.model import InboxRow, Status
+from consumer.inbox.model import InboxRow, Pause, Status
 from consumer.inbox.schema import inbox
 from consumer.jobs import queries as job_queries
 from consumer.jobs.model import Status as JobStatus
@@ -42,6 +42,10 @@ class TaskSchedule:
     next_due: datetime
     late: bool
     """A whole slot went by since the last completed one (a missed or failing tick)."""
+    pause: Pause | None = None
+    """Set while an operator has the task paused (``consumer tasks pause``)."""
+    registered: bool = True
+    """A task this process knows (only those can be paused or run from here)."""
 
 
 @dataclass(frozen=True)
@@ -130,6 +134,8 @@ def task_schedules(engine: Engine, registry: Registry, now: datetime) -> list[Ta
     would say 5 minutes). A task that never ran is shown on this process's schedule."""
     with unavailable_on_db_fault(), engine.connect() as connection:
         rows = connection.execute(inbox_queries.SERVED).all()
+        pauses = [Pause.from_row(row) for row in connection.execute(inbox_queries.ALL_PAUSED)]
+    paused = {pause.task: pause for pause in pauses}
     slots = {task: slot for task, slot, _ in rows}
     served = {task: schedule_or_none(text) for task, _, text in rows}
     schedules = []
@@ -139,7 +145,8 @@ def task_schedules(engine: Engine, registry: Registry, now: datetime) -> list[Ta
         last = slots.get(name)
         late = last is not None and last < schedule.previous(current)
         period = (current - schedule.previous(current)).total_seconds()
-        schedules.append(TaskSchedule(name, period, last, schedule.following(current), late))
+        due, known = schedule.following(current), name in registry.tasks
+        schedules.append(TaskSchedule(name, period, last, due, late, paused.get(name), known))
     return schedules
 
 

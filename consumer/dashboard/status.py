@@ -53,6 +53,8 @@ def _tasks(view: Overview) -> Iterator[str]:
     yield f"{'tick tasks':<16}{'period':>8}  {'last completed slot':<21}next due"
     for task in view.tasks:
         late = "  LATE" if task.late else ""
+        if task.pause:
+            late += f"  PAUSED since {when(task.pause.paused_at)} by {task.pause.paused_by}"
         last = when(task.last_slot) if task.last_slot else "never completed"
         yield (
             f"  {task.name[:14]:<14}{age(task.period_seconds):>8}  "

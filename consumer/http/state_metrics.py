@@ -90,6 +90,10 @@ GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {
         ("task",),
     ),
     "consumer_tick_period_seconds": ("Each registered tick task's period", ("task",)),
+    "consumer_task_paused": (
+        "Unix time each paused tick task was paused (no series: the task is not paused)",
+        ("task",),
+    ),
 }
 """Every gauge this collector exports: name -> (help, labels). The contract with k8s/monitoring."""
 
@@ -151,6 +155,9 @@ class StateCollector(Collector):
             inbox_rows = inbox_by_route_status(connection)
             file_rows = files_by_status(connection)
             slots = tick_last_slots(connection)
+            paused = [
+                (row.task, row.paused_at) for row in connection.execute(inbox_queries.ALL_PAUSED)
+            ]
         age = max(0.0, (now - oldest).total_seconds()) if oldest else 0.0
         return [
             gauge("consumer_jobs", job_rows),
@@ -160,6 +167,7 @@ class StateCollector(Collector):
             gauge("consumer_tick_last_slot_timestamp_seconds",
                   [(task, slot.timestamp()) for task, slot in slots]),
             gauge("consumer_tick_period_seconds", sorted(self.periods().items())),
+            gauge("consumer_task_paused", [(task, at.timestamp()) for task, at in paused]),
         ]  # fmt: skip
 
 

@@ -1,4 +1,5 @@
-"""The inbox's values: a row's ``Status``, the ``Claim`` a delivery holds, the rows it reads."""
+"""The inbox's values: a row's ``Status``, the ``Claim`` a delivery holds, the rows it reads, and a
+paused tick task's ``Pause``."""
 
 from __future__ import annotations
 
@@ -63,3 +64,17 @@ class Holder:
     message_id: str
     format: str
     """The held message's ``consumer.wire.message.Format`` value."""
+
+
+@dataclass(frozen=True)
+class Pause:
+    """A paused tick task: when, by whom, and why (``tick_control``)."""
+
+    task: str
+    paused_at: datetime
+    paused_by: str
+    reason: str
+
+    @classmethod
+    def from_row(cls, row: Any) -> Pause:
+        return cls(**dict(row._mapping))

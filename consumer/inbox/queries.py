@@ -1,5 +1,5 @@
-"""Every SQL statement on the ``inbox`` and ``tick_progress`` tables, each named once; ``Inbox``
-runs them.
+"""Every SQL statement on the ``inbox``, ``tick_progress``, ``tick_control`` and ``tick_runs``
+tables, each named once; ``Inbox`` and ``TickControl`` run them.
 
 The claim and the finish of every delivery are the hot statements: ``Inbox`` runs them as
 ``consumer.db.prepared`` statements, compiled once per dialect. Every write after the claim says
@@ -12,11 +12,23 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Delete, Select, Update, and_, bindparam, func, or_, select, update
+from sqlalchemy import (
+    Delete,
+    Insert,
+    Select,
+    Update,
+    and_,
+    bindparam,
+    delete,
+    func,
+    or_,
+    select,
+    update,
+)
 
 from consumer.db import dialect as sql
 from consumer.inbox.model import FINAL, Claim, Status
-from consumer.inbox.schema import inbox, tick_progress
+from consumer.inbox.schema import inbox, tick_control, tick_progress, tick_runs
 
 RUNNING, FAILED = "running", "failed"
 """Plain strings in the prepared statements: their constant binds reach the driver as they are."""
@@ -169,3 +181,65 @@ def advance_slot(dialect: str, task: str, slot: datetime, schedule: str) -> Any:
         set_=lambda excluded: {"last_slot": excluded.last_slot, "schedule": excluded.schedule},
         where=lambda excluded: tick_progress.c.last_slot < excluded.last_slot,
     )
+
+
+# --- tick_control ---------------------------------------------------------------------------------
+
+
+def pause(dialect: str, task: str, now: datetime, by: str, reason: str) -> Insert:
+    """Mark ``task`` paused, unless it is already (the first pause keeps its time and author);
+    returns the task when this statement paused it."""
+    values = {"task": task, "paused_at": now, "paused_by": by, "reason": reason}
+    return sql.insert_ignore(tick_control, dialect).values(values).returning(tick_control.c.task)
+
+
+def resume(task: str) -> Delete:
+    return delete(tick_control).where(tick_control.c.task == task)
+
+
+def paused(task: str) -> Select[Any]:
+    """One task's pause, if it is paused."""
+    return select(tick_control).where(tick_control.c.task == task)
+
+
+ALL_PAUSED = select(tick_control).order_by(tick_control.c.task)
+"""Every paused task (status, the dashboard, the metrics)."""
+
+
+# --- tick_runs ------------------------------------------------------------------------------------
+
+
+def take_run(dialect: str, task: str, key: str, lease_until: datetime, now: datetime) -> Any:
+    """Make ``key`` the run holding ``task``, unless another run's lease is live; returns the key
+    when taken. One statement: of two runs taking the task at once, one gets it."""
+    return sql.upsert(
+        tick_runs,
+        dialect,
+        {"task": task, "key": key, "lease_until": lease_until, "taken_at": now},
+        conflict=[tick_runs.c.task],
+        set_=lambda excluded: {
+            "key": excluded.key,
+            "lease_until": excluded.lease_until,
+            "taken_at": excluded.taken_at,
+        },
+        where=lambda excluded: or_(
+            tick_runs.c.lease_until < excluded.taken_at, tick_runs.c.key == excluded.key
+        ),
+    ).returning(tick_runs.c.key)
+
+
+def run_holder(task: str, now: datetime) -> Select[Any]:
+    """The key of the run holding ``task`` with a live lease."""
+    return select(tick_runs.c.key).where(tick_runs.c.task == task, tick_runs.c.lease_until > now)
+
+
+def renew_run(task: str, key: str, lease_until: datetime) -> Update:
+    return (
+        update(tick_runs)
+        .where(tick_runs.c.task == task, tick_runs.c.key == key)
+        .values(lease_until=lease_until)
+    )
+
+
+def release_run(task: str, key: str) -> Delete:
+    return delete(tick_runs).where(tick_runs.c.task == task, tick_runs.c.key == key)

@@ -17,7 +17,7 @@ from consumer.db.engine import unavailable_on_db_fault
 from consumer.db.prepared import on_autocommit, prepared
 from consumer.db.store import Store
 from consumer.inbox import queries
-from consumer.inbox.model import FINAL, Claim, Holder, InboxRow, Status
+from consumer.inbox.model import FINAL, Claim, Holder, InboxRow, Pause, Status
 from consumer.wire.message import PushMessage
 
 
@@ -188,3 +188,35 @@ class Inbox(Store):
         ``Schedule``); never move it backwards."""
         with self._write(connection) as conn:
             conn.execute(queries.advance_slot(self.dialect, task, slot, schedule))
+
+    def paused(self, task: str, *, connection: Connection | None = None) -> Pause | None:
+        with self._read(connection) as conn:
+            row = conn.execute(queries.paused(task)).first()
+        return Pause.from_row(row) if row else None
+
+    def take_run(
+        self, task: str, key: str, lease_until: datetime, now: datetime,
+        *, connection: Connection | None = None,
+    ) -> bool:  # fmt: skip
+        """Hold ``task`` for the run of ``key`` until ``lease_until``; ``False`` if another
+        run's lease is live (``run_holder`` says which)."""
+        statement = queries.take_run(self.dialect, task, key, lease_until, now)
+        with self._write(connection) as conn:
+            return conn.execute(statement).first() is not None
+
+    def run_holder(
+        self, task: str, now: datetime, *, connection: Connection | None = None
+    ) -> str | None:
+        with self._read(connection) as conn:
+            return conn.execute(queries.run_holder(task, now)).scalar()
+
+    def renew_run(
+        self, task: str, key: str, lease_until: datetime, *, connection: Connection | None = None
+    ) -> None:
+        with self._write(connection) as conn:
+            conn.execute(queries.renew_run(task, key, lease_until))
+
+    def release_run(self, task: str, key: str, *, connection: Connection | None = None) -> None:
+        """Let the next run take ``task`` (a run that died lets go when its lease ends)."""
+        with self._write(connection) as conn:
+            conn.execute(queries.release_run(task, key))

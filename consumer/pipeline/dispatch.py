@@ -12,8 +12,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, replace
 from datetime import timedelta
 
 from sqlalchemy import Connection, Engine
@@ -28,6 +28,7 @@ from consumer.pipeline import decisions
 from consumer.pipeline.decisions import Source
 from consumer.pipeline.registry import Handler, Registry
 from consumer.pipeline.running import Verdict, context_for, invoke
+from consumer.pipeline.tick_rules import TickRules, waiting_outcome
 from consumer.wire import schedule
 from consumer.wire.classify import classify
 from consumer.wire.events import Event, TickEvent
@@ -80,6 +81,7 @@ class Dispatcher:
         self.registry = registry
         self.inbox = Inbox(engine)
         self.clock = clock
+        self._ticks = TickRules(settings, registry, clock)
         postgres = engine.dialect.name == "postgresql"
         self._pinned = PinnedConnections.of(engine) if postgres else None
 
@@ -139,6 +141,8 @@ class Dispatcher:
             return Outcome(Kind.SKIPPED, event.key, details, route=route)
         with self._connection() as connection:
             inbox = self.inbox.on(connection)
+            if busy := self._ticks.busy(event, inbox):  # overlap=wait only
+                return waiting_outcome(event, busy)  # nothing written: retried later
             stale, claim = retry_on_stale(connection, lambda: self._claim(inbox, event))
             if claim is None:
                 return self._not_claimed(inbox, event)
@@ -146,10 +150,21 @@ class Dispatcher:
             record_by = self._record_by(started, time.monotonic())
             delivery = Delivery(claim, inbox, route, started, record_by)
             terminal = self._terminal(claim, event, handler, stale)
+            terminal = terminal or self._ticks.paused(event, inbox)
             if handler is not None and terminal is None:
-                return self._run(delivery, event, handler)
+                return self._held_run(delivery, event, handler)
             assert terminal is not None  # no handler is a terminal verdict
-            return self._finish(delivery, terminal)
+            return self._decline(delivery, event, terminal)
+
+    def _held_run(self, delivery: Delivery, event: Event, handler: Handler) -> Outcome:
+        """Run, holding the tick's task while it runs when its overlap policy says so."""
+        if yielded := self._ticks.take(event, delivery.claim, delivery.inbox):
+            return self._decline(delivery, event, yielded)
+        try:
+            return self._catch_up_then_run(delivery, event, handler)
+        finally:
+            with suppress(Unavailable):  # a run that cannot let go does when its lease ends
+                self._ticks.release(event, delivery.inbox)
 
     def _claim(self, inbox: Inbox, event: Event) -> tuple[str, Claim | None]:
         """Nothing has run yet, so a try that met a dead connection may simply be made again."""
@@ -189,17 +204,65 @@ class Dispatcher:
             return f"no tick task {event.task!r} is registered (registered: {names})"
         return f"no handler for {event.route}"
 
-    def _run(self, delivery: Delivery, event: Event, handler: Handler) -> Outcome:
+    def _decline(self, delivery: Delivery, event: Event, verdict: Verdict) -> Outcome:
+        """Record a verdict reached before the handler; a tick that waits for another run gives
+        its claim back (failed, attempt refunded) and is answered as one that never claimed."""
+        outcome = self._finish(delivery, verdict)
+        if outcome.kind is Kind.RETRY and "waiting_for" in verdict.details:
+            return waiting_outcome(event, verdict.details["waiting_for"])
+        return outcome
+
+    def _catch_up_then_run(self, delivery: Delivery, event: Event, handler: Handler) -> Outcome:
+        """The runs of missed slots the catch-up policy asks for, oldest first, each under its
+        own key, in the first half of this delivery's budget; then the tick's own run. Slots
+        left over defer the tick (its retry carries on from the last caught-up slot)."""
+        missed = self._ticks.catch_ups(event, delivery.inbox)
+        budget = self.settings.handler_budget_seconds
+        ran: dict[str, str] = {}
+        for run in missed:
+            left = delivery.started + budget / 2 - time.monotonic()
+            if left <= 0:
+                break
+            ran[run.slot.isoformat()] = self._catch_up(delivery, run, handler, left)
+        if len(ran) < len(missed):
+            waiting = Verdict(Kind.RETRY, {"waiting_for": "catch-up"}, "catching up", True)
+            self._finish(delivery, waiting)
+            return waiting_outcome(event, "catch-up", caught_up=ran, left=len(missed) - len(ran))
+        rest = delivery.started + budget - time.monotonic() if missed else None
+        outcome = self._run(delivery, event, handler, rest)
+        return replace(outcome, details={**outcome.details, "caught_up": ran}) if ran else outcome
+
+    def _catch_up(self, trigger: Delivery, run: TickEvent, handler: Handler, budget: float) -> str:
+        """One missed slot's run on the trigger's connection; what became of it (``taken``: a
+        delivery elsewhere holds or finished it)."""
+        lease = timedelta(seconds=self.settings.lease_seconds)
+        claim = trigger.inbox.claim(run.key, run.route, run.message, self.clock(), lease)
+        if claim is None:
+            return "taken"
+        record_by = self._record_by(trigger.started, time.monotonic())
+        delivery = Delivery(claim, trigger.inbox, trigger.route, trigger.started, record_by)
+        terminal = self._terminal(claim, run, handler, "")
+        outcome = (
+            self._finish(delivery, terminal)
+            if terminal
+            else self._run(delivery, run, handler, budget)
+        )
+        log.info("caught up", extra={"key": run.key, "outcome": outcome.kind.value})
+        return outcome.kind.value
+
+    def _run(
+        self, delivery: Delivery, event: Event, handler: Handler, budget: float | None = None
+    ) -> Outcome:
         claim = delivery.claim
-        renew = self._renewer(delivery)
+        renew = self._ticks.renewing(event, delivery.inbox, self._renewer(delivery))
         context = context_for(
-            self.settings, self.engine, claim.key, claim.attempts, renew=renew, clock=self.clock
+            self.settings, self.engine, claim.key, claim.attempts, budget, renew, self.clock
         )
         verdict = invoke(handler, context, event, self.settings.inbox.max_attempts)
         if verdict.kind is Kind.LEASE_LOST:
             return Outcome(Kind.LEASE_LOST, claim.key, verdict.details, route=delivery.route)
         outcome = self._finish(delivery, verdict)
-        if isinstance(event, TickEvent) and outcome.kind is Kind.DONE and not event.continuation:
+        if isinstance(event, TickEvent) and outcome.kind is Kind.DONE and _advances(event):
             self._advance_slot(delivery, event)
         return outcome
 
@@ -290,8 +353,8 @@ class Dispatcher:
 
     def _stale_reason(self, inbox: Inbox, event: Event) -> str:
         """Ticks from a backlog are coalesced: only the current slots run."""
-        if not isinstance(event, TickEvent) or event.continuation:
-            return ""  # a continuation carries on a run that was current
+        if not isinstance(event, TickEvent) or event.continuation or event.run_now:
+            return ""  # a continuation carries on a run that was current; a run now is now
         max_age = self.settings.ticks.max_age_periods
         if old := schedule.stale_reason(event.schedule, event.slot, self.clock(), max_age):
             return old
@@ -299,6 +362,11 @@ class Dispatcher:
         if last is not None and event.slot < last:
             return f"tick slot {event.slot.isoformat()} precedes completed slot {last.isoformat()}"
         return ""
+
+
+def _advances(event: TickEvent) -> bool:
+    """A slot's run and a catch-up run complete their slot; a continuation or a run now none."""
+    return not (event.continuation or event.run_now)
 
 
 def _now_or(started: float | None) -> float:

@@ -12,7 +12,7 @@ warmers.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from consumer.config.fields import Section
@@ -22,7 +22,14 @@ from consumer.errors import AlreadyRegistered, SettingsError
 from consumer.pipeline.context import HandlerContext
 from consumer.pipeline.extensions import Functions, Named, Warmers
 from consumer.wire.events import DeployEvent, Event, OtherEvent, Route, StorageEvent, TickEvent
-from consumer.wire.schedule import Cron, Every, Schedule, ScheduleError, as_schedule
+from consumer.wire.schedule import (
+    Cron,
+    Every,
+    Schedule,
+    ScheduleError,
+    TickPolicy,
+    as_schedule,
+)
 
 DEFAULT_TICK_PERIOD_SECONDS = 60
 DEFAULT_SCHEDULE = Every(DEFAULT_TICK_PERIOD_SECONDS)
@@ -47,6 +54,8 @@ class TickTask:
     name: str
     schedule: Schedule
     handler: TickHandler
+    policy: TickPolicy = field(default_factory=TickPolicy)
+    """Its overlap and catch-up policies, as declared (``policy_of`` applies the settings')."""
 
 
 class Registry:
@@ -86,17 +95,22 @@ class Registry:
         cron: str | None = None,
         timezone: str = "UTC",
         replace: bool = False,
+        overlap: str = "allow",
+        catch_up: str = "latest",
     ) -> Callable[[H], H]:
         """Register a tick task on a fixed period or a cron schedule (``cron="0 9 * * 1-5"``,
-        ``timezone="Europe/Madrid"``): its slots key its ticks, and so decide its duplicates."""
+        ``timezone="Europe/Madrid"``): its slots key its ticks, and so decide its duplicates.
+        ``overlap`` (``allow``, ``skip``, ``wait``) and ``catch_up`` (``latest``, ``once``,
+        ``all:N``): docs/flow-control.md."""
         schedule = _schedule(name, period_seconds, cron, timezone)
+        policy = _policy(name, {"overlap": overlap, "catch_up": catch_up})
         if name in self.tasks and not replace:
             raise AlreadyRegistered(
                 f"tick task {name!r} is already registered (pass replace=True to replace it)"
             )
 
         def register(handler: H) -> H:
-            self.tasks[name] = TickTask(name, schedule, handler)
+            self.tasks[name] = TickTask(name, schedule, handler, policy)
             return handler
 
         return register
@@ -158,6 +172,14 @@ class Registry:
 
     period_of = schedule_of  # the older name
 
+    def policy_of(self, task: str, overrides: Mapping[str, Mapping[str, str]]) -> TickPolicy:
+        """The registered policies, with those of ``overrides`` (``CONSUMER_TICK_POLICIES``,
+        checked when read) on top."""
+        registered = self.tasks.get(task)
+        declared = registered.policy if registered else TickPolicy()
+        chosen = {"overlap": declared.overlap.value, "catch_up": str(declared.catch_up)}
+        return TickPolicy.of(**{**chosen, **overrides.get(task, {})})
+
     def resolve(self, event: Event) -> Handler | None:
         """The handler for ``event``, or ``None`` when it is unroutable."""
         return _RESOLVERS[event.route](self, event)
@@ -190,5 +212,12 @@ def _schedule(name: str, period_seconds: int | None, cron: str | None, timezone:
         raise SettingsError(f"tick task {name!r}: give period_seconds or cron, not both or neither")
     try:
         return Every(period_seconds) if period_seconds is not None else Cron(str(cron), timezone)
+    except ScheduleError as exc:
+        raise SettingsError(f"tick task {name!r}: {exc}") from None
+
+
+def _policy(name: str, chosen: Mapping[str, str]) -> TickPolicy:
+    try:
+        return TickPolicy.of(**chosen)
     except ScheduleError as exc:
         raise SettingsError(f"tick task {name!r}: {exc}") from None

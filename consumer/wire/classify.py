@@ -136,6 +136,7 @@ def _tick(message: PushMessage, data: Mapping[str, Any], schedule_of: ScheduleLo
         payload=data,
         message=message,
         continuation=_optional_name(message.attributes.get("continuation"), "continuation"),
+        run_now=_optional_name(message.attributes.get("run_now"), "run_now"),
     )
 
 

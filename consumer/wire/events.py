@@ -53,13 +53,28 @@ class TickEvent:
     continuation: str = ""
     """Set on a continuation a budget-bound run published (``consumer.pipeline.continuation``): its
     own key, never stale, and it never advances the task's completed slot."""
+    run_now: str = ""
+    """Set on an operator's "run now" (attribute ``run_now``): its own key, which no slot's
+    key can be, never stale, and it never advances the completed slot."""
+    catch_up: bool = False
+    """A run the dispatcher makes for a slot missed during an outage: keyed apart from the
+    slot's own tick, which the stale rule recorded ``skipped``."""
 
     @property
     def key(self) -> str:
         task = escape(self.task, ":")
         if self.continuation:
             return f"tick:{task}:continuation:{escape(self.continuation, ':')}"
+        if self.run_now:
+            return f"tick:{task}:run-now:{escape(self.run_now, ':')}"
+        if self.catch_up:
+            return f"tick:{task}:catch-up:{self.slot.isoformat()}"
         return f"tick:{task}:{self.slot.isoformat()}"
+
+    @property
+    def scheduled(self) -> bool:
+        """A slot's own tick (not a continuation, a run now or a catch-up run)."""
+        return not (self.continuation or self.run_now or self.catch_up)
 
     @property
     def name(self) -> str:

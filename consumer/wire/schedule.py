@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from enum import StrEnum
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
@@ -177,3 +178,107 @@ def future_reason(slot: datetime, now: datetime, tolerance_seconds: float) -> st
             f"our clock (tolerance {tolerance_seconds:g} s); nothing was recorded"
         )
     return ""
+
+
+class Overlap(StrEnum):
+    """What a slot's tick does while another run of its task still holds a live claim."""
+
+    ALLOW = "allow"
+    """Run anyway (the behaviour before overlap policies existed: slots may overlap)."""
+    SKIP = "skip"
+    """Record the slot ``skipped`` with the run it yields to, and acknowledge it."""
+    WAIT = "wait"
+    """Record nothing and answer 503, so the delivery is retried once the run may be over."""
+
+
+class CatchUpMode(StrEnum):
+    LATEST = "latest"
+    ONCE = "once"
+    ALL = "all"
+
+
+MAX_CATCH_UP = 1000
+"""The most missed slots an ``all:N`` policy may run (each is a run of the handler)."""
+
+
+@dataclass(frozen=True)
+class CatchUp:
+    """Which missed slots (after the completed slot, before the ones the stale rule still runs)
+    get runs of their own: none (``latest``), one for all of them (``once``), or each of the
+    ``limit`` latest (``all:N``)."""
+
+    mode: CatchUpMode = CatchUpMode.LATEST
+    limit: int = 0
+
+    def __post_init__(self) -> None:
+        if self.mode is CatchUpMode.ALL and not 1 <= self.limit <= MAX_CATCH_UP:
+            raise ScheduleError(f"catch-up all:N needs N in 1..{MAX_CATCH_UP}, got {self.limit}")
+
+    @classmethod
+    def parse(cls, text: str) -> CatchUp:
+        """``latest``, ``once`` or ``all:N``."""
+        mode, _, count = text.strip().partition(":")
+        if mode == CatchUpMode.ALL:
+            if not (count.isascii() and count.isdigit()):
+                raise ScheduleError(f"catch-up all needs a count, as all:5, got {text!r}")
+            return cls(CatchUpMode.ALL, int(count))
+        if mode not in (CatchUpMode.LATEST, CatchUpMode.ONCE) or count:
+            raise ScheduleError(f"catch-up must be latest, once or all:N, got {text!r}")
+        return cls(CatchUpMode(mode))
+
+    def __str__(self) -> str:
+        return f"all:{self.limit}" if self.mode is CatchUpMode.ALL else self.mode.value
+
+
+@dataclass(frozen=True)
+class TickPolicy:
+    """A tick task's overlap and catch-up policies (docs/flow-control.md)."""
+
+    overlap: Overlap = Overlap.ALLOW
+    catch_up: CatchUp = CatchUp()
+
+    @classmethod
+    def of(cls, overlap: str = "allow", catch_up: str = "latest") -> TickPolicy:
+        """From their names; a bad one raises ``ScheduleError`` naming it."""
+        try:
+            chosen = Overlap(overlap)
+        except ValueError:
+            raise ScheduleError(f"overlap must be allow, skip or wait, got {overlap!r}") from None
+        return cls(chosen, CatchUp.parse(catch_up))
+
+    def __str__(self) -> str:
+        return f"overlap={self.overlap} catch_up={self.catch_up}"
+
+
+POLICY_FIELDS = ("overlap", "catch_up")
+
+
+def parse_policies(raw: str) -> dict[str, dict[str, str]]:
+    """``TASK.overlap=skip,TASK.catch_up=all:5``: each task's named policies, checked one by one
+    (the task name is everything before the last dot); each problem names its item."""
+    found: dict[str, dict[str, str]] = {}
+    for item in filter(None, (part.strip() for part in raw.split(","))):
+        name, sep, value = item.partition("=")
+        task, dot, field_name = name.strip().rpartition(".")
+        if not (sep and dot and task) or field_name not in POLICY_FIELDS:
+            raise ScheduleError(f"expected TASK.overlap=... or TASK.catch_up=..., got {item!r}")
+        chosen = {**found.get(task, {}), field_name: value.strip()}
+        try:
+            TickPolicy.of(**chosen)
+        except ScheduleError as exc:
+            raise ScheduleError(f"task {task!r}: {exc}") from None
+        found[task] = chosen
+    return found
+
+
+def missed_slots(
+    schedule: Schedule, last: datetime, oldest_current: datetime, limit: int
+) -> list[datetime]:
+    """The ``limit`` latest slots after ``last`` (the completed one) and before
+    ``oldest_current`` (the oldest slot the stale rule still runs), oldest first."""
+    slots: list[datetime] = []
+    slot = schedule.previous(oldest_current)
+    while slot > last and len(slots) < limit:
+        slots.append(slot)
+        slot = schedule.previous(slot)
+    return slots[::-1]

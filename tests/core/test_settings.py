@@ -87,6 +87,7 @@ JOB_MAX_PAYLOAD_BYTES WAKE_TOPIC WAKE_URL WAKE_WINDOW_MS""".split()  # noqa: SIM
 VARIABLES += ["TICK_HOOK_AUDIENCE", "TICK_HOOK_SECRETS", "TICK_HOOK_SERVICE_ACCOUNTS"]
 VARIABLES += ["TICK_HOOK_TOLERANCE_SECONDS"]  # new with POST /ticks: no older name to keep
 VARIABLES += ["TRACES_EXPORTER", "TRACES_ENDPOINT", "TRACES_SAMPLE_PERCENT"]  # OpenTelemetry
+VARIABLES += ["TICK_POLICIES"]  # new with the tick tasks' overlap and catch-up policies
 
 
 def test_the_sections_read_exactly_the_variables_operators_have_always_set() -> None:

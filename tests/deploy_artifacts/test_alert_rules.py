@@ -94,6 +94,27 @@ CASES: dict[str, tuple[Case, Case]] = {
             "10m",
         ),
     ),
+    "ConsumerTaskPausedTooLong": (
+        # "report" was paused at the epoch; "sweep" two hours later (10 h 10 m before the look).
+        fire(
+            [
+                ('consumer_task_paused{task="report",instance="pod-a"}', "0x740"),
+                ('consumer_task_paused{task="report",instance="pod-b"}', "0x740"),
+                ('consumer_task_paused{task="sweep",instance="pod-a"}', "7200x740"),
+            ],
+            "12h10m",
+            {"task": "report"},
+            **{DURATION: "12h 10m 0s"},
+        ),
+        # Paused 10 hours ago, and a task paused at the epoch was resumed (its series ended).
+        silent(
+            [
+                ('consumer_task_paused{task="sweep",instance="pod-a"}', "7200x740"),
+                ('consumer_task_paused{task="report",instance="pod-a"}', "0x600"),
+            ],
+            "12h10m",
+        ),
+    ),
     "ConsumerDeadJobsRising": (
         # A pod's counter of dead "record" jobs rises; another pod's first dead "export" job
         # creates its series at 1 (a labelled counter has no series before its first increment).
