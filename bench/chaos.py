@@ -44,8 +44,8 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = arguments(argv)
     sys.path.insert(0, str(ROOT))  # run as a script: tests.support and triggers.local
-    from chaos_load import Rates
-    from chaos_run import Options, run
+    from bench.chaos_load import Rates
+    from bench.chaos_run import Options, run
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwinds: every process stopped
     seed = args.seed if args.seed is not None else random.randrange(1_000_000)

@@ -17,13 +17,15 @@ from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
 
-from chaos_cluster import Cluster
-from chaos_pods import Pods
-from chaos_sinks import Target, TimedRecorder
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import SQLAlchemyError
 
+from bench.chaos_cluster import Cluster
+from bench.chaos_pods import Pods
+from bench.chaos_sinks import Target, TimedRecorder
+
 HELD = text("SELECT id, claimed_by FROM jobs WHERE status = 'running'")
+CLAIMED = text("SELECT key FROM inbox WHERE status = 'running' AND key NOT LIKE '%:continuation:%'")
 SPELL_SECONDS = (2.0, 5.0)
 CUT_SECONDS = (1.0, 10.0)
 KILL_EVERY = (15.0, 30.0)
@@ -39,6 +41,9 @@ class Fault:
     end: float = 0.0
     held_jobs: frozenset[int] | None = None
     """For a kill: the running jobs claimed by the killed pod's workers (None: unknown)."""
+    held_events: frozenset[str] = frozenset()
+    """For a kill: every inbox row running at that moment (an inbox claim does not say which
+    pod holds it, so this includes the live pods' claims, which finish within moments)."""
 
 
 @dataclass(frozen=True)
@@ -174,7 +179,7 @@ class Chaos:
         fault.name += f" (pod-{index + 1})"
         pids = self.pods.kill(index)
         fault.start = time.time()
-        fault.held_jobs = _held_by(self.ledger_engine, pids)
+        fault.held_jobs, fault.held_events = _held_by(self.ledger_engine, pids)
         fault.end = time.time()  # the crash is the fault; the restart is recovery
         time.sleep(RESTART_DELAY_SECONDS)
         self.pods.start(index)
@@ -191,17 +196,19 @@ class Chaos:
         fault.end = time.time() + (sink.stall_seconds if mode == "stall" else 0.0)
 
 
-def _held_by(engine: Engine, pids: set[int]) -> frozenset[int] | None:
-    """Running jobs claimed by these processes (a claim token is ``host/PID/random``), asked
-    a few times within a couple of seconds (well inside their lease: nobody can take them over
-    meanwhile); None when the database cannot say (it was restarted a moment ago)."""
+def _held_by(engine: Engine, pids: set[int]) -> tuple[frozenset[int] | None, frozenset[str]]:
+    """Running jobs claimed by these processes (a claim token is ``host/PID/random``) and the
+    running inbox rows, asked a few times within a couple of seconds (well inside their leases:
+    nobody can take them over meanwhile); None when the database cannot say (it was restarted
+    a moment ago)."""
     for _ in range(HELD_TRIES):
         with suppress(SQLAlchemyError):
             with engine.connect() as connection:
                 rows = connection.execute(HELD).all()
-            return frozenset(row.id for row in rows if _pid(row.claimed_by) in pids)
+                keys = frozenset(connection.execute(CLAIMED).scalars())
+            return frozenset(row.id for row in rows if _pid(row.claimed_by) in pids), keys
         time.sleep(0.3)
-    return None
+    return None, frozenset()
 
 
 def _pid(token: str | None) -> int:

@@ -17,11 +17,12 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from chaos_faults import Fault
-from chaos_load import Published
-from chaos_pods import BUCKET, DEPLOY_SERVICE
-from chaos_sinks import Call
 from sqlalchemy import Engine, text
+
+from bench.chaos_faults import Fault
+from bench.chaos_load import Published
+from bench.chaos_pods import BUCKET, DEPLOY_SERVICE
+from bench.chaos_sinks import Call
 
 JOBS = text("SELECT id, kind, status, idempotency_key, finished_at FROM jobs")
 EVENTS = text("SELECT key, route, status, finished_at FROM inbox")

@@ -20,9 +20,9 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 
 import requests
-from chaos_emulators import JOBS, TICKS, Emulators
-from chaos_pods import BUCKET, CALL_KIND, DEPLOY_SERVICE, HOOK_SECRET, MAIL_PREFIX
 
+from bench.chaos_emulators import JOBS, TICKS, Emulators
+from bench.chaos_pods import BUCKET, CALL_KIND, DEPLOY_SERVICE, HOOK_SECRET, MAIL_PREFIX
 from consumer.deploy.signature import signed_headers
 
 HOOK_RETRY_SECONDS = 1.0

@@ -15,9 +15,9 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from chaos_faults import Fault
-from chaos_ledger import Account, Records
-from chaos_sinks import Call
+from bench.chaos_faults import Fault
+from bench.chaos_ledger import Account, Records
+from bench.chaos_sinks import Call
 
 BEFORE, WINDOW, STEP, SHARE = 10.0, 3.0, 0.25, 0.5
 TABLE_SECONDS = 10
@@ -45,12 +45,10 @@ class Timeline:
 def recoveries(faults: Sequence[Fault], timeline: Timeline, records: Records) -> list[float]:
     effects = timeline.effects
     drained = effects[-1] if effects else 0.0
-    finished = {job.id: job.finished_at for job in records.jobs}
-    return [_recovery(fault, effects, drained, finished) for fault in faults]
+    return [_recovery(fault, effects, drained, records) for fault in faults]
 
 
-def _recovery(fault: Fault, effects: list[float], drained: float,
-              finished: dict[int, float | None]) -> float:  # fmt: skip
+def _recovery(fault: Fault, effects: list[float], drained: float, records: Records) -> float:
     rate = _count(effects, fault.start - BEFORE, fault.start) / BEFORE
     back = fault.end
     if rate > 0:
@@ -58,8 +56,15 @@ def _recovery(fault: Fault, effects: list[float], drained: float,
         while back < drained and _count(effects, back, back + WINDOW) < needed:
             back += STEP
         back = min(back, max(drained, fault.end))
-    held = [finished.get(job) or drained for job in fault.held_jobs or ()]
-    return max(0.0, max([back, *held]) - fault.end)
+    return max(0.0, max([back, *_held_finished(fault, records, drained)]) - fault.end)
+
+
+def _held_finished(fault: Fault, records: Records, drained: float) -> list[float]:
+    """When each job and inbox row held at a kill was finished (by whoever took it over)."""
+    jobs = {job.id: job.finished_at for job in records.jobs}
+    held = [jobs.get(job) or drained for job in fault.held_jobs or ()]
+    return held + [records.events.get(key, ("", "", None))[2] or drained
+                   for key in fault.held_events]  # fmt: skip
 
 
 def _count(times: list[float], start: float, end: float) -> int:
@@ -81,10 +86,12 @@ def throughput(timeline: Timeline, faults: Sequence[Fault], started: float,
 
 def fault_lines(faults: Sequence[Fault], recovered: Sequence[float], found: Account,
                 started: float) -> list[str]:  # fmt: skip
-    lines = ["| fault | at (s) | lasted (s) | held jobs | duplicates | recovery (s) |",
+    lines = ["| fault | at (s) | lasted (s) | held jobs / events | duplicates | recovery (s) |",
              "|---|---|---|---|---|---|"]  # fmt: skip
     for fault, seconds in zip(faults, recovered, strict=True):
-        held = "-" if fault.held_jobs is None else str(len(fault.held_jobs))
+        held = (
+            "-" if fault.held_jobs is None else f"{len(fault.held_jobs)} / {len(fault.held_events)}"
+        )
         repeats = sum(1 for duplicate in found.duplicates if duplicate.fault is fault)
         cells = [fault.name, f"{fault.start - started:.1f}", f"{fault.end - fault.start:.1f}",
                  held, str(repeats), f"{seconds:.1f}"]  # fmt: skip

@@ -12,16 +12,23 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from chaos_cluster import Cluster
-from chaos_emulators import emulators
-from chaos_faults import Chaos, Window, plan
-from chaos_ledger import Account, Records, account
-from chaos_load import Load, Rates
-from chaos_pods import ACK_DEADLINE_SECONDS, BUCKET, Pods, Wiring
-from chaos_report import Timeline, fault_lines, last_line, ledger_lines, recoveries, throughput
-from chaos_sinks import Target, TimedRecorder, mail_sink
 from sqlalchemy import Engine
 
+from bench.chaos_cluster import Cluster
+from bench.chaos_emulators import emulators
+from bench.chaos_faults import Chaos, Window, plan
+from bench.chaos_ledger import Account, Records, account
+from bench.chaos_load import Load, Rates
+from bench.chaos_pods import ACK_DEADLINE_SECONDS, BUCKET, Pods, Wiring
+from bench.chaos_report import (
+    Timeline,
+    fault_lines,
+    last_line,
+    ledger_lines,
+    recoveries,
+    throughput,
+)
+from bench.chaos_sinks import Target, TimedRecorder, mail_sink
 from consumer.db.engine import make_engine
 from consumer.db.migrate import upgrade
 from consumer.demo.balancer import Balancer
@@ -89,7 +96,9 @@ def run(options: Options) -> int:
         ended = time.time()
         progress(f"chaos: drained in {ended - started - options.seconds:.0f} s; stopping")
         load.close()
-        return _report(found, engine, mail, target, chaos, started, ended)
+        status = _report(found, engine, mail, target, chaos, started, ended)
+    progress(f"chaos: everything stopped {time.time() - ended:.0f} s after the drain")
+    return status
 
 
 def _wait(until: float, mail: TimedRecorder) -> None:
