@@ -180,7 +180,7 @@ class Chaos:
         pids = self.pods.kill(index)
         fault.start = time.time()
         fault.held_jobs, fault.held_events = _held_by(self.ledger_engine, pids)
-        fault.end = time.time()  # the crash is the fault; the restart is recovery
+        fault.end = fault.start  # the crash is the fault; the restart is recovery
         time.sleep(RESTART_DELAY_SECONDS)
         self.pods.start(index)
 

@@ -80,6 +80,8 @@ class Account:
     duplicates: list[Duplicate] = field(default_factory=list)
     expected: Counter[str] = field(default_factory=Counter)
     unfinished_wakeups: int = 0
+    ticks: Counter[str] = field(default_factory=Counter)
+    """Tick rows by status (``skipped``: stale or a duplicate slot)."""
 
     def lose(self, category: str, what: str) -> None:
         self.lost[category] += 1
@@ -113,6 +115,8 @@ def _events(found: Account, published: Published, records: Records) -> None:
         if status not in TERMINAL:
             found.lose("events", f"{key} is {status}")
     for key, (route, status, _) in records.events.items():
+        if route == "tick" and CONTINUATION not in key:
+            found.ticks[status] += 1
         if route != "tick" or status in TERMINAL:
             continue
         if CONTINUATION in key:  # a pod's own wake-up: the next tick does its work

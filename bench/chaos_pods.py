@@ -24,6 +24,9 @@ CALL_KIND = "call"
 BUCKET = "uploads"
 MAIL_PREFIX = "mail/"
 TARGET_TIMEOUT_SECONDS = 2
+TICK_MAX_AGE_PERIODS = 30
+"""A tick is swept up to 30 s (periods) after its slot: on a busy machine the emulator's pushes
+lag by seconds, and with the default (2) every tick would be skipped as stale and nothing swept."""
 START_SECONDS = 120
 STOP_SECONDS = 5
 RESTART_BACKOFF_SECONDS = 1.0
@@ -66,6 +69,7 @@ def pod_env(port: int, wiring: Wiring) -> dict[str, str]:
         "CONSUMER_SMTP_SECURITY": "none", "CONSUMER_MAIL_FROM": MAIL_FROM,
         "CONSUMER_ACK_DEADLINE_SECONDS": str(ACK_DEADLINE_SECONDS),
         "CONSUMER_SAFETY_MARGIN_SECONDS": "2", "CONSUMER_TICK_PERIODS": "sweep=1",
+        "CONSUMER_TICK_MAX_AGE_PERIODS": str(TICK_MAX_AGE_PERIODS),
         "CONSUMER_MAX_ATTEMPTS": "1000", "CONSUMER_JOB_MAX_ATTEMPTS": "1000",
         "CONSUMER_JOB_RETRY_BASE_SECONDS": "1", "CONSUMER_JOB_RETRY_MAX_SECONDS": "5",
         "CONSUMER_STORAGE_RULES": json.dumps(rules),

@@ -100,7 +100,8 @@ def fault_lines(faults: Sequence[Fault], recovered: Sequence[float], found: Acco
 
 
 def ledger_lines(found: Account, started: float) -> list[str]:
-    lines = [f"expected: {_pairs(found.expected)}", f"lost: {_pairs(found.lost) or 'none'}"]
+    lines = [f"expected: {_pairs(found.expected)}", f"tick slots: {_pairs(found.ticks)}",
+             f"lost: {_pairs(found.lost) or 'none'}"]  # fmt: skip
     lines += [f"  lost {example}" for example in found.examples]
     kinds = ", ".join(sorted({d.fault.kind for d in found.duplicates if d.fault is not None}))
     lines.append(f"duplicates: {len(found.duplicates)} ({found.attributed} attributed"

@@ -3,6 +3,7 @@ ends), the load and the faults played for the given time, a bounded drain, then 
 
 from __future__ import annotations
 
+import os
 import random
 import sys
 import tempfile
@@ -61,6 +62,7 @@ def run(options: Options) -> int:
     """Prints the report on stdout (its last line is the summary); 1 on any loss or any
     unattributed duplicate."""
     rng = random.Random(options.seed)
+    load_before = os.getloadavg()[0]
     with workspace(options.workdir) as workdir, ExitStack() as stack:
         progress(f"chaos: seed {options.seed}, logs in {workdir}")
         cluster = stack.enter_context(Cluster())
@@ -96,6 +98,9 @@ def run(options: Options) -> int:
         ended = time.time()
         progress(f"chaos: drained in {ended - started - options.seconds:.0f} s; stopping")
         load.close()
+        print(f"machine: {os.cpu_count()} cores, load average {load_before:.1f} before the run, "
+              f"{os.getloadavg()[0]:.1f} at its end; this process (balancer, sinks, load) used "
+              f"{_cpu_seconds():.0f} CPU s")  # fmt: skip
         status = _report(found, engine, mail, target, chaos, started, ended)
     progress(f"chaos: everything stopped {time.time() - ended:.0f} s after the drain")
     return status
@@ -145,6 +150,11 @@ def _report(found: Account, engine: Engine, mail: TimedRecorder, target: Target,
     print(last_line(len(faults), found, recovered), flush=True)
     unattributed = len(found.duplicates) - found.attributed
     return 1 if found.lost or unattributed else 0
+
+
+def _cpu_seconds() -> float:
+    times = os.times()
+    return times.user + times.system
 
 
 @contextmanager
