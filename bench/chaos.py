@@ -32,8 +32,8 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--seed", type=int, default=None, help="fault plan (default: random)")
     parser.add_argument("--workdir", type=Path, default=None, help="keep logs here")
-    parser.add_argument("--csv-rows", type=int, default=5, help="email rows uploaded per second")
-    parser.add_argument("--mail-jobs", type=int, default=2, help="email jobs published per second")
+    parser.add_argument("--csv-rows", type=int, default=3, help="email rows uploaded per second")
+    parser.add_argument("--mail-jobs", type=int, default=1, help="email jobs published per second")
     parser.add_argument("--call-jobs", type=int, default=1, help="call jobs published per second")
     args = parser.parse_args(argv)
     if args.seconds < 30:

@@ -152,6 +152,12 @@ class Chaos:
                 self.faults.append(fault)
             self.progress(f"{fault.name}: {fault.end - fault.start:.1f} s")
 
+    def record(self, fault: Fault) -> None:
+        """A fault nobody planned (``bench.chaos_watch``), for the ledger."""
+        with self.lock:
+            self.faults.append(fault)
+        self.progress(f"{fault.name}")
+
     def _count(self, kind: str) -> int:
         with self.lock:
             return sum(1 for fault in self.faults if fault.kind == kind)
@@ -179,7 +185,7 @@ class Chaos:
         fault.name += f" (pod-{index + 1})"
         pids = self.pods.kill(index)
         fault.start = time.time()
-        fault.held_jobs, fault.held_events = _held_by(self.ledger_engine, pids)
+        fault.held_jobs, fault.held_events = held_by(self.ledger_engine, pids)
         fault.end = fault.start  # the crash is the fault; the restart is recovery
         time.sleep(RESTART_DELAY_SECONDS)
         self.pods.start(index)
@@ -196,7 +202,7 @@ class Chaos:
         fault.end = time.time() + (sink.stall_seconds if mode == "stall" else 0.0)
 
 
-def _held_by(engine: Engine, pids: set[int]) -> tuple[frozenset[int] | None, frozenset[str]]:
+def held_by(engine: Engine, pids: set[int]) -> tuple[frozenset[int] | None, frozenset[str]]:
     """Running jobs claimed by these processes (a claim token is ``host/PID/random``) and the
     running inbox rows, asked a few times within a couple of seconds (well inside their leases:
     nobody can take them over meanwhile); None when the database cannot say (it was restarted

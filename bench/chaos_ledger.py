@@ -7,15 +7,18 @@ what the database recorded and what the SMTP sink and the target saw.
 - **duplicates**: each extra copy of an email (same Message-ID), each repeated call of a key the
   target had already done. A duplicate is **attributed** to a fault whose window lies between
   the first copy and the repeat: a SIGKILL of the pod that held the job (or any kill when the
-  job is not known), a database restart or cut, or a spell of the sink that received it.
+  job is not known), a worker's own exit when a request outlived the ack deadline (observed in
+  the pods' logs) if it held the job, a database restart or cut, or a spell of the sink that
+  received it.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import Engine, text
 
@@ -24,11 +27,13 @@ from bench.chaos_load import Published
 from bench.chaos_pods import BUCKET, DEPLOY_SERVICE
 from bench.chaos_sinks import Call
 
-JOBS = text("SELECT id, kind, status, idempotency_key, finished_at FROM jobs")
+JOBS = text("SELECT id, kind, status, idempotency_key, finished_at, attempts, errors FROM jobs")
 EVENTS = text("SELECT key, route, status, finished_at FROM inbox")
 JOB_ID = re.compile(r"<job-(\d+)\.")
 TERMINAL = ("done", "skipped")
 CONTINUATION = ":continuation:"
+CRASHES = ("kill", "worker-exit")
+"""Faults that end a process mid-work: they explain the repeats of the jobs it held."""
 EFFECTS = ("done", "lost")
 """Target outcomes that did the effect (``lost``: done, then the answer was cut)."""
 SLACK = {"email": 0.5, "call": 2.5}
@@ -42,6 +47,9 @@ class JobRow:
     status: str
     key: str | None
     finished_at: float | None
+    attempts: int = 1
+    errors: tuple[str, ...] = ()
+    """The job's error history (why it ran again), oldest first."""
 
 
 @dataclass(frozen=True)
@@ -55,8 +63,7 @@ class Records:
     @classmethod
     def read(cls, engine: Engine) -> Records:
         with engine.connect() as connection:
-            jobs = [JobRow(r.id, r.kind, r.status, r.idempotency_key, _epoch(r.finished_at))
-                    for r in connection.execute(JOBS)]  # fmt: skip
+            jobs = [_job(row) for row in connection.execute(JOBS)]
             events = {r.key: (r.route, r.status, _epoch(r.finished_at))
                       for r in connection.execute(EVENTS)}  # fmt: skip
         return cls(jobs, events)
@@ -71,6 +78,8 @@ class Duplicate:
     again: float
     job_id: int | None
     fault: Fault | None = None
+    history: str = ""
+    """The job's attempts and last error (what the database says about the repeat)."""
 
 
 @dataclass
@@ -152,8 +161,9 @@ def _emails(found: Account, records: Records, mail: list[tuple[str, float]]) -> 
         copies = sorted(arrivals.get(job.id, []))
         if job.status == "done" and not copies:
             found.lose("emails", f"job {job.id} is done but its email never arrived")
-        found.duplicates += [Duplicate("email", f"job {job.id}", copies[0], again, job.id)
-                             for again in copies[1:]]  # fmt: skip
+        history = _history(job)
+        found.duplicates += [Duplicate("email", f"job {job.id}", copies[0], again, job.id,
+                                       history=history) for again in copies[1:]]  # fmt: skip
 
 
 def _calls(found: Account, published: Published, by_key: dict[str, JobRow],
@@ -172,8 +182,9 @@ def _calls(found: Account, published: Published, by_key: dict[str, JobRow],
                 found.lose("calls", f"{key} never reached the target's effect")
             continue
         job_id = job.id if job is not None else None
-        found.duplicates += [Duplicate("call", key, effects[0].seen, call.seen, job_id)
-                             for call in repeats]  # fmt: skip
+        history = _history(job) if job is not None else ""
+        found.duplicates += [Duplicate("call", key, effects[0].seen, call.seen, job_id,
+                                       history=history) for call in repeats]  # fmt: skip
 
 
 def _attribute(duplicate: Duplicate, faults: list[Fault]) -> Duplicate:
@@ -185,11 +196,10 @@ def _attribute(duplicate: Duplicate, faults: list[Fault]) -> Duplicate:
         if fault.start <= duplicate.again + slack and fault.end >= duplicate.first - slack
         and _relevant(fault, duplicate)
     ]  # fmt: skip
-    holding = [fault for fault in overlapping if fault.kind == "kill" and fault.held_jobs
+    holding = [fault for fault in overlapping if fault.kind in CRASHES and fault.held_jobs
                and duplicate.job_id in fault.held_jobs]  # fmt: skip
     chosen = holding or sorted(overlapping, key=lambda fault: fault.start, reverse=True)
-    return Duplicate(duplicate.what, duplicate.identity, duplicate.first, duplicate.again,
-                     duplicate.job_id, chosen[0] if chosen else None)  # fmt: skip
+    return replace(duplicate, fault=chosen[0] if chosen else None)
 
 
 def _relevant(fault: Fault, duplicate: Duplicate) -> bool:
@@ -199,9 +209,26 @@ def _relevant(fault: Fault, duplicate: Duplicate) -> bool:
         return duplicate.what == "email"
     if fault.kind.startswith("target-"):
         return duplicate.what == "call"
-    if fault.kind == "kill" and fault.held_jobs is not None and duplicate.job_id is not None:
+    if fault.kind in CRASHES and fault.held_jobs is not None and duplicate.job_id is not None:
         return duplicate.job_id in fault.held_jobs
     return True
+
+
+def _job(row: Any) -> JobRow:
+    finished = _epoch(row.finished_at)
+    return JobRow(row.id, row.kind, row.status, row.idempotency_key, finished, row.attempts,
+                  _errors(row.errors))  # fmt: skip
+
+
+def _history(job: JobRow) -> str:
+    last = job.errors[-1] if job.errors else "no error recorded"
+    return f"{job.attempts} attempts; last error: {last}"
+
+
+def _errors(history: object) -> tuple[str, ...]:
+    if not isinstance(history, list):
+        return ()
+    return tuple(str(entry.get("error", ""))[:120] for entry in history if isinstance(entry, dict))
 
 
 def _epoch(moment: datetime | None) -> float | None:

@@ -32,8 +32,8 @@ HOOK_RETRY_SECONDS = 1.0
 class Rates:
     """What one second of load publishes."""
 
-    csv_rows: int = 5
-    mail_jobs: int = 2
+    csv_rows: int = 3
+    mail_jobs: int = 1
     call_jobs: int = 1
     deploy_every: int = 5
 

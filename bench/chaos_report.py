@@ -107,7 +107,7 @@ def ledger_lines(found: Account, started: float) -> list[str]:
     lines.append(f"duplicates: {len(found.duplicates)} ({found.attributed} attributed"
                  f"{': ' + kinds if kinds else ''})")  # fmt: skip
     lines += [f"  unattributed: {d.what} {d.identity}, first at {d.first - started:.1f} s, "
-              f"again at {d.again - started:.1f} s"
+              f"again at {d.again - started:.1f} s ({d.history})"
               for d in found.duplicates if d.fault is None][:20]  # fmt: skip
     if found.unfinished_wakeups:
         lines.append(f"wake-ups a killed pod left running (the next tick did their work): "

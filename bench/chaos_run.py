@@ -30,6 +30,7 @@ from bench.chaos_report import (
     throughput,
 )
 from bench.chaos_sinks import Target, TimedRecorder, mail_sink
+from bench.chaos_watch import ExitWatcher
 from consumer.db.engine import make_engine
 from consumer.db.migrate import upgrade
 from consumer.demo.balancer import Balancer
@@ -87,6 +88,9 @@ def run(options: Options) -> int:
         stack.callback(load.close)
         chaos = Chaos(pods, cluster, target, mail, engine, rng, progress)
         stack.callback(chaos.stop)
+        exits = ExitWatcher(workdir, engine, chaos.record)
+        stack.callback(exits.stop)
+        exits.start()
         started = time.time()
         progress(f"chaos: {PODS} pods up; load and faults for {options.seconds:.0f} s")
         load.start()
@@ -95,6 +99,8 @@ def run(options: Options) -> int:
         load.stop()
         chaos.stop()
         found = _drain(load, engine, mail, target, chaos, options.drain_seconds)
+        exits.stop()
+        found = _account(load, engine, mail, target, chaos)
         ended = time.time()
         progress(f"chaos: drained in {ended - started - options.seconds:.0f} s; stopping")
         load.close()
