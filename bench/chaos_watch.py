@@ -35,7 +35,8 @@ class ExitWatcher:
 
     def stop(self) -> None:
         self._stopping.set()
-        self._thread.join(timeout=30)
+        if self._thread.ident is not None:
+            self._thread.join(timeout=30)
         self._scan()  # the last lines, written before the run ended
 
     def _run(self) -> None:

@@ -62,5 +62,6 @@ def test_a_minute_of_chaos_loses_nothing_and_explains_every_duplicate(tmp_path: 
         line.split("|")[1].strip() for line in lines if line.startswith("| ") and " #" in line
     ]
     assert len(faults) == int(summary["faults"]), report
-    assert {name.split(" #")[0] for name in faults} == set(KINDS), report
+    kinds = {name.split(" #")[0] for name in faults}
+    assert set(KINDS) <= kinds <= {*KINDS, "worker-exit"}, report  # exits are observed, unplanned
     assert not [name for name in faults if "(failed:" in name], report
