@@ -58,9 +58,7 @@ def test_a_minute_of_chaos_loses_nothing_and_explains_every_duplicate(tmp_path: 
     assert int(summary["lost"]) == 0, report
     assert summary["duplicates"] == summary["attributed"], report
     assert finished.returncode == 0, f"{report}\n{finished.stderr[-3000:]}"
-    faults = [
-        line.split("|")[1].strip() for line in lines if line.startswith("| ") and " #" in line
-    ]
+    faults = fault_names(lines)
     assert len(faults) == int(summary["faults"]), report
     kinds = {name.split(" #")[0] for name in faults}
     assert set(KINDS) <= kinds <= {*KINDS, "worker-exit"}, report  # exits are observed, unplanned
