@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +25,7 @@ LAST_LINE = re.compile(
     r"chaos: (?P<faults>\d+) faults, lost (?P<lost>\d+), duplicates (?P<duplicates>\d+) "
     r"\((?P<attributed>\d+) attributed\), recovery p50 (?P<p50>[\d.]+) s max (?P<max>[\d.]+) s"
 )
+TIMEOUT_SECONDS = 240
 KINDS = ("kill", "pg-restart", "db-cut", "target-fail", "target-stall", "smtp-fail", "smtp-stall")
 
 
@@ -35,6 +37,20 @@ def missing() -> str:
     if pubsub_emulator() is None:
         return "Google's Pub/Sub emulator (or java) is not installed"
     return stack.missing()
+
+
+def run(command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """The harness, bounded: past the bound it gets SIGTERM, on which it stops every process it
+    started (a SIGKILL would leave its pods, emulators and cluster behind)."""
+    process = subprocess.Popen(command, env=env, text=True, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        stdout, stderr = process.communicate(timeout=TIMEOUT_SECONDS)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGTERM)
+        stdout, stderr = process.communicate(timeout=90)
+        pytest.fail(f"the 60 s slice took over {TIMEOUT_SECONDS} s:\n{stderr[-3000:]}")
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
 
 def fault_names(lines: list[str]) -> list[str]:
@@ -50,7 +66,7 @@ def test_a_minute_of_chaos_loses_nothing_and_explains_every_duplicate(tmp_path: 
     env = {k: v for k, v in os.environ.items() if not k.startswith("CONSUMER_")}
     command = [sys.executable, str(ROOT / "bench" / "chaos.py"), "--seconds", "60",
                "--drain-seconds", "40", "--workdir", str(tmp_path)]  # fmt: skip
-    finished = subprocess.run(command, capture_output=True, text=True, timeout=240, env=env)
+    finished = run(command, env)
     report = finished.stdout
     lines = report.strip().splitlines()
     summary = LAST_LINE.fullmatch(lines[-1]) if lines else None
