@@ -1,0 +1,109 @@
+"""The chaos ledger's rules on hand-made records (no processes): what counts as lost, which fault
+explains a repeat, and how recovery is read from the effects' timeline."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+from sqlalchemy import create_engine
+
+from bench.chaos_faults import Fault
+from bench.chaos_ledger import JobRow, Records, account
+from bench.chaos_load import Published, Upload
+from bench.chaos_report import Timeline, recoveries
+from bench.chaos_sinks import Call
+from bench.chaos_watch import ExitWatcher
+
+MAIL = ["mail-0-0", "mail-0-1"]
+
+
+def records(*jobs: JobRow) -> Records:
+    events = {f"job:{job.key}": ("job", "done", 1.0) for job in jobs}
+    return Records(list(jobs), events)
+
+
+def emails() -> Records:
+    return records(
+        JobRow(1, "email", "done", MAIL[0], 10.0), JobRow(2, "email", "done", MAIL[1], 10.0)
+    )
+
+
+def copies(job: int, *times: float) -> list[tuple[str, float]]:
+    return [(f"<job-{job}.20261201000000@example.com>", at) for at in times]
+
+
+def test_a_done_email_that_never_arrived_is_lost() -> None:
+    found = account(Published(mail_jobs=MAIL), emails(), copies(1, 5.0), [], [])
+    assert found.lost == {"emails": 1}
+    assert not found.duplicates
+
+
+def test_events_and_rows_without_their_record_are_lost() -> None:
+    published = Published(mail_jobs=MAIL, uploads=[Upload("mail/u0.csv", 7, rows=2)])
+    found = account(published, records(JobRow(1, "email", "running", MAIL[0], None)), [], [], [])
+    assert found.lost == {"events": 2, "jobs": 4}  # the upload's event and rows, job 2, job 1
+
+
+def test_a_repeat_is_attributed_only_to_a_fault_between_its_copies_that_explains_it() -> None:
+    mail = copies(1, 5.0, 30.0) + copies(2, 6.0)
+    published = Published(mail_jobs=MAIL)
+
+    def attributed(*faults: Fault) -> int:
+        found = account(published, emails(), mail, [], list(faults))
+        assert len(found.duplicates) == 1 and not found.lost
+        return found.attributed
+
+    assert attributed() == 0
+    assert attributed(Fault("kill", "kill #1", 20.0, 20.0, frozenset({1}))) == 1
+    assert attributed(Fault("kill", "kill #1", 20.0, 20.0, frozenset({2}))) == 0  # held others
+    assert attributed(Fault("kill", "kill #1", 20.0, 20.0, None)) == 1  # unknown: any kill
+    assert attributed(Fault("worker-exit", "worker-exit #1", 20.0, 20.0, frozenset({1}))) == 1
+    assert attributed(Fault("worker-exit", "worker-exit #1", 20.0, 20.0, frozenset())) == 0
+    assert attributed(Fault("db-cut", "db-cut #1", 31.0, 35.0)) == 0  # after the repeat
+    assert attributed(Fault("pg-restart", "pg-restart #1", 2.0, 5.2)) == 1
+    assert attributed(Fault("target-fail", "target-fail #1", 10.0, 12.0)) == 0  # not its sink
+    assert attributed(Fault("smtp-stall", "smtp-stall #1", 10.0, 12.0)) == 1
+
+
+def test_a_repeated_call_of_a_done_key_is_a_duplicate() -> None:
+    published = Published(call_jobs=["call-0-0"], releases=["r0"])
+    jobs = records(JobRow(1, "call", "done", "call-0-0", 3.0))
+    jobs.events["deploy:web:r0"] = ("deploy", "done", 3.0)
+    calls = [Call("call-0-0", "/job", "500", 1.0), Call("call-0-0", "/job", "done", 2.0),
+             Call("call-0-0", "/job", "duplicate", 9.0)]  # fmt: skip
+    found = account(published, jobs, [], calls, [])
+    assert found.lost == {"calls": 1}  # the deploy never reached the target
+    assert [(d.identity, d.first, d.again) for d in found.duplicates] == [("call-0-0", 2.0, 9.0)]
+
+
+def test_recovery_lasts_until_the_rate_is_back_or_the_killed_pod_s_jobs_are_done() -> None:
+    steady = [n / 10 for n in range(0, 200)]  # 10 effects a second for 20 s ...
+    gap = [at for at in steady if not 10.0 <= at < 14.0]  # ... none for 4 s after the fault
+    timeline = Timeline(emails=gap, calls=[], events=[])
+    jobs = Records([JobRow(9, "email", "done", "k", 17.5)], {})
+    cut = Fault("db-cut", "db-cut #1", 9.0, 10.0)
+    kill = Fault("kill", "kill #1", 9.0, 10.0, frozenset({9}))
+    recovered = recoveries([cut, kill], timeline, jobs)
+    assert 2.0 <= recovered[0] <= 4.0  # half the rate over the next 3 s is back ~2.5 s in
+    assert recovered[1] == 7.5  # the held job finished 7.5 s after the kill
+
+
+def test_a_worker_s_own_exit_in_a_pod_s_log_is_recorded_once_as_an_observed_fault(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "pod-2.1.log"
+    exit_line = {"time": "2026-12-01T23:16:44.977510Z", "severity": "ERROR", "pid": 4242,
+                 "message": "a request outlived the ack deadline; the worker exits so it cannot "
+                 "run on"}  # fmt: skip
+    log.write_text('{"message": "LOCAL MODE"}\n' + json.dumps(exit_line) + "\n" + '{"time": ')
+    engine = create_engine(f"sqlite:///{tmp_path / 'empty.db'}")  # no jobs table: held unknown
+    seen: list[Fault] = []
+    watcher = ExitWatcher(tmp_path, engine, seen.append)
+    watcher.stop()  # one scan
+    watcher.stop()  # a second scan finds nothing new
+    assert [(f.kind, f.name, f.held_jobs) for f in seen] == [
+        ("worker-exit", "worker-exit #1 (pod-2, observed)", None)
+    ]
+    assert seen[0].start == datetime(2026, 12, 1, 23, 16, 44, 977510, UTC).timestamp()
