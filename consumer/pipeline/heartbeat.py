@@ -32,15 +32,16 @@ class Beat:
 
 
 class Heartbeats:
-    """Renews, from one daemon thread (started in each process on first use), every claim held
-    in a ``kept`` block whose last renewal is ``every`` seconds old."""
+    """Renews, from one daemon thread, every claim held in a ``kept`` block whose last renewal
+    is ``every`` seconds old. The thread runs while claims are held, and ends when none is."""
 
-    def __init__(self, every: float = EVERY_SECONDS) -> None:
-        self.every = every
+    def __init__(self, every: float = EVERY_SECONDS, tick: float = TICK_SECONDS) -> None:
+        self.every, self.tick = every, tick
         self._beats: dict[int, Beat] = {}
         self._numbers = itertools.count()
         self._lock = threading.Lock()
-        self._pid = 0
+        self._running_in = 0
+        """The process whose thread is running (0: none; a forked worker starts its own)."""
 
     @contextmanager
     def kept(self, renew: Callable[[], bool]) -> Iterator[None]:
@@ -48,8 +49,8 @@ class Heartbeats:
         number = next(self._numbers)
         with self._lock:
             self._beats[number] = Beat(renew, time.monotonic())
-            if self._pid != os.getpid():  # first use here (a forked worker has no thread)
-                self._pid = os.getpid()
+            if self._running_in != os.getpid():
+                self._running_in = os.getpid()
                 threading.Thread(target=self._run, name="inbox-lease", daemon=True).start()
         try:
             yield
@@ -59,9 +60,12 @@ class Heartbeats:
 
     def _run(self) -> None:
         while True:
-            time.sleep(TICK_SECONDS)
+            time.sleep(self.tick)
             now = time.monotonic()
             with self._lock:
+                if not self._beats:
+                    self._running_in = 0
+                    return
                 due = [(n, b) for n, b in self._beats.items() if now - b.last >= self.every]
             for number, beat in due:
                 self._renew(number, beat)
