@@ -71,6 +71,15 @@ class ActResult:
     """Sweeps the killed pod was running (one job each may be sent again; at most its
     threads)."""
     threads: int = WORKERS * THREADS
+    takeover_seconds: float | None = None
+    """From the kill until no job is held by the killed pod (other pods' sweeps took them)."""
+
+
+@dataclass(frozen=True)
+class Kill:
+    held_jobs: int
+    sweeps: int
+    takeover_seconds: float | None
 
 
 def before(options: Options, workdir: Path, progress: Progress) -> ActResult:
@@ -105,12 +114,13 @@ def after(options: Options, workdir: Path, progress: Progress) -> ActResult:
         killed = _kill_one_mid_sweep(
             options, pods, balancer, sink, stack, engine, url, workdir, progress
         )
-        held, sweeps = killed or (0, 0)
+        kill = killed or Kill(0, 0, None)
         drained = _wait_drained(engine, sink, options, started, progress, "after")
         seconds = time.monotonic() - started
         result = ActResult("after", Tally.of(options.jobs, sink.counter.snapshot()), seconds,
-                           drained, kills=int(killed is not None), held_jobs=held,
-                           duplicate_bound=sweeps)  # fmt: skip
+                           drained, kills=int(killed is not None), held_jobs=kill.held_jobs,
+                           duplicate_bound=kill.sweeps,
+                           takeover_seconds=kill.takeover_seconds)  # fmt: skip
         result.per_pod = [balancer.traffic.per_pod[port] for port in ports]
         result.statuses = Counter(balancer.traffic.statuses)
         result.notes.append(f"ticks: {source.name}; {balancer.traffic.redelivered} redelivered")
@@ -181,11 +191,11 @@ def _tick_source(options: Options, push_url: str, workdir: Path) -> TickSource:
 def _kill_one_mid_sweep(
     options: Options, pods: dict[int, Child], balancer: Balancer, sink: MailSink,
     stack: ExitStack, engine: Engine, url: str, workdir: Path, progress: Progress,
-) -> tuple[int, int] | None:  # fmt: skip
-    """Once a third of the mail is out, SIGKILL the pod serving the most ticks, then restart it.
-    Returns how many jobs its workers held at that moment and in how many sweeps: each sweep
-    records its results as it goes, so only the job each was running may be sent twice.
-    ``None``: no kill."""
+) -> Kill | None:  # fmt: skip
+    """Once a third of the mail is out, SIGKILL the pod serving the most ticks, then restart it
+    once the other pods have taken its jobs over. Returns how many jobs its workers held at that
+    moment and in how many sweeps (each sweep records its results as it goes, so only the job
+    each was running may be sent twice), and how long the takeover took. ``None``: no kill."""
     if not options.kill:
         return None
     deadline = time.monotonic() + options.timeout_seconds
@@ -195,12 +205,23 @@ def _kill_one_mid_sweep(
             port, sweeps = busiest
             workers = descendants(pods[port].process.pid)
             pods[port].kill()
-            held = _held_by(engine, workers)  # their leases outlive this query by seconds
+            killed_at = time.monotonic()
+            held, claims = _held_by(engine, workers)  # their leases outlive this by seconds
             progress(f"after: SIGKILLed the pod on :{port} during {sweeps} tick(s), holding "
-                     f"{held[0]} jobs in {held[1]} sweep(s); restarting it")  # fmt: skip
-            time.sleep(1)
+                     f"{held} jobs in {claims} sweep(s)")  # fmt: skip
+            takeover = _taken_over(engine, workers, killed_at)
+            progress("after: its jobs were taken over; restarting it")
             pods[port] = _start_pod(stack, port, url, sink.port, workdir)
-            return held
+            return Kill(held, claims, takeover)
+        time.sleep(0.05)
+    return None
+
+
+def _taken_over(engine: Engine, pids: set[int], killed_at: float) -> float | None:
+    """Seconds from the kill until no job is held by ``pids`` any more (``None``: not in 60 s)."""
+    while time.monotonic() - killed_at < 60:
+        if _held_by(engine, pids)[0] == 0:
+            return time.monotonic() - killed_at
         time.sleep(0.05)
     return None
 

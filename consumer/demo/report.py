@@ -18,6 +18,7 @@ def table(before: ActResult | None, after: ActResult) -> str:
         ("pods killed mid-sweep", *(str(act.kills) for act in acts)),
         ("jobs the killed pod held", *(_held(act) for act in acts)),
         ("duplicate bound (one per sweep it ran)", *(_bound(act) for act in acts)),
+        ("its jobs taken over after the kill", *(_takeover(act) for act in acts)),
         ("deliveries per pod", *(_per_pod(act) for act in acts)),
         ("HTTP statuses seen", *(_statuses(act) for act in acts)),
         ("time to drain", *(_seconds(act) for act in acts)),
@@ -44,6 +45,13 @@ def _bound(act: ActResult) -> str:
     if act.name == "before":
         return "-"
     return f"<= {act.duplicate_bound} (threads: {act.threads})"
+
+
+def _takeover(act: ActResult) -> str:
+    if act.name == "before" or not act.kills:
+        return "-"
+    seconds = act.takeover_seconds
+    return "not within 60 s" if seconds is None else f"{seconds:.1f} s"
 
 
 def _per_pod(act: ActResult) -> str:
