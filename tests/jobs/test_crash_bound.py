@@ -60,9 +60,10 @@ def test_a_sweeper_killed_mid_batch_repeats_at_most_one_email_per_thread(
     env = mail_env(postgres_url, smtp, CONSUMER_SWEEP_BATCH_SIZE=str(BATCH))
     victim = start_victim(env)
     try:
-        deadline = time.monotonic() + 30
-        while len(smtp.message_ids()) < 120 and time.monotonic() < deadline:  # batches 10, 40..
+        deadline = time.monotonic() + 60  # a loaded machine may take long to start it
+        while len(smtp.message_ids()) < 120:  # batches of 10, then of 40 per thread
             assert victim.poll() is None, victim.communicate()
+            assert time.monotonic() < deadline, "the sweeper never got going"
             time.sleep(0.005)
         os.kill(victim.pid, signal.SIGKILL)
         killed_at = time.monotonic()
