@@ -23,10 +23,14 @@ class JobSettings(Section):
     prefix: ClassVar[str] = "JOB_"
     # SQLite binds at most 32766 parameters.
     sweep_batch_size: int = setting(100, convert=whole, within=(1, 10_000), env="SWEEP_BATCH_SIZE")
-    """Jobs the sweep claims per statement; a sweeper killed mid-batch re-runs at most these."""
-    lease_seconds: int = setting(10, convert=whole, within=(1, 3600))
+    """Jobs the sweep claims per statement (its results are recorded as it goes, not per batch)."""
+    sweep_flush_ms: int = setting(5, convert=whole, within=(0, 10_000), env="SWEEP_FLUSH_MS")
+    """Results of fast jobs are recorded together at least this often; a job that takes longer
+    than a commit is recorded before the next starts. A sweeper killed mid-batch re-runs at most
+    the job it was running plus those it finished in the last window."""
+    lease_seconds: int = setting(3, convert=whole, within=(1, 3600))
     """Lease on a claimed job, renewed by the live sweeper every third of it: a killed sweeper's
-    batch is retried after about this long."""
+    jobs are taken over after about this long."""
     max_attempts: int = setting(10, convert=whole, within=(1, 1000))
     """Attempts of a job enqueued without its own ``max_attempts`` before it is ``dead``."""
     retry_base_seconds: int = setting(10, convert=whole, within=(0, 30 * DAY))

@@ -89,6 +89,9 @@ class InboxSettings(Section):
     """The push subscription's ack deadline; for push it is also the request timeout."""
     safety_margin_seconds: int = setting(10, convert=whole, within=(1, 599))
     """Handlers must finish this long before the ack deadline."""
+    lease_seconds: int = setting(4, convert=whole, within=(2, 600), env="INBOX_LEASE_SECONDS")
+    """Lease on an inbox claim, renewed every second while its handler runs: a killed pod's
+    deliveries are taken over by their redelivery after about this long."""
     max_attempts: int = setting(5, convert=whole, within=(1, 1000))
     """Inbox attempts before an event is recorded ``dead``."""
     max_attributes: int = setting(256, convert=whole, within=(1, 10_000))

@@ -90,8 +90,9 @@ class Settings(Section):
 
     @property
     def lease_seconds(self) -> int:
-        """Inbox lease: outlives gunicorn's timeout (= ack deadline) so a live worker keeps it."""
-        return self.inbox.ack_deadline_seconds + self.inbox.safety_margin_seconds
+        """Inbox lease: short, renewed every second while a handler runs (a live worker keeps
+        its claim; a killed one's is taken over within seconds)."""
+        return self.inbox.lease_seconds
 
     @property
     def gunicorn_timeout_seconds(self) -> int:

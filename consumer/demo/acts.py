@@ -37,7 +37,9 @@ HELD = text("SELECT claimed_by FROM jobs WHERE status = 'running'")
 ACK_DEADLINE_SECONDS = 10
 TICK_EVERY_SECONDS = 2
 SWEEP_BATCH = 100
-JOB_LEASE_SECONDS = 10
+JOB_LEASE_SECONDS = 3
+WORKERS, THREADS = 2, 4
+"""A pod's gunicorn workers and their handler threads: at most this many sweeps run in it."""
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,21 @@ class ActResult:
     statuses: Counter[int] = field(default_factory=Counter)
     notes: list[str] = field(default_factory=list)
     kills: int = 0
+    held_jobs: int = 0
+    """Jobs the killed pod held (claimed, not yet recorded done) at the kill."""
     duplicate_bound: int = 0
+    """Sweeps the killed pod was running (one job each may be sent again; at most its
+    threads)."""
+    threads: int = WORKERS * THREADS
+    takeover_seconds: float | None = None
+    """From the kill until no job is held by the killed pod (other pods' sweeps took them)."""
+
+
+@dataclass(frozen=True)
+class Kill:
+    held_jobs: int
+    sweeps: int
+    takeover_seconds: float | None
 
 
 def before(options: Options, workdir: Path, progress: Progress) -> ActResult:
@@ -95,14 +111,16 @@ def after(options: Options, workdir: Path, progress: Progress) -> ActResult:
         stack.callback(ticker.stop)
         started = time.monotonic()
         ticker.start()
-        held = _kill_one_mid_sweep(
+        killed = _kill_one_mid_sweep(
             options, pods, balancer, sink, stack, engine, url, workdir, progress
         )
+        kill = killed or Kill(0, 0, None)
         drained = _wait_drained(engine, sink, options, started, progress, "after")
         seconds = time.monotonic() - started
         result = ActResult("after", Tally.of(options.jobs, sink.counter.snapshot()), seconds,
-                           drained, kills=int(held is not None),
-                           duplicate_bound=held or 0)  # fmt: skip
+                           drained, kills=int(killed is not None), held_jobs=kill.held_jobs,
+                           duplicate_bound=kill.sweeps,
+                           takeover_seconds=kill.takeover_seconds)  # fmt: skip
         result.per_pod = [balancer.traffic.per_pod[port] for port in ports]
         result.statuses = Counter(balancer.traffic.statuses)
         result.notes.append(f"ticks: {source.name}; {balancer.traffic.redelivered} redelivered")
@@ -136,7 +154,8 @@ def _env(**settings: str) -> dict[str, str]:
 def _pod_env(port: int, url: str, smtp_port: int) -> dict[str, str]:
     return _env(
         CONSUMER_BIND=f"127.0.0.1:{port}", CONSUMER_DATABASE_URL=url, CONSUMER_LOCAL_MODE="true",
-        CONSUMER_LOCAL_TICK_SECONDS="0", CONSUMER_WORKERS="2", CONSUMER_LOG_LEVEL="WARNING",
+        CONSUMER_LOCAL_TICK_SECONDS="0", CONSUMER_WORKERS=str(WORKERS),
+        CONSUMER_THREADS=str(THREADS), CONSUMER_LOG_LEVEL="WARNING",
         CONSUMER_SMTP_HOST="127.0.0.1", CONSUMER_SMTP_PORT=str(smtp_port),
         CONSUMER_SMTP_SECURITY="none", CONSUMER_MAIL_FROM="reports@example.com",
         CONSUMER_ACK_DEADLINE_SECONDS=str(ACK_DEADLINE_SECONDS), CONSUMER_SAFETY_MARGIN_SECONDS="2",
@@ -172,10 +191,11 @@ def _tick_source(options: Options, push_url: str, workdir: Path) -> TickSource:
 def _kill_one_mid_sweep(
     options: Options, pods: dict[int, Child], balancer: Balancer, sink: MailSink,
     stack: ExitStack, engine: Engine, url: str, workdir: Path, progress: Progress,
-) -> int | None:  # fmt: skip
-    """Once a third of the mail is out, SIGKILL the pod serving the most ticks, then restart it.
-    Returns how many jobs its workers held at that moment (the batches in flight): only those
-    may be sent twice. ``None``: no kill."""
+) -> Kill | None:  # fmt: skip
+    """Once a third of the mail is out, SIGKILL the pod serving the most ticks, then restart it
+    once the other pods have taken its jobs over. Returns how many jobs its workers held at that
+    moment and in how many sweeps (each sweep records its results as it goes, so only the job
+    each was running may be sent twice), and how long the takeover took. ``None``: no kill."""
     if not options.kill:
         return None
     deadline = time.monotonic() + options.timeout_seconds
@@ -185,23 +205,36 @@ def _kill_one_mid_sweep(
             port, sweeps = busiest
             workers = descendants(pods[port].process.pid)
             pods[port].kill()
-            held = _held_by(engine, workers)  # their leases outlive this query by seconds
-            progress(f"after: SIGKILLed the pod on :{port} during {sweeps} sweep(s), holding "
-                     f"{held} jobs; restarting it")  # fmt: skip
-            time.sleep(1)
+            killed_at = time.monotonic()
+            held, claims = _held_by(engine, workers)  # their leases outlive this by seconds
+            progress(f"after: SIGKILLed the pod on :{port} during {sweeps} tick(s), holding "
+                     f"{held} jobs in {claims} sweep(s)")  # fmt: skip
+            takeover = _taken_over(engine, workers, killed_at)
+            progress("after: its jobs were taken over; restarting it")
             pods[port] = _start_pod(stack, port, url, sink.port, workdir)
-            return held
+            return Kill(held, claims, takeover)
         time.sleep(0.05)
     return None
 
 
-def _held_by(engine: Engine, pids: set[int]) -> int:
-    """Running jobs claimed by these processes (a claim token is ``host/PID/random``)."""
+def _taken_over(engine: Engine, pids: set[int], killed_at: float) -> float | None:
+    """Seconds from the kill until no job is held by ``pids`` any more (``None``: not in 60 s)."""
+    while time.monotonic() - killed_at < 60:
+        if _held_by(engine, pids)[0] == 0:
+            return time.monotonic() - killed_at
+        time.sleep(0.05)
+    return None
+
+
+def _held_by(engine: Engine, pids: set[int]) -> tuple[int, int]:
+    """Running jobs claimed by these processes (a claim token is ``host/PID/random``), and the
+    claims (sweeps) they belong to."""
     if not pids:
-        return 0
+        return 0, 0
     with engine.connect() as connection:
         tokens = connection.execute(HELD).scalars().all()
-    return sum(1 for token in tokens if int(token.split("/")[-2]) in pids)
+    ours = [token for token in tokens if int(token.split("/")[-2]) in pids]
+    return len(ours), len(set(ours))
 
 
 def _wait_drained(

@@ -16,7 +16,9 @@ def table(before: ActResult | None, after: ActResult) -> str:
         ("extra copies sent", *(f"{act.tally.extra_copies:,}" for act in acts)),
         ("lost (never delivered)", *(f"{act.tally.lost:,}" for act in acts)),
         ("pods killed mid-sweep", *(str(act.kills) for act in acts)),
-        ("duplicate bound (jobs the killed pod held)", *(_bound(act) for act in acts)),
+        ("jobs the killed pod held", *(_held(act) for act in acts)),
+        ("duplicate bound (one per sweep it ran)", *(_bound(act) for act in acts)),
+        ("its jobs taken over after the kill", *(_takeover(act) for act in acts)),
         ("deliveries per pod", *(_per_pod(act) for act in acts)),
         ("HTTP statuses seen", *(_statuses(act) for act in acts)),
         ("time to drain", *(_seconds(act) for act in acts)),
@@ -35,8 +37,21 @@ def _title(act: ActResult) -> str:
     return "after: consumer serve"
 
 
+def _held(act: ActResult) -> str:
+    return "-" if act.name == "before" else f"{act.held_jobs:,}"
+
+
 def _bound(act: ActResult) -> str:
-    return "-" if act.name == "before" else f"<= {act.duplicate_bound}"
+    if act.name == "before":
+        return "-"
+    return f"<= {act.duplicate_bound} (threads: {act.threads})"
+
+
+def _takeover(act: ActResult) -> str:
+    if act.name == "before" or not act.kills:
+        return "-"
+    seconds = act.takeover_seconds
+    return "not within 60 s" if seconds is None else f"{seconds:.1f} s"
 
 
 def _per_pod(act: ActResult) -> str:

@@ -1,10 +1,16 @@
-"""The sweep: claim due jobs in batches, run each through its kind, record the batch with guarded
-writes, and stop before the time budget runs out (DESIGN.md sections 2 and 4).
+"""The sweep: claim due jobs in batches, run each through its kind, record the results with
+guarded writes as it goes, and stop before the time budget runs out (DESIGN.md sections 2 and 4).
 
-The claimed batch is held by a short lease that a heartbeat renews (``consumer.jobs.lease``). The
-write that records a batch's effects is retried for as long as that lease is known to be held;
-nothing new is claimed or run meanwhile. Only an outage that outlasts the lease can make another
-sweeper re-run an effect, and then only the batch that was in flight."""
+Claims stay batched; results are not. A job that took longer than a commit is recorded before
+the next one starts, and fast jobs' results at least every ``CONSUMER_SWEEP_FLUSH_MS``
+(``consumer.jobs.batch.Flushes``), on the sweep's own connection; the last results of a batch are
+recorded in the transaction that claims the next. A sweeper killed mid-batch therefore repeats, on
+takeover, at most the job it was running plus the fast jobs of one flush window.
+
+The claimed batch is held by a short lease that a heartbeat renews (``consumer.jobs.lease``). A
+write that records effects is retried through an outage until the budget runs out, and nothing new
+is started meanwhile: every write is guarded by the claim's token, so a record made after the
+lease ran out either still finds the rows (nobody took them) or records nothing."""
 
 from __future__ import annotations
 
@@ -13,15 +19,17 @@ import os
 import socket
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine
 
 from consumer.config.settings import Settings
 from consumer.db.engine import unavailable_on_db_fault
 from consumer.errors import Permanent, Unavailable
+from consumer.jobs.batch import NOTHING, Batch, Flushes, plus
 from consumer.jobs.kinds import JobContext, JobKinds
 from consumer.jobs.lease import LeaseKeeper
 from consumer.jobs.model import Failure, Job, Written
@@ -31,6 +39,7 @@ from consumer.observe import metrics, spans
 from consumer.wire.timeutil import Clock, utcnow
 
 log = logging.getLogger("consumer.jobs.sweep")
+T = TypeVar("T")
 FIRST_BATCH = 10
 """The first batch is small: it measures how long this sweep's jobs take."""
 MIN_RESERVE_SECONDS = 0.05
@@ -100,18 +109,6 @@ class Pace:
         self.write_seconds = 0.7 * self.write_seconds + 0.3 * seconds
 
 
-@dataclass
-class Batch:
-    """One claim's jobs and what became of them."""
-
-    token: str
-    jobs: list[Job]
-    requested: int
-    done: list[int] = field(default_factory=list)
-    failures: list[Failure] = field(default_factory=list)
-    unrun: list[int] = field(default_factory=list)
-
-
 def job_lease_seconds(settings: Settings) -> int:
     return settings.jobs.lease_seconds
 
@@ -128,13 +125,14 @@ class Sweeper:
         self.kinds = kinds
         self.clock = clock
         self.pace = Pace()
+        self.flushes = Flushes(settings.jobs.sweep_flush_ms / 1000)
         self.worker = f"{socket.gethostname()[:24]}/{os.getpid()}"
 
     def run(self, deadline: float) -> SweepSummary:
         """Sweep until drained or ``deadline`` (a ``time.monotonic()`` value) is near.
 
-        One connection serves the whole sweep, and each transaction records the batch just
-        run *and* claims the next: one round of writes per batch."""
+        One connection serves the whole sweep: the flushes while a batch runs, and the
+        transaction that records the rest of the batch just run *and* claims the next."""
         summary = SweepSummary()
         self.lease = LeaseKeeper(self.engine, job_lease_seconds(self.settings), self.clock)
         with unavailable_on_db_fault(), self.engine.connect() as connection, self.lease:
@@ -146,7 +144,7 @@ class Sweeper:
                 if not batch.jobs:
                     summary.stopped = reason or "drained"
                     break
-                self._work(batch, deadline, summary)
+                self._work(connection, batch, deadline, summary)
                 finished = batch
                 size, reason = self._next(batch, deadline)
             self._count_due(connection, summary)
@@ -163,7 +161,7 @@ class Sweeper:
     def _next(self, batch: Batch, deadline: float) -> tuple[int, str]:
         """How many to claim next (0: only record ``batch``), and why the sweep would stop."""
         if batch.unrun:
-            return 0, "budget" if self.lease.fresh() else "lease"
+            return 0, "budget" if self.lease.fresh() and not batch.lost else "lease"
         if len(batch.jobs) < batch.requested:
             return 0, "drained"  # nothing more was due
         size = self._next_size(deadline, first=False)
@@ -183,45 +181,69 @@ class Sweeper:
         deadline: float,
         summary: SweepSummary,
     ) -> Batch:
-        """In one transaction: record ``finished``, claim up to ``size`` jobs. An outage is
-        retried with backoff while the lease on ``finished`` holds: its effects happened, and
-        losing their record would make another sweeper run them again."""
-        started, pause = time.monotonic(), 0.05
+        """In one transaction: record the rest of ``finished``, claim up to ``size`` jobs."""
+        started = time.monotonic()
         give_up = self._give_up_at(finished, started, deadline)
-        while True:
-            try:
-                with unavailable_on_db_fault(), connection.begin():
-                    written = self._record(connection, finished)
-                    batch = self._claim(connection, size)
-                break
-            except Unavailable as exc:
-                if time.monotonic() + pause >= give_up:
-                    raise
-                log.warning("recording the batch failed, retrying: %s", exc)
-                time.sleep(pause)
-                pause = min(2 * pause, MAX_PAUSE_SECONDS)
+
+        def exchange() -> tuple[Written, Batch]:
+            return self._record(connection, finished), self._claim(connection, size)
+
+        written, batch = self._retrying(connection, exchange, give_up)
         self.pace.observe_write(time.monotonic() - started)
         if finished is not None:
-            summary.add(finished, written)
+            summary.add(finished, plus(finished.recorded, written))
             metrics.sweep_batch_recorded(finished)
         if batch.jobs:
             self.lease.hold(batch.token, started)
         return batch
 
+    def _retrying(self, connection: Connection, write: Callable[[], T], give_up: float) -> T:
+        """``write`` in a transaction, retried with backoff through an outage until
+        ``give_up``: effects it records happened, and losing their record would make another
+        sweeper run them again."""
+        pause = 0.05
+        while True:
+            try:
+                with unavailable_on_db_fault(), connection.begin():
+                    return write()
+            except Unavailable as exc:
+                if time.monotonic() + pause >= give_up:
+                    raise
+                log.warning("recording results failed, retrying: %s", exc)
+                time.sleep(pause)
+                pause = min(2 * pause, MAX_PAUSE_SECONDS)
+
     def _give_up_at(self, finished: Batch | None, started: float, deadline: float) -> float:
-        """Effects to record: retry while the lease holds (and the budget lasts). None: a
-        short blip is retried, a longer outage is the tick's 503."""
-        if finished is None or not (finished.done or finished.failures):
+        """Effects to record: retry while the budget lasts (the writes are guarded, so one
+        that comes after the lease is safe). None: a short blip is retried, a longer outage is
+        the tick's 503."""
+        if finished is None or not finished.pending():
             return started + BLIP_SECONDS
-        return min(self.lease.held_until, deadline) - self.pace.reserve()
+        return deadline - self.pace.reserve()
 
     def _record(self, connection: Connection, batch: Batch | None) -> Written:
+        """The results of ``batch`` no flush recorded, and its unrun jobs released."""
         if batch is None:
-            return Written(0, 0, 0, 0)
+            return NOTHING
+        done, failures = batch.unrecorded()
         return self.store.complete(
-            batch.token, self.clock(), batch.done, batch.failures, batch.unrun,
-            connection=connection,
-        )  # fmt: skip
+            batch.token, self.clock(), done, failures, batch.unrun, connection=connection
+        )
+
+    def _flush(self, connection: Connection, batch: Batch, deadline: float) -> None:
+        """Record the results held so far, before another job starts."""
+        started, (done, failures) = time.monotonic(), batch.unrecorded()
+        marks = len(batch.done), len(batch.failures)
+
+        def write() -> Written:
+            return self.store.complete(
+                batch.token, self.clock(), done, failures, connection=connection
+            )
+
+        written = self._retrying(connection, write, deadline - self.pace.reserve())
+        self.flushes.recorded(time.monotonic() - started)
+        batch.mark_recorded(*marks, written)
+        batch.lost = batch.lost or written.total < len(done) + len(failures)
 
     def _claim(self, connection: Connection, size: int) -> Batch:
         token = f"{self.worker}/{uuid.uuid4().hex[:16]}"
@@ -234,20 +256,27 @@ class Sweeper:
         return Batch(token, claimed, requested=size)
 
     @metrics.timed_sweep_batch
-    def _work(self, batch: Batch, deadline: float, summary: SweepSummary) -> None:
-        """Run the batch's jobs in order; those the time left cannot cover, or that would
-        start while the lease is not being renewed, stay unrun."""
+    def _work(
+        self, connection: Connection, batch: Batch, deadline: float, summary: SweepSummary
+    ) -> None:
+        """Run the batch's jobs in order, recording results when ``Flushes`` says so; those
+        the time left cannot cover, or that would start while the lease is not known to be
+        held, stay unrun."""
         summary.batches += 1
         summary.claimed += len(batch.jobs)
         stop_at = deadline - self.pace.reserve()
         pace, fresh, run, monotonic = self.pace, self.lease.ensure_fresh, self._run, time.monotonic
+        due = self.flushes.due
+        self.flushes.begin()
         with JobContext(self.settings, self.engine, deadline) as context:
             for job in batch.jobs:  # per job: a no-op job costs little more than this loop
                 started = monotonic()
-                if not (started + pace.job_seconds <= stop_at and fresh(started)):
+                if batch.lost or not (started + pace.job_seconds <= stop_at and fresh(started)):
                     batch.unrun.append(job.id)
                     continue
                 run(context, job, batch)
+                if due(started, monotonic()):
+                    self._flush(connection, batch, deadline)
                 pace.observe_job(monotonic() - started)
 
     def _run(self, context: JobContext, job: Job, batch: Batch) -> None:

@@ -26,6 +26,7 @@ from consumer.errors import ConsumerError, Unavailable
 from consumer.inbox.store import Claim, Inbox, Status
 from consumer.pipeline import decisions
 from consumer.pipeline.decisions import Source
+from consumer.pipeline.heartbeat import Heartbeats
 from consumer.pipeline.registry import Handler, Registry
 from consumer.pipeline.running import Verdict, context_for, invoke
 from consumer.pipeline.tick_rules import TickRules, waiting_outcome
@@ -65,7 +66,7 @@ class Delivery:
     started: float
     """``time.monotonic()`` when the delivery was received."""
     record_by: float
-    """``time.monotonic()`` by which recording must be done: the lease's or the request's end."""
+    """``time.monotonic()`` by which recording must be done: the request's end."""
 
 
 class Dispatcher:
@@ -82,6 +83,7 @@ class Dispatcher:
         self.inbox = Inbox(engine)
         self.clock = clock
         self._ticks = TickRules(settings, registry, clock)
+        self.heartbeats = Heartbeats()
         postgres = engine.dialect.name == "postgresql"
         self._pinned = PinnedConnections.of(engine) if postgres else None
 
@@ -147,7 +149,7 @@ class Dispatcher:
             if claim is None:
                 return self._not_claimed(inbox, event)
             handler = self.registry.resolve(event)
-            record_by = self._record_by(started, time.monotonic())
+            record_by = self._record_by(started)
             delivery = Delivery(claim, inbox, route, started, record_by)
             terminal = self._terminal(claim, event, handler, stale)
             terminal = terminal or self._ticks.paused(event, inbox)
@@ -239,7 +241,7 @@ class Dispatcher:
         claim = trigger.inbox.claim(run.key, run.route, run.message, self.clock(), lease)
         if claim is None:
             return "taken"
-        record_by = self._record_by(trigger.started, time.monotonic())
+        record_by = self._record_by(trigger.started)
         delivery = Delivery(claim, trigger.inbox, trigger.route, trigger.started, record_by)
         terminal = self._terminal(claim, run, handler, "")
         outcome = (
@@ -258,7 +260,8 @@ class Dispatcher:
         context = context_for(
             self.settings, self.engine, claim.key, claim.attempts, budget, renew, self.clock
         )
-        verdict = invoke(handler, context, event, self.settings.inbox.max_attempts)
+        with self.heartbeats.kept(renew):
+            verdict = invoke(handler, context, event, self.settings.inbox.max_attempts)
         if verdict.kind is Kind.LEASE_LOST:
             return Outcome(Kind.LEASE_LOST, claim.key, verdict.details, route=delivery.route)
         outcome = self._finish(delivery, verdict)
@@ -279,24 +282,21 @@ class Dispatcher:
         return Outcome(verdict.kind, event.key, body, route=route)
 
     def _renewer(self, delivery: Delivery) -> Callable[[], bool]:
-        """The heartbeat of a long handler; a renewed lease also leaves recording more room."""
+        """The renewal of the claim's short lease, every second while the handler runs
+        (``consumer.pipeline.heartbeat``), and whenever a long handler calls ``heartbeat``."""
 
         def renew() -> bool:
             now, lease = self.clock(), timedelta(seconds=self.settings.lease_seconds)
-            if not self.inbox.heartbeat(delivery.claim, now + lease, now):
-                return False
-            renewed = self._record_by(delivery.started, time.monotonic())
-            delivery.record_by = max(delivery.record_by, renewed)
-            return True
+            return self.inbox.heartbeat(delivery.claim, now + lease, now)
 
         return renew
 
-    def _record_by(self, started: float, leased_at: float) -> float:
-        """Recording may retry until the lease ends, but not past the request's own deadline
-        (gunicorn's timeout is the ack deadline: a killed worker records nothing)."""
-        lease_end = leased_at + self.settings.lease_seconds
-        request_end = started + self.settings.inbox.ack_deadline_seconds
-        return min(lease_end, request_end) - RECORD_SLACK_SECONDS
+    def _record_by(self, started: float) -> float:
+        """Recording may retry until the request's own deadline (gunicorn's timeout is the ack
+        deadline: a killed worker records nothing), even once the short lease has run out in an
+        outage: the write is guarded by the claim's token, so it records the outcome if no
+        redelivery took the claim over, and nothing if one did."""
+        return started + self.settings.inbox.ack_deadline_seconds - RECORD_SLACK_SECONDS
 
     def _finish(self, delivery: Delivery, verdict: Verdict) -> Outcome:
         """Record the verdict, retrying through a database outage while the lease leaves room,

@@ -31,7 +31,7 @@ def test_values_are_converted() -> None:
     assert settings.plugins == ("a.b", "c.d")
     assert settings.ticks.periods == {"sweep": Every(60), "cleanup": Every(3600)}
     assert settings.handler_budget_seconds == 110
-    assert settings.lease_seconds > settings.gunicorn_timeout_seconds
+    assert settings.lease_seconds == settings.inbox.lease_seconds == 4  # renewed every second
 
 
 @pytest.mark.parametrize(
@@ -88,6 +88,7 @@ VARIABLES += ["TICK_HOOK_AUDIENCE", "TICK_HOOK_SECRETS", "TICK_HOOK_SERVICE_ACCO
 VARIABLES += ["TICK_HOOK_TOLERANCE_SECONDS"]  # new with POST /ticks: no older name to keep
 VARIABLES += ["TRACES_EXPORTER", "TRACES_ENDPOINT", "TRACES_SAMPLE_PERCENT"]  # OpenTelemetry
 VARIABLES += ["TICK_POLICIES"]  # new with the tick tasks' overlap and catch-up policies
+VARIABLES += ["SWEEP_FLUSH_MS", "INBOX_LEASE_SECONDS"]  # new with the one-effect crash bound
 
 
 def test_the_sections_read_exactly_the_variables_operators_have_always_set() -> None:

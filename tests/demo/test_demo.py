@@ -40,9 +40,8 @@ def test_the_table_shows_duplicates_before_and_none_lost_after(
     assert before_dupes > 0, table  # the original bug, reproduced
     assert list(map(_number, _row(table, "lost (never delivered)"))) == [0, 0], table
     assert _row(table, "pods killed mid-sweep") == ["0", "1"], table
-    assert after_dupes <= _number(_row(table, "duplicate bound (jobs the killed pod held)")[1]), (
-        table
-    )
+    bound = _row(table, "duplicate bound (one per sweep it ran)")[1]
+    assert after_dupes <= _number(bound.split(" (")[0]) <= 8, table  # the pod's threads
     assert "s" in _row(table, "time to drain")[1] and "not drained" not in table
 
 

@@ -112,7 +112,7 @@ def problems(chain: Chain) -> list[str]:
             c.worker_class == "consumer.http.worker.ConsumerWorker",
             "the image's gunicorn worker has no request watchdog",
         ),
-        (c.lease > c.gunicorn_timeout, "inbox lease does not outlive gunicorn's timeout"),
+        (c.lease >= 3, "inbox lease does not outlast three of its one-second heartbeats"),
         (c.grace > c.prestop + c.gunicorn_graceful, "grace period <= preStop + graceful timeout"),
         (c.liveness_tolerance > c.gunicorn_timeout, "liveness kills a worker busy within budget"),
         (c.lb_timeout >= ack, "load balancer timeout shorter than the ack deadline"),

@@ -130,7 +130,7 @@ def test_the_pacer_beats_every_quarter_lease_and_guards_the_budget() -> None:
     now = [0.0]
     beats: list[float] = []
     context = HandlerContext(
-        settings=Settings.of(local_mode=True, ack_deadline_seconds=30, safety_margin_seconds=10),
+        settings=Settings.of(local_mode=True, ack_deadline_seconds=30, inbox_lease_seconds=40),
         engine=None,  # type: ignore[arg-type]
         key="k", attempt=1, deadline=time.monotonic() + 20,
         renew_lease=lambda: beats.append(now[0]) is None,
@@ -170,7 +170,7 @@ def test_a_heartbeat_the_database_cannot_take_is_tried_again_a_second_later() ->
         return True
 
     context = HandlerContext(
-        settings=Settings.of(local_mode=True, ack_deadline_seconds=30, safety_margin_seconds=10),
+        settings=Settings.of(local_mode=True, ack_deadline_seconds=30, inbox_lease_seconds=40),
         engine=None,  # type: ignore[arg-type]
         key="k", attempt=1, deadline=time.monotonic() + 20, renew_lease=renew,
     )  # fmt: skip

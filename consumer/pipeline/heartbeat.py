@@ -1,0 +1,83 @@
+"""One heartbeat per process for the inbox leases of the deliveries in flight.
+
+An inbox claim's lease is short (``CONSUMER_INBOX_LEASE_SECONDS``, a few seconds), so the claim of
+a pod that was killed is taken over by the next redelivery within seconds. A live delivery keeps
+its claim because this thread renews it every second while its handler runs. A delivery that ends
+within a second (most do) is never renewed: the hot path pays for a dictionary entry, not a write.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+log = logging.getLogger("consumer.heartbeat")
+EVERY_SECONDS = 1.0
+"""How often a live claim is renewed; the lease must outlast a few of these."""
+TICK_SECONDS = 0.25
+
+
+@dataclass
+class Beat:
+    renew: Callable[[], bool]
+    """Pushes the lease forward; ``False``: it was taken over (nothing more to renew)."""
+    last: float
+    """``time.monotonic()`` of the claim or its last renewal."""
+
+
+class Heartbeats:
+    """Renews, from one daemon thread, every claim held in a ``kept`` block whose last renewal
+    is ``every`` seconds old. The thread runs while claims are held, and ends when none is."""
+
+    def __init__(self, every: float = EVERY_SECONDS, tick: float = TICK_SECONDS) -> None:
+        self.every, self.tick = every, tick
+        self._beats: dict[int, Beat] = {}
+        self._numbers = itertools.count()
+        self._lock = threading.Lock()
+        self._running_in = 0
+        """The process whose thread is running (0: none; a forked worker starts its own)."""
+
+    @contextmanager
+    def kept(self, renew: Callable[[], bool]) -> Iterator[None]:
+        """Keep a claim's lease fresh while the block runs."""
+        number = next(self._numbers)
+        with self._lock:
+            self._beats[number] = Beat(renew, time.monotonic())
+            if self._running_in != os.getpid():
+                self._running_in = os.getpid()
+                threading.Thread(target=self._run, name="inbox-lease", daemon=True).start()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._beats.pop(number, None)
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(self.tick)
+            now = time.monotonic()
+            with self._lock:
+                if not self._beats:
+                    self._running_in = 0
+                    return
+                due = [(n, b) for n, b in self._beats.items() if now - b.last >= self.every]
+            for number, beat in due:
+                self._renew(number, beat)
+
+    def _renew(self, number: int, beat: Beat) -> None:
+        started = time.monotonic()
+        try:
+            kept = beat.renew()
+        except Exception as exc:  # a failed beat (a blip) is tried again at the next tick
+            log.warning("inbox lease not renewed: %s", exc)
+            return
+        beat.last = started
+        if not kept:
+            with self._lock:
+                self._beats.pop(number, None)
