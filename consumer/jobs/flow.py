@@ -26,7 +26,7 @@ from consumer.db.types import UTCDateTime
 from consumer.jobs.model import Status
 from consumer.jobs.schema import job_flow, jobs
 
-KIND = bindparam("kind", type_=String())
+KIND = bindparam("flow_kind", type_=String())
 NOW = bindparam("now", type_=UTCDateTime())
 
 _EARLIER = jobs.alias("earlier")
@@ -48,9 +48,9 @@ def ensure_row(dialect: str) -> Any:
     return sql.insert_ignore(job_flow, dialect).values(kind=KIND, updated_at=NOW)
 
 
-LOCK_ROW = (
-    select(job_flow.c.limits, job_flow.c.tat).where(job_flow.c.kind == KIND).with_for_update()
-)
+PEEK_ROW = select(job_flow.c.limits, job_flow.c.tat).where(job_flow.c.kind == KIND)
+"""The kind's row as last committed, without waiting: a glance at whether the kind has room."""
+LOCK_ROW = PEEK_ROW.with_for_update()
 """The kind's row, locked to the end of the claim's transaction: the next claim of the kind waits
 for this one to commit, then counts the jobs it took (SQLite: its single writer does this)."""
 
@@ -75,7 +75,7 @@ ANY_DUE = (
 SET_TAT = (
     update(job_flow)
     .where(job_flow.c.kind == KIND)
-    .values(tat=bindparam("tat", type_=UTCDateTime()))
+    .values(tat=bindparam("new_tat", type_=UTCDateTime()))
 )
 
 OVERRIDES = select(job_flow.c.kind, job_flow.c.limits).where(job_flow.c.limits.is_not(None))

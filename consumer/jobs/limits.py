@@ -5,11 +5,13 @@ Precedence: a kind's declaration (``@registry.job_kind("x", cap=2)``, ``registry
 the ``cap``/``rate`` keys of an HTTP target that serves the kind), then ``CONSUMER_JOB_LIMITS``,
 then an operator's change stored in ``job_flow`` (``consumer jobs limit``).
 
-The rate is a GCRA (generic cell rate algorithm): a kind's state is one time, its *theoretical
-arrival time* (TAT), the time at which the next start would be on schedule. A start is allowed
-at ``now`` when ``TAT - tolerance <= now``; each start moves the TAT one interval on. A small
-tolerance (``RATE_BURST`` starts) absorbs the sweepers' polling lag without letting a burst
-through: any window of ``W`` seconds holds at most ``W / interval + RATE_BURST`` starts.
+The rate is a GCRA (generic cell rate algorithm) in its scheduling form: a kind's state is one
+time, its *theoretical arrival time* (TAT), when the next start is due on schedule. A claim takes
+the slots TAT, TAT + interval, ... that begin within ``LOOKAHEAD_SECONDS`` of now, moves the TAT
+past them, and the sweeper starts each job at its slot (``Throttle.start_at``). The starts are
+spaced one interval apart whichever sweeper runs them; a kind idle for a while starts again
+from now, so no burst is saved up. Any window of ``W`` seconds holds ``W / interval + 1``
+starts, plus those of slots a late sweeper started behind time (at most a look-ahead's worth).
 """
 
 from __future__ import annotations
@@ -23,9 +25,14 @@ from consumer.config.settings import Settings
 from consumer.config.targets import TargetSpec
 from consumer.pipeline.registry import Registry
 
-RATE_BURST = 2
-"""Starts a rate lets through at once after an idle spell (the GCRA's tolerance, in intervals
-plus one)."""
+LEAD_SECONDS = 0.05
+"""A claim's first slot is at least this far ahead: the claim commits and its sweeper reaches the
+job before the slot, so that it does not start late, bunched with the next sweeper's."""
+LOOKAHEAD_SECONDS = 0.06
+"""A claim takes the slots that begin within this much after the lead, each job to be started
+at its slot: the starts stay spaced, and a kind at 50/s needs a claim for every three starts,
+not for every one (a claim is a transaction; a short look-ahead keeps one sweeper from being
+handed more starts than it can make on time, one after another)."""
 CAP_SHARE = 4
 """A claim takes at most a quarter of a cap (at least one job): a sweeper runs its batch one job
 at a time, so the jobs it holds beyond the one running hold slots idle; small takes spread a
@@ -59,28 +66,38 @@ def cap_allowance(cap: int, running: int) -> int:
     return max(0, min(cap - running, max(1, cap // CAP_SHARE)))
 
 
-def tolerance(rate: Rate) -> timedelta:
-    return timedelta(seconds=rate.interval * (RATE_BURST - 1))
+LEAD = timedelta(seconds=LEAD_SECONDS)
+HORIZON = timedelta(seconds=LEAD_SECONDS + LOOKAHEAD_SECONDS)
+
+
+def first_slot(tat: datetime | None, now: datetime) -> datetime:
+    """The next start on schedule: the TAT, or (if the kind fell idle: no credit is kept) the
+    lead from now."""
+    return now + LEAD if tat is None else max(tat, now + LEAD)
 
 
 def rate_allowance(rate: Rate, tat: datetime | None, now: datetime) -> int:
-    """How many starts ``rate`` allows at ``now``: those whose schedule, from the TAT on, falls
-    within the tolerance."""
-    start = now if tat is None else max(tat, now)
-    room = (now + tolerance(rate) - start).total_seconds()
+    """How many starts ``rate`` lets a claim at ``now`` take: the slots, one interval apart from
+    the first, that begin within the horizon."""
+    room = (now + HORIZON - first_slot(tat, now)).total_seconds()
     if room < 0:
         return 0
     return int(room / rate.interval + 1e-9) + 1
 
 
+def slots(rate: Rate, tat: datetime | None, now: datetime, started: int) -> list[datetime]:
+    """When each of ``started`` jobs may start."""
+    first = first_slot(tat, now)
+    return [first + timedelta(seconds=rate.interval * i) for i in range(started)]
+
+
 def advanced(rate: Rate, tat: datetime | None, now: datetime, started: int) -> datetime:
-    """The TAT after ``started`` starts at ``now``."""
-    start = now if tat is None else max(tat, now)
-    return start + timedelta(seconds=rate.interval * started)
+    """The TAT after ``started`` starts claimed at ``now``."""
+    return first_slot(tat, now) + timedelta(seconds=rate.interval * started)
 
 
 def next_start(rate: Rate, tat: datetime | None, now: datetime) -> float:
-    """Seconds from ``now`` until ``rate`` allows a start again (0: now)."""
+    """Seconds from ``now`` until a claim may take a start again (0: now)."""
     if tat is None:
         return 0.0
-    return max(0.0, (tat - tolerance(rate) - now).total_seconds())
+    return max(0.0, (tat - HORIZON - now).total_seconds())

@@ -261,6 +261,7 @@ class Sweeper:
         pace, fresh, run, monotonic = self.pace, self.lease.ensure_fresh, self._run, time.monotonic
         with JobContext(self.settings, self.engine, deadline) as context:
             for job in batch.jobs:  # per job: a no-op job costs little more than this loop
+                self.flow.start_at(job)  # a rate-limited job waits for its slot
                 started = monotonic()
                 if not (started + pace.job_seconds <= stop_at and fresh(started)):
                     batch.unrun.append(job.id)

@@ -19,6 +19,7 @@ import random
 import time
 from collections.abc import Collection, Mapping
 from datetime import datetime
+from typing import Any, NamedTuple
 
 from sqlalchemy import Connection
 
@@ -32,11 +33,23 @@ from consumer.wire.timeutil import Clock, utcnow
 REFRESH_SECONDS = 1.0
 """How stale a sweeper's view of the operators' changes may be for a kind it does not limit
 yet (a limited kind reads its row, fresh, in every claim)."""
-CAP_POLL_SECONDS = (0.05, 0.15)
-"""How long a sweeper held only by caps waits before it claims again (random within, so the
-sweepers do not all come back at once)."""
+CAP_POLL_SECONDS = 0.1
+"""How long, at random up to twice this, a sweeper held only by caps waits before it claims
+again (so the sweepers do not all come back at once)."""
 RATE_POLL_JITTER = 0.05
 """Added, at random up to this, to the wait for a rate's next start, for the same reason."""
+MAX_BACKOFF = 3
+"""Each wait that ends in another empty claim doubles the random part, up to ``2**3`` times:
+of many idle sweepers, few keep polling a kind that others are keeping busy."""
+
+
+class Allowance(NamedTuple):
+    """How many jobs of a kind a claim may take now, and which limit says so (``""``: none)."""
+
+    allowed: int
+    reason: str
+    limit: JobLimit
+    tat: datetime | None
 
 
 class Throttle:
@@ -51,10 +64,15 @@ class Throttle:
         self.clock = clock
         self.overrides: dict[str, str] = {}
         self._refreshed = float("-inf")
-        self._rows: set[str] = set()
         self.held: dict[str, str] = {}
         """The kinds the last claim left due jobs of, and why (``cap`` or ``rate``)."""
         self._rate_wait: float | None = None
+        self._took: set[str] = set()
+        self._took_before: set[str] = set()
+        """The kinds the previous claim took jobs of (it skips the glance for them)."""
+        self._misses = 0
+        self._slots: dict[int, float] = {}
+        """Claimed jobs of rate-limited kinds: when each may start (``time.monotonic()``)."""
 
     def claim(
         self,
@@ -68,6 +86,9 @@ class Throttle:
         """Up to ``size`` jobs of ``kinds``: the limited kinds' first, each within its limits,
         then the other kinds' in one plain claim."""
         self.held, self._rate_wait = {}, None
+        self._took_before, self._took = self._took, set()
+        if self._took_before:
+            self._misses = 0
         limited = self._limited(connection, kinds)
         if not limited:
             return self.store.claim(token, size, kinds, now, lease_until, connection=connection)
@@ -75,7 +96,7 @@ class Throttle:
         for kind in sorted(limited):
             if len(claimed) >= size:
                 break
-            args = (connection, kind, limited[kind], token, size - len(claimed), now, lease_until)
+            args = (connection, kind, token, size - len(claimed), now, lease_until)
             claimed += self._claim_limited(*args)
         rest = [kind for kind in kinds if kind not in limited]
         if rest and len(claimed) < size:
@@ -89,14 +110,27 @@ class Throttle:
         again (at most until ``until``, a ``time.monotonic()`` value) and say so; else False."""
         if not self.held:
             return False
+        spread = 2 ** min(self._misses, MAX_BACKOFF)
         if self._rate_wait is not None:
-            pause = self._rate_wait + random.uniform(0, RATE_POLL_JITTER)
+            pause = self._rate_wait + random.uniform(0, RATE_POLL_JITTER * spread)
         else:
-            pause = random.uniform(*CAP_POLL_SECONDS)
+            pause = CAP_POLL_SECONDS * random.uniform(1, 2) * spread
+        self._misses += 1
         if time.monotonic() + pause >= until:
             return False
         time.sleep(pause)
         return True
+
+    def start_at(self, job: Job) -> None:
+        """Wait for the start slot the rate gave ``job`` (none: start now)."""
+        slot = self._slots.pop(job.id, None)
+        if slot is not None and slot > time.monotonic():
+            time.sleep(slot - time.monotonic())
+
+    def _schedule(self, claimed: list[Job], slots: list[datetime], now: datetime) -> None:
+        base = time.monotonic()
+        for job, slot in zip(sorted(claimed, key=lambda job: job.id), slots, strict=True):
+            self._slots[job.id] = base + (slot - now).total_seconds()
 
     def left(self, due: Mapping[str, int]) -> dict[str, int]:
         """The due jobs of the kinds the last claim held back, by kind."""
@@ -121,35 +155,54 @@ class Throttle:
         self,
         connection: Connection,
         kind: str,
-        configured: JobLimit,
         token: str,
         size: int,
         now: datetime,
         lease_until: datetime,
     ) -> list[Job]:
-        """One limited kind's claim, under its row's lock."""
-        params = {"kind": kind, "now": now}
-        if kind not in self._rows:
+        """One limited kind's claim, under the lock. A sweeper that took none last time glances
+        without the lock first: when the kind is at its cap or rate, it is held back without
+        queueing for the lock behind the sweepers that are running the kind's jobs."""
+        params = {"flow_kind": kind, "now": now}
+        if kind not in self._took_before:
+            glance = self._allowance(connection, flow.PEEK_ROW, params, size)
+            if glance.allowed == 0:
+                self._hold_if_due(connection, params, glance, now)
+                return []
+        if connection.execute(flow.LOCK_ROW, params).first() is None:
+            # The kind's first claim ever. (Not on every claim: an insert that meets the row
+            # while another claim holds it locked waits for that claim, as the lock does.)
             connection.execute(flow.ensure_row(self.store.dialect), params)
-            self._rows.add(kind)
-        override, tat = connection.execute(flow.LOCK_ROW, params).one()
-        limit = limits.effective(self.configured.get(kind, JobLimit()), override)
+        now = params["now"] = self.clock()  # the lock may have been waited for: slots from now
+        locked = self._allowance(connection, flow.LOCK_ROW, params, size)
+        claimed = self._take(connection, kind, token, locked.allowed, now, lease_until)
+        rate, tat = locked.limit.rate, locked.tat
+        if rate is not None and claimed:
+            self._schedule(claimed, limits.slots(rate, tat, now, len(claimed)), now)
+            tat = limits.advanced(rate, tat, now, len(claimed))
+            connection.execute(flow.SET_TAT, {**params, "new_tat": tat})
+        if claimed:
+            self._took.add(kind)
+        if len(claimed) == locked.allowed:
+            self._hold_if_due(connection, params, locked._replace(tat=tat), now, bool(claimed))
+        return claimed
+
+    def _allowance(
+        self, connection: Connection, row: Any, params: dict[str, Any], size: int
+    ) -> Allowance:
+        """What the kind's limits allow now, read from its row (``row``: locked or not)."""
+        found = connection.execute(row, params).first()
+        override, tat = found if found is not None else (None, None)
+        limit = limits.effective(self.configured.get(params["flow_kind"], JobLimit()), override)
         allowed, reason = size, ""
         if limit.cap is not None:
             running = int(connection.execute(flow.RUNNING, params).scalar_one())
             by_cap = limits.cap_allowance(limit.cap, running)
             allowed, reason = (by_cap, "cap") if by_cap < allowed else (allowed, reason)
         if limit.rate is not None:
-            by_rate = limits.rate_allowance(limit.rate, tat, now)
-            if by_rate < allowed:
-                allowed, reason = by_rate, "rate"
-        claimed = self._take(connection, kind, token, allowed, now, lease_until)
-        if limit.rate is not None and claimed:
-            tat = limits.advanced(limit.rate, tat, now, len(claimed))
-            connection.execute(flow.SET_TAT, {**params, "tat": tat})
-        if reason and len(claimed) == allowed and self._due(connection, params):
-            self._hold(kind, reason, limit, tat, now)
-        return claimed
+            by_rate = limits.rate_allowance(limit.rate, tat, params["now"])
+            allowed, reason = (by_rate, "rate") if by_rate < allowed else (allowed, reason)
+        return Allowance(allowed, reason, limit, tat)
 
     def _take(
         self,
@@ -164,16 +217,23 @@ class Throttle:
             return []
         return self.store.claim(token, allowed, [kind], now, lease_until, connection=connection)
 
-    def _due(self, connection: Connection, params: dict[str, object]) -> bool:
-        """Whether jobs of the kind were left due (a claim that took all it was allowed may have
-        taken the last of them)."""
-        return connection.execute(flow.ANY_DUE, params).first() is not None
-
-    def _hold(
-        self, kind: str, reason: str, limit: JobLimit, tat: datetime | None, now: datetime
+    def _hold_if_due(
+        self,
+        connection: Connection,
+        params: dict[str, Any],
+        allowance: Allowance,
+        now: datetime,
+        took: bool = False,
     ) -> None:
-        self.held[kind] = reason
-        metrics.claim_throttled(kind, reason)
-        if reason == "rate" and limit.rate is not None:
-            wait = limits.next_start(limit.rate, tat, now)
+        """Record the kind as held back if its limits did hold jobs back: it has due jobs (taken
+        for granted after a claim that took all it was allowed, saving a statement)."""
+        if not allowance.reason:
+            return
+        if not took and connection.execute(flow.ANY_DUE, params).first() is None:
+            return
+        self.held[params["flow_kind"]] = allowance.reason
+        metrics.claim_throttled(params["flow_kind"], allowance.reason)
+        rate = allowance.limit.rate
+        if allowance.reason == "rate" and rate is not None:
+            wait = limits.next_start(rate, allowance.tat, now)
             self._rate_wait = wait if self._rate_wait is None else min(self._rate_wait, wait)
