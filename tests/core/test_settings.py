@@ -86,6 +86,7 @@ WARM_TIMEOUT_MS WORKERS
 JOB_MAX_PAYLOAD_BYTES WAKE_TOPIC WAKE_URL WAKE_WINDOW_MS""".split()  # noqa: SIM905 (a list literal would be 60 lines)
 VARIABLES += ["TICK_HOOK_AUDIENCE", "TICK_HOOK_SECRETS", "TICK_HOOK_SERVICE_ACCOUNTS"]
 VARIABLES += ["TICK_HOOK_TOLERANCE_SECONDS"]  # new with POST /ticks: no older name to keep
+VARIABLES += ["JOB_LIMITS"]  # new with flow control (docs/flow-control.md)
 
 
 def test_the_sections_read_exactly_the_variables_operators_have_always_set() -> None:
