@@ -59,6 +59,19 @@ RUNNING = select(func.count()).where(
 )
 """Jobs of the kind a live sweeper holds (an expired lease is a takeover's to claim)."""
 
+
+@cache
+def lock_row(_dialect: str) -> Any:
+    """``LOCK_ROW`` for ``consumer.db.prepared`` (a limited kind's every claim runs it)."""
+    return LOCK_ROW
+
+
+@cache
+def running(_dialect: str) -> Any:
+    """``RUNNING`` for ``consumer.db.prepared``."""
+    return RUNNING
+
+
 ANY_DUE = (
     select(jobs.c.id)
     .where(

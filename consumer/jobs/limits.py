@@ -61,6 +61,17 @@ def _changes(override: str) -> Mapping[str, object]:
     return parse_changes(override)
 
 
+def most_per_claim(limit: JobLimit) -> int:
+    """The most jobs of a kind one claim may take, whatever is running: its share of the cap
+    and the rate's slots within the horizon."""
+    most = 1 << 30
+    if limit.cap is not None:
+        most = min(most, cap_allowance(limit.cap, 0))
+    if limit.rate is not None:
+        most = min(most, int(HORIZON.total_seconds() / limit.rate.interval) + 1)
+    return most
+
+
 def cap_allowance(cap: int, running: int) -> int:
     """How many jobs a claim may take under ``cap`` with ``running`` already held."""
     return max(0, min(cap - running, max(1, cap // CAP_SHARE)))

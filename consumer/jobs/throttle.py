@@ -18,13 +18,15 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Collection, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from sqlalchemy import Connection
 
 from consumer.config.flow import JobLimit
-from consumer.jobs import flow, limits
+from consumer.db.dialect import POSTGRESQL
+from consumer.db.prepared import prepared
+from consumer.jobs import flow, limits, queries
 from consumer.jobs.model import Job
 from consumer.jobs.store import JobStore
 from consumer.observe import metrics
@@ -96,7 +98,7 @@ class Throttle:
         for kind in sorted(limited):
             if len(claimed) >= size:
                 break
-            args = (connection, kind, token, size - len(claimed), now, lease_until)
+            args = (connection, kind, limited[kind], token, size - len(claimed), now, lease_until)
             claimed += self._claim_limited(*args)
         rest = [kind for kind in kinds if kind not in limited]
         if rest and len(claimed) < size:
@@ -155,27 +157,38 @@ class Throttle:
         self,
         connection: Connection,
         kind: str,
+        limit: JobLimit,
         token: str,
         size: int,
         now: datetime,
         lease_until: datetime,
     ) -> list[Job]:
-        """One limited kind's claim, under the lock. A sweeper that took none last time glances
-        without the lock first: when the kind is at its cap or rate, it is held back without
-        queueing for the lock behind the sweepers that are running the kind's jobs."""
+        """One limited kind's claim: claim (``SKIP LOCKED``, beside the kind's other claims),
+        then lock the kind's row, count, and give back what the limits do not allow. The lock
+        is held for the count only, not for the claim. A sweeper that took none of the kind last
+        time glances first, without the lock: a kind at its cap or rate is held back without a
+        claim to give back."""
         params = {"flow_kind": kind, "now": now}
-        if kind not in self._took_before:
-            glance = self._allowance(connection, flow.PEEK_ROW, params, size)
+        want = min(size, limits.most_per_claim(limit))
+        if kind not in self._took_before or want == 0:
+            peeked = connection.execute(flow.PEEK_ROW, params).first()
+            glance = self._allowance(connection, peeked, params, size)
             if glance.allowed == 0:
                 self._hold_if_due(connection, params, glance, now)
                 return []
-        if connection.execute(flow.LOCK_ROW, params).first() is None:
+            want = glance.allowed
+        claimed = self._take(connection, kind, token, want, now, lease_until)
+        if not claimed:
+            return []
+        row = self._lock(connection, params)
+        if row is None:
             # The kind's first claim ever. (Not on every claim: an insert that meets the row
             # while another claim holds it locked waits for that claim, as the lock does.)
             connection.execute(flow.ensure_row(self.store.dialect), params)
+            row = self._lock(connection, params)
         now = params["now"] = self.clock()  # the lock may have been waited for: slots from now
-        locked = self._allowance(connection, flow.LOCK_ROW, params, size)
-        claimed = self._take(connection, kind, token, locked.allowed, now, lease_until)
+        locked = self._allowance(connection, row, params, size, own=len(claimed))
+        claimed = self._give_back(connection, token, claimed, locked.allowed, now)
         rate, tat = locked.limit.rate, locked.tat
         if rate is not None and claimed:
             self._schedule(claimed, limits.slots(rate, tat, now, len(claimed)), now)
@@ -183,20 +196,50 @@ class Throttle:
             connection.execute(flow.SET_TAT, {**params, "new_tat": tat})
         if claimed:
             self._took.add(kind)
-        if len(claimed) == locked.allowed:
+        if len(claimed) >= min(want, locked.allowed):
             self._hold_if_due(connection, params, locked._replace(tat=tat), now, bool(claimed))
         return claimed
 
+    def _give_back(
+        self, connection: Connection, token: str, claimed: list[Job], allowed: int, now: datetime
+    ) -> list[Job]:
+        """The first ``allowed`` of ``claimed`` (in claim order); the rest pending again, with
+        no attempt used."""
+        ordered = sorted(claimed, key=lambda job: (-job.priority, job.run_at, job.id))
+        kept, back = ordered[: max(0, allowed)], [job.id for job in ordered[max(0, allowed) :]]
+        if back:
+            params = {"token": token, "now": now, "ids": back}
+            connection.execute(queries.released(self.store.dialect), params)
+        return kept
+
+    def _lock(self, connection: Connection, params: dict[str, Any]) -> Any:
+        """The kind's row ``(limits, tat)``, locked (``None``: no row yet). Prepared on
+        PostgreSQL: it runs for every claim of a limited kind."""
+        if self.store.dialect != POSTGRESQL:
+            return connection.execute(flow.LOCK_ROW, params).first()
+        row = prepared(flow.lock_row, connection.dialect).first(connection, params)
+        return None if row is None else (row[0], row[1] and row[1].astimezone(UTC))
+
+    def _running(self, connection: Connection, params: dict[str, Any]) -> int:
+        if self.store.dialect != POSTGRESQL:
+            return int(connection.execute(flow.RUNNING, params).scalar_one())
+        return int(prepared(flow.running, connection.dialect).first(connection, params)[0])
+
     def _allowance(
-        self, connection: Connection, row: Any, params: dict[str, Any], size: int
+        self,
+        connection: Connection,
+        found: Any,
+        params: dict[str, Any],
+        size: int,
+        own: int = 0,
     ) -> Allowance:
-        """What the kind's limits allow now, read from its row (``row``: locked or not)."""
-        found = connection.execute(row, params).first()
+        """What the kind's limits allow now, from its row ``found`` (locked or not, ``None``:
+        none yet); ``own``: running jobs of the kind this claim took, not counted against it."""
         override, tat = found if found is not None else (None, None)
         limit = limits.effective(self.configured.get(params["flow_kind"], JobLimit()), override)
         allowed, reason = size, ""
         if limit.cap is not None:
-            running = int(connection.execute(flow.RUNNING, params).scalar_one())
+            running = self._running(connection, params) - own
             by_cap = limits.cap_allowance(limit.cap, running)
             allowed, reason = (by_cap, "cap") if by_cap < allowed else (allowed, reason)
         if limit.rate is not None:

@@ -142,7 +142,7 @@ def test_a_rate_of_50_per_second_holds_in_every_1s_window_and_is_reached(
     postgres_url: str, db: Engine, serve: Callable[[float], str]
 ) -> None:
     server = serve(0.005)
-    total = 400
+    total = 300
     add(db, [NewJob(KIND, {"n": n}) for n in range(total)])
     results = run(target_env(postgres_url, server, rate="50/1s"))
     log = log_of(server)
@@ -161,10 +161,10 @@ def test_a_lock_keys_jobs_run_in_enqueue_order_one_at_a_time_while_keys_overlap(
     postgres_url: str, db: Engine, serve: Callable[[float], str]
 ) -> None:
     server = serve(0.02)
-    keys, per_key = 6, 25
+    keys, per_key = 5, 16
     new_jobs = [NewJob(KIND, {"key": f"k{k}", "seq": n}, lock_key=f"k{k}")
                 for n in range(per_key) for k in range(keys)]  # fmt: skip
-    new_jobs += [NewJob(KIND, {"key": None, "seq": n}) for n in range(50)]
+    new_jobs += [NewJob(KIND, {"key": None, "seq": n}) for n in range(30)]
     add(db, new_jobs)
     run(target_env(postgres_url, server))
     log = log_of(server)
