@@ -73,8 +73,10 @@ class Throttle:
         self._took_before: set[str] = set()
         """The kinds the previous claim took jobs of (it skips the glance for them)."""
         self._misses = 0
-        self._slots: dict[int, float] = {}
-        """Claimed jobs of rate-limited kinds: when each may start (``time.monotonic()``)."""
+        self._slots: dict[int, tuple[float, float]] = {}
+        """Claimed jobs of rate-limited kinds: when each may start (``time.monotonic()``), and
+        the kind's interval."""
+        self._last_start: dict[str, float] = {}
 
     def claim(
         self,
@@ -124,15 +126,24 @@ class Throttle:
         return True
 
     def start_at(self, job: Job) -> None:
-        """Wait for the start slot the rate gave ``job`` (none: start now)."""
-        slot = self._slots.pop(job.id, None)
-        if slot is not None and slot > time.monotonic():
-            time.sleep(slot - time.monotonic())
+        """Wait for the start slot the rate gave ``job`` (none: start now), and at least an
+        interval after this sweeper's previous start of the kind: a sweeper running behind its
+        slots spaces its late starts instead of bunching them."""
+        scheduled = self._slots.pop(job.id, None)
+        if scheduled is None:
+            return
+        slot, interval = scheduled
+        start = max(slot, self._last_start.get(job.kind, float("-inf")) + interval)
+        if start > time.monotonic():
+            time.sleep(start - time.monotonic())
+        self._last_start[job.kind] = time.monotonic()
 
-    def _schedule(self, claimed: list[Job], slots: list[datetime], now: datetime) -> None:
+    def _schedule(
+        self, claimed: list[Job], slots: list[datetime], now: datetime, interval: float
+    ) -> None:
         base = time.monotonic()
         for job, slot in zip(sorted(claimed, key=lambda job: job.id), slots, strict=True):
-            self._slots[job.id] = base + (slot - now).total_seconds()
+            self._slots[job.id] = (base + (slot - now).total_seconds(), interval)
 
     def left(self, due: Mapping[str, int]) -> dict[str, int]:
         """The due jobs of the kinds the last claim held back, by kind."""
@@ -191,7 +202,7 @@ class Throttle:
         claimed = self._give_back(connection, token, claimed, locked.allowed, now)
         rate, tat = locked.limit.rate, locked.tat
         if rate is not None and claimed:
-            self._schedule(claimed, limits.slots(rate, tat, now, len(claimed)), now)
+            self._schedule(claimed, limits.slots(rate, tat, now, len(claimed)), now, rate.interval)
             tat = limits.advanced(rate, tat, now, len(claimed))
             connection.execute(flow.SET_TAT, {**params, "new_tat": tat})
         if claimed:

@@ -121,7 +121,6 @@ def test_a_cap_of_2_is_reached_and_never_exceeded(
     assert log["max_held"] == 2, "the cap was exceeded (> 2) or never reached (< 2)"
     assert_each_job_called_once(log, 60)
     assert statuses(db) == {"done": 60}
-    assert sum(r["throttled_sweeps"] for r in results) > 0, "no sweep was ever held back"
 
 
 def windows(starts: list[float], width: float = 1.0) -> list[int]:
