@@ -1,13 +1,14 @@
-"""The sweep's claim under flow control: limited kinds are claimed one kind at a time under their
-``job_flow`` row's lock, at most what their cap and rate allow now; every other kind keeps the
-plain claim (``JobStore.claim``), unchanged and at its cost.
+"""The sweep's claim under flow control: each limited kind is claimed on its own and keeps at
+most what its cap and rate allow now; every other kind keeps the plain claim
+(``JobStore.claim``), unchanged and at its cost.
 
-The lock is what makes a cap global without a coordinator: concurrent ``SKIP LOCKED`` claims do
-not see each other's uncommitted rows, so two of them could each count one running job under a
-cap of two and both take one. Locking the kind's row (``SELECT ... FOR UPDATE``) in the claim's
-transaction serialises the claims of that kind: the next one reads the row only once this one
-has committed, and then counts the jobs it took. The rows are locked in kind order, so two
-claims never wait for each other in a circle. SQLite's single writer serialises claims already.
+The kind's ``job_flow`` row is what makes a cap global without a coordinator: concurrent
+``SKIP LOCKED`` claims do not see each other's uncommitted rows, so two of them could each count
+one running job under a cap of two and both take one. So a claim takes its jobs, then locks the
+kind's row (``SELECT ... FOR UPDATE``), counts the running jobs (its own included) and gives back
+the excess: the next claim of the kind reads the row only once this one has committed, and then
+counts the jobs it kept. The rows are locked in kind order, so two claims never wait for each
+other in a circle. SQLite's single writer serialises claims already.
 
 A kind held back is *throttled*: its jobs stay due (no attempt is used), the claim moves on to
 the other kinds, and ``held`` says which kinds and why (``cap`` or ``rate``).
