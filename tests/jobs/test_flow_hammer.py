@@ -84,10 +84,14 @@ def run(env: dict[str, str], seconds: float = 40) -> list[dict[str, Any]]:
         for _ in range(PROCESSES)
     ]  # fmt: skip
     results = []
-    for process in processes:
-        out, err = process.communicate(timeout=seconds + 30)
-        assert process.returncode == 0, err[-2000:]
-        results.append(json.loads(out.splitlines()[-1]))
+    try:
+        for process in processes:
+            out, err = process.communicate(timeout=seconds + 30)
+            assert process.returncode == 0, err[-2000:]
+            results.append(json.loads(out.splitlines()[-1]))
+    finally:
+        for process in processes:
+            stop_process(process)
     return results
 
 
