@@ -8,13 +8,20 @@ claim statement, for:
 Every mode works off the same number of jobs; medians of ``--repeat`` runs are reported with
 the ratios consumer/direct (target >= 0.80) and consumer/procrastinate (target >= 20).
 
+With ``--cap N`` it measures instead what a concurrency cap costs: the real sweep without a cap
+(``consumer``) against the same sweep with a cap of N on the kind (``capped``, every claim under
+the kind's ``job_flow`` lock), N large enough that no job waits for it; target capped/consumer
+>= 0.90.
+
     python bench/sweep_bench.py [--jobs 20000] [--batch 100] [--repeat 3] [--profile]
+    python bench/sweep_bench.py --cap 100000 [--sweepers 1,4]
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import functools
 import logging
 import multiprocessing as mp
 import os
@@ -50,7 +57,10 @@ def sqlalchemy_url(conninfo: str) -> str:
 # --- workers: each runs in its own process, waits at the barrier, then drains the queue -----------
 
 
-def consumer_worker(conninfo: str, batch: int, barrier: Any, results: Any) -> None:
+def consumer_worker(
+    conninfo: str, batch: int, barrier: Any, results: Any, cap: int | None = None
+) -> None:
+    from consumer.config.flow import JobLimit
     from consumer.config.settings import Settings
     from consumer.db.engine import make_engine
     from consumer.jobs.kinds import JobKinds
@@ -68,7 +78,8 @@ def consumer_worker(conninfo: str, batch: int, barrier: Any, results: Any) -> No
         connection.exec_driver_sql("SELECT 1")
     barrier.wait()
     cpu = time.process_time()
-    summary = Sweeper(settings, engine, kinds).run(time.monotonic() + 600)
+    limits = {} if cap is None else {"noop": JobLimit(cap=cap)}
+    summary = Sweeper(settings, engine, kinds, limits=limits).run(time.monotonic() + 600)
     results.put((time.monotonic(), latencies, summary.done, time.process_time() - cpu))
 
 
@@ -292,6 +303,18 @@ def profile_consumer(conninfo: str, jobs: int, batch: int) -> None:
     engine.dispose()
 
 
+def report_cap(results: dict[tuple[str, int], Series], levels: list[int], cap: int) -> None:
+    print(f"\n{'mode':<10}{'sweepers':>9}{'jobs/s':>11}{'claim p50 ms':>14}{'claim p95 ms':>14}")
+    for (mode, sweepers), series in results.items():
+        p50, p95 = series.median("p50") * 1000, series.median("p95") * 1000
+        print(f"{mode:<10}{sweepers:>9}{series.median('rate'):>11.0f}{p50:>14.2f}{p95:>14.2f}")
+    print(f"\n{'sweepers':>9}{'capped/consumer':>17}")
+    for sweepers in levels:
+        ratio = paired_ratio(results[("capped", sweepers)], results[("consumer", sweepers)])
+        print(f"{sweepers:>9}{ratio:>17.2f}")
+    print(f"cap {cap} (no job waits for it); target: capped/consumer >= 0.90")
+
+
 def report(results: dict[tuple[str, int], Series], levels: list[int]) -> None:
     header = f"{'mode':<14}{'sweepers':>9}{'jobs/s':>11}{'claim p50 ms':>14}{'claim p95 ms':>14}"
     print(f"\n{header}{'worker CPU us/job':>19}")
@@ -322,7 +345,12 @@ def main() -> None:
     parser.add_argument("--procrastinate-repeat", type=int, default=1)
     parser.add_argument("--skip-procrastinate", action="store_true")
     parser.add_argument("--profile", action="store_true", help="also cProfile one sweeper")
+    parser.add_argument("--cap", type=int, default=None, help="compare a capped kind's sweep")
     args = parser.parse_args()
+    modes = ("consumer", "direct")
+    if args.cap is not None:
+        WORKERS["capped"] = (functools.partial(consumer_worker, cap=args.cap), fill_jobs)
+        modes, args.skip_procrastinate = ("consumer", "capped"), True
     levels = [int(level) for level in args.sweepers.split(",")]
     cpus = os.cpu_count()
     print(f"{args.jobs} no-op jobs, batch {args.batch}, median of {args.repeat} runs, {cpus} CPUs")
@@ -333,7 +361,7 @@ def main() -> None:
         upgrade(sqlalchemy_url(conninfo))
         for sweepers in levels:
             for _ in range(args.repeat):
-                for mode in ("consumer", "direct"):
+                for mode in modes:
                     sample = measure_once(mode, conninfo, sweepers, args.jobs, args.batch)
                     results.setdefault((mode, sweepers), Series()).samples.append(sample)
         if args.profile:
@@ -345,7 +373,10 @@ def main() -> None:
                 for _ in range(args.procrastinate_repeat):
                     sample = measure_once("procrastinate", conninfo, sweepers, args.jobs, 1)
                     results.setdefault(("procrastinate", sweepers), Series()).samples.append(sample)
-    report(results, levels)
+    if args.cap is not None:
+        report_cap(results, levels, args.cap)
+    else:
+        report(results, levels)
 
 
 if __name__ == "__main__":

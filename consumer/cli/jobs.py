@@ -3,6 +3,7 @@ consumer.cli.main)."""
 
 from __future__ import annotations
 
+import getpass
 import json
 import uuid
 from datetime import datetime
@@ -12,6 +13,9 @@ import click
 from sqlalchemy import Engine
 
 from consumer.cli.context import current_cli
+from consumer.config.flow import parse_changes
+from consumer.jobs.flow_admin import FlowAdmin
+from consumer.jobs.limits import configured
 from consumer.jobs.model import EnqueueResult, InvalidJob, Job, Status
 from consumer.jobs.store import JobStore, enqueue
 from consumer.pipeline.decisions import Source
@@ -57,6 +61,7 @@ def jobs() -> None:
 )
 @click.option("--priority", default=0, show_default=True, help="Higher runs first.")
 @click.option("--max-attempts", type=click.IntRange(min=1), default=None)
+@click.option("--lock-key", default=None, help="Jobs sharing it run one at a time, in order.")
 @click.option(
     "--from", "from_file", default=None, type=click.Path(exists=True, dir_okay=False),
     help="A JSON Lines or CSV file: one KIND job per row (keys PREFIX:LINE; rows reported by "
@@ -77,6 +82,7 @@ def enqueue_command(
     file_format: str,
     key_prefix: str | None,
     unknown: bool,
+    lock_key: str | None,
 ) -> None:
     """Add a KIND job (or, with --from, one per row of a file). A duplicate key is reported
     (exit status 0), not inserted twice; a KIND that no registered plugin (CONSUMER_PLUGINS)
@@ -84,12 +90,14 @@ def enqueue_command(
 
     kinds = current_cli().registry.job_kinds.names()  # the built-in kinds and the plugins'
     if from_file is not None:
+        if lock_key is not None:
+            raise click.UsageError("--lock-key applies to one job, not with --from")
         options = (kind, run_at, priority, max_attempts, from_file, file_format, key_prefix)
         raise SystemExit(enqueue_file_command(_engine, payload, key, *options))
     try:
         result = enqueue(
             _engine(), kind, payload, key=key, run_at=run_at, priority=priority,
-            max_attempts=max_attempts, kinds=kinds, allow_unknown=unknown,
+            max_attempts=max_attempts, kinds=kinds, allow_unknown=unknown, lock_key=lock_key,
         )  # fmt: skip
     except InvalidJob as exc:
         raise click.UsageError(str(exc)) from exc
@@ -157,6 +165,46 @@ def cancel_command(job_id: int) -> None:
     if not JobStore(_engine()).cancel(job_id, utcnow()):
         raise click.ClickException(f"job {job_id} is missing or not pending")
     click.echo(json.dumps({"outcome": "cancelled", "id": job_id}))
+
+
+@jobs.command("limits")
+def limits_command() -> None:
+    """Each job kind's cap and rate (in force, configured, and an operator's change) and its
+    running jobs, one JSON line per kind."""
+
+    service = current_cli().service
+    limits = configured(service.registry, service.settings)
+    kinds = service.registry.job_kinds.names()
+    for kind in FlowAdmin(_engine()).show(limits, kinds, utcnow()):
+        click.echo(json.dumps(kind.describe()))
+
+
+@jobs.command("limit")
+@click.argument("kind")
+@click.option("--cap", default=None, help="Most jobs of KIND running at once (none: no cap).")
+@click.option("--rate", default=None, help="Most starts per interval, e.g. 50/1s (none: no rate).")
+@click.option("--reset", is_flag=True, help="Back to the configured cap and rate.")
+@click.option(
+    "--by", default=None, help="Who makes the change, for the log (default: the OS user)."
+)
+def limit_command(
+    kind: str, cap: str | None, rate: str | None, reset: bool, by: str | None
+) -> None:
+    """Change KIND's cap or rate at run time, on every pod; logged with who did it. Lowering a
+    cap stops no running job: none is claimed until fewer than the new cap run."""
+
+    if reset == (cap is not None or rate is not None):
+        raise click.UsageError("give --cap and/or --rate, or --reset")
+    options = {"cap": cap, "rate": rate}
+    try:
+        changes = None if reset else parse_changes(";".join(
+            f"{name}:{value}" for name, value in options.items() if value is not None
+        ))  # fmt: skip
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from exc
+    who = by or getpass.getuser()
+    stored = FlowAdmin(_engine()).change(kind, changes, who, utcnow())
+    click.echo(json.dumps({"outcome": "changed", "kind": kind, "limits": stored, "by": who}))
 
 
 @click.command("sweep")

@@ -23,6 +23,7 @@ from consumer.config import env as env_vars
 from consumer.config.dashboard import DashboardSettings
 from consumer.config.deploy import DeployHookSettings, WarmingSettings
 from consumer.config.fields import PREFIX, Rule, Section, named, setting
+from consumer.config.flow import FlowSettings
 from consumer.config.jobs import JobSettings
 from consumer.config.mail import NO_SMTP_HOST, SmtpSettings
 from consumer.config.parse import boolean, names
@@ -71,6 +72,7 @@ class Settings(Section):
     ticks: TickSettings = field(default_factory=TickSettings, metadata=SECTION)
     logging: LoggingSettings = field(default_factory=LoggingSettings, metadata=SECTION)
     jobs: JobSettings = field(default_factory=JobSettings, metadata=SECTION)
+    flow: FlowSettings = field(default_factory=FlowSettings, metadata=SECTION)
     smtp: SmtpSettings = field(default_factory=SmtpSettings, metadata=SECTION)
     deploy_hook: DeployHookSettings = field(default_factory=DeployHookSettings, metadata=SECTION)
     warming: WarmingSettings = field(default_factory=WarmingSettings, metadata=SECTION)

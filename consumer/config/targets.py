@@ -8,6 +8,8 @@ Pure: parsing and checking only (``consumer.targets`` makes the calls).
       "serves": {"tick": "process-pending", "period_seconds": 60},
       "auth": {"type": "none"}, "timeout_seconds": 30, "concurrency": 4}]
 
+A ``job_kind`` target may also say ``"cap": 2`` and ``"rate": "50/1s"`` (docs/flow-control.md).
+
 ``serves`` names exactly one of: ``tick`` (a task name, with ``period_seconds`` or ``cron`` and
 ``timezone``), ``storage`` (a bucket, with an optional ``prefix``), ``deploy`` (a service),
 ``cloudevent`` (a CloudEvent type), ``message`` (``true``: every other message) or ``job_kind``.
@@ -24,12 +26,13 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from consumer.config.fields import Section, setting
+from consumer.config.flow import NO_LIMIT, JobLimit, declared
 from consumer.config.rules import url_problem
 from consumer.wire.schedule import Cron, Every, Schedule, ScheduleError
 
 SERVES = ("tick", "storage", "deploy", "cloudevent", "message", "job_kind")
 AUTH_TYPES = ("none", "google", "hmac")
-KEYS = {"name", "url", "serves", "auth", "timeout_seconds", "concurrency"}
+KEYS = {"name", "url", "serves", "auth", "timeout_seconds", "concurrency", "cap", "rate"}
 SERVES_OPTIONS = {"tick": {"period_seconds", "cron", "timezone"}, "storage": {"prefix"}}
 DEFAULT_TIMEOUT_SECONDS = 30.0
 DEFAULT_CONCURRENCY = 4
@@ -71,6 +74,8 @@ class TargetSpec:
     auth: TargetAuth
     timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
     concurrency: int = DEFAULT_CONCURRENCY
+    limit: JobLimit = NO_LIMIT
+    """A job-kind target's ``cap`` and ``rate``: across every pod (docs/flow-control.md)."""
 
 
 def parse_targets(raw: str) -> tuple[TargetSpec, ...]:
@@ -109,6 +114,8 @@ def target_from(item: Any, where: str) -> TargetSpec:
             auth=item.get("auth"),
             timeout_seconds=item.get("timeout_seconds", DEFAULT_TIMEOUT_SECONDS),
             concurrency=item.get("concurrency", DEFAULT_CONCURRENCY),
+            cap=item.get("cap"),
+            rate=item.get("rate"),
         )
     except ValueError as exc:
         raise ValueError(f"target {name!r}: {exc}") from None
@@ -122,12 +129,18 @@ def target(
     auth: Any,
     timeout_seconds: Any = DEFAULT_TIMEOUT_SECONDS,
     concurrency: Any = DEFAULT_CONCURRENCY,
+    cap: Any = None,
+    rate: Any = None,
 ) -> TargetSpec:
     """A checked ``TargetSpec`` (settings and plugins declare targets through here)."""
     if not isinstance(url, str) or (problem := url_problem(url)):
         raise ValueError(f"url: {problem if isinstance(url, str) else 'must be a string'}")
+    checked = _serves(serves)
+    limit = declared(cap, rate)
+    if limit.limited and checked.what != "job_kind":
+        raise ValueError("cap and rate apply to a job_kind target only")
     return TargetSpec(
-        name, url, _serves(serves), _auth(auth), _timeout(timeout_seconds), _limit(concurrency)
+        name, url, checked, _auth(auth), _timeout(timeout_seconds), _limit(concurrency), limit
     )
 
 

@@ -25,6 +25,7 @@ from sqlalchemy import Connection, Engine
 
 from consumer.http import state_queries as queries
 from consumer.inbox import queries as inbox_queries
+from consumer.jobs import flow as job_flow
 from consumer.jobs import queries as job_queries
 from consumer.pipeline.registry import Registry
 from consumer.wire.schedule import interval_at
@@ -75,6 +76,10 @@ GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {
     "consumer_state_up": ("1 if the last state query succeeded", ()),
     "consumer_state_query_seconds": ("Time the last state query took", ()),
     "consumer_jobs": ("Jobs by kind and status (pending, running, dead)", ("kind", "status")),
+    "consumer_job_concurrency": (
+        "Running jobs with live leases, by kind: what a job kind's cap counts",
+        ("kind",),
+    ),
     "consumer_oldest_due_job_age_seconds": (
         "How long the longest-waiting due job has been claimable: past its run_at, or past the "
         "expired lease of a dead sweeper (0: none is due)",
@@ -152,6 +157,7 @@ class StateCollector(Collector):
                 connection.execute(queries.statement_timeout(STATEMENT_TIMEOUT_MS))
             job_rows = jobs_by_kind_status(connection)
             oldest = oldest_due_run_at(connection, now)
+            running = connection.execute(job_flow.concurrency_by_kind(now)).all()
             inbox_rows = inbox_by_route_status(connection)
             file_rows = files_by_status(connection)
             slots = tick_last_slots(connection)
@@ -161,6 +167,7 @@ class StateCollector(Collector):
         age = max(0.0, (now - oldest).total_seconds()) if oldest else 0.0
         return [
             gauge("consumer_jobs", job_rows),
+            gauge("consumer_job_concurrency", [(str(k), int(n)) for k, n in running]),
             gauge("consumer_oldest_due_job_age_seconds", [(age,)]),
             gauge("consumer_inbox_rows", inbox_rows),
             gauge("consumer_files", file_rows),

@@ -46,7 +46,8 @@ class UnknownKind(InvalidJob):
 @dataclass(frozen=True)
 class NewJob:
     """A job to enqueue. ``key`` is its idempotency key; ``max_attempts=None`` takes the sweep's
-    configured default when the job runs."""
+    configured default when the job runs. Jobs sharing a ``lock_key`` run one at a time, in the
+    order they were enqueued (docs/flow-control.md)."""
 
     kind: str
     payload: Any
@@ -54,12 +55,15 @@ class NewJob:
     run_at: datetime | None = None
     priority: int = 0
     max_attempts: int | None = None
+    lock_key: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.kind, str) or not 0 < len(self.kind) <= MAX_KIND_LENGTH:
             raise InvalidJob(f"kind must be a string of 1..{MAX_KIND_LENGTH} characters")
         if self.key is not None and (not isinstance(self.key, str) or not self.key):
             raise InvalidJob("key must be a non-empty string or None")
+        if self.lock_key is not None and (not isinstance(self.lock_key, str) or not self.lock_key):
+            raise InvalidJob("lock_key must be a non-empty string or None")
         if self.run_at is not None and self.run_at.tzinfo is None:
             raise InvalidJob("run_at must be an aware datetime")
         if self.max_attempts is not None and not 1 <= self.max_attempts <= INT32_MAX:
@@ -104,6 +108,7 @@ class Job(NamedTuple):
     finished_at: datetime | None = None
     trace_parent: str | None = None
     """The ``traceparent`` of the span that enqueued the job (``consumer.observe.spans``)."""
+    lock_key: str | None = None
 
     @classmethod
     def from_claim(cls, row: Any) -> Job:

@@ -34,6 +34,7 @@ from sqlalchemy import (
 
 from consumer.db import dialect as sql
 from consumer.db.types import UTCDateTime
+from consumer.jobs.flow import HEAD_OF_KEY
 from consumer.jobs.model import FINISHED, Status
 from consumer.jobs.schema import JobId, jobs
 
@@ -89,14 +90,15 @@ def claim(dialect: str) -> Any:
 
 
 def _candidates(dialect: str) -> tuple[Select[Any], Select[Any]]:
-    """Running jobs whose lease expired (their sweeper died), and due pending jobs in order."""
+    """Running jobs whose lease expired (their sweeper died), and due pending jobs in order (of
+    a lock key, only its first unfinished job)."""
     kind = sql.among(jobs.c.kind, "kinds", dialect)
     expired = select(jobs.c.id).where(
         jobs.c.status == Status.RUNNING.value, jobs.c.lease_until < NOW, kind
     )
     due = (
         select(jobs.c.id)
-        .where(jobs.c.status == Status.PENDING.value, jobs.c.run_at <= NOW, kind)
+        .where(jobs.c.status == Status.PENDING.value, jobs.c.run_at <= NOW, kind, HEAD_OF_KEY)
         .order_by(jobs.c.priority.desc(), jobs.c.run_at, jobs.c.id)
     )
     return expired, due

@@ -1,4 +1,5 @@
-"""The ``jobs`` table, on the shared ``metadata``. Migration: ``0002_jobs``."""
+"""The ``jobs`` table and the flow-control table ``job_flow``, on the shared ``metadata``.
+Migrations: ``0002_jobs``, then ``0006_job_flow`` (``jobs.lock_key`` and ``job_flow``)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,10 @@ PENDING = text("status = 'pending'")
 RUNNING = text("status = 'running'")
 FINISHED = text("finished_at IS NOT NULL")
 TRACE_COMMENT = "W3C traceparent of the span that enqueued the job (migration 0007_job_trace)"
+UNFINISHED_KEYED = text("lock_key IS NOT NULL AND status IN ('pending', 'running')")
+RUNNING_KEYED = text("lock_key IS NOT NULL AND status = 'running'")
+LOCK_KEY_COMMENT = "jobs sharing it run one at a time, in id order"
+FLOW_LIMITS_COMMENT = "an operator's change (cap:N;rate:N/1s); NULL: as configured"
 
 jobs = Table(
     "jobs",
@@ -34,6 +39,7 @@ jobs = Table(
     Column("updated_at", UTCDateTime, nullable=False),
     Column("finished_at", UTCDateTime, nullable=True),
     Column("trace_parent", String(55), nullable=True, comment=TRACE_COMMENT),
+    Column("lock_key", Text, nullable=True, comment=LOCK_KEY_COMMENT),
     # The autoincrement keyword stops SQLite from reusing the id of a purged newest row, so a
     # Message-ID derived from the id is never reused either.
     sqlite_autoincrement=True,
@@ -51,3 +57,31 @@ Index(
 )
 Index("jobs_leases", jobs.c.lease_until, postgresql_where=RUNNING, sqlite_where=RUNNING)
 Index("jobs_finished", jobs.c.finished_at, postgresql_where=FINISHED, sqlite_where=FINISHED)
+# A lock key's queue, head first (the claim takes a key's lowest unfinished id only), and one
+# running job per key at most: the database refuses a second even if a claim were wrong.
+Index(
+    "jobs_lock_key_queue",
+    jobs.c.lock_key,
+    jobs.c.id,
+    postgresql_where=UNFINISHED_KEYED,
+    sqlite_where=UNFINISHED_KEYED,
+)
+Index(
+    "jobs_lock_key_running",
+    jobs.c.lock_key,
+    unique=True,
+    postgresql_where=RUNNING_KEYED,
+    sqlite_where=RUNNING_KEYED,
+)
+
+job_flow = Table(
+    "job_flow",
+    metadata,
+    Column("kind", String(100), primary_key=True),
+    Column("limits", String(200), nullable=True, comment=FLOW_LIMITS_COMMENT),
+    Column("tat", UTCDateTime, nullable=True, comment="the rate's theoretical arrival time"),
+    Column("updated_by", String(200), nullable=True),
+    Column("updated_at", UTCDateTime, nullable=False),
+)
+"""One row per limited kind: claims of the kind lock it (``FOR UPDATE``), so they run one at a
+time and each sees the jobs the one before it claimed."""

@@ -34,11 +34,12 @@ def enqueue(
     max_attempts: int | None = None,
     kinds: Collection[str] | None = None,
     allow_unknown: bool = False,
+    lock_key: str | None = None,
 ) -> EnqueueResult:
     """Insert one pending job in its own transaction (``JobStore.enqueue``), then wake a
     sweeper (``consumer.jobs.wake``). ``kinds``: the job kinds the caller's registry provides
-    (``registry.job_kinds.names()``)."""
-    job = NewJob(kind, payload, key, run_at, priority, max_attempts)
+    (``registry.job_kinds.names()``); jobs sharing a ``lock_key`` run one at a time, in order."""
+    job = NewJob(kind, payload, key, run_at, priority, max_attempts, lock_key)
     result = JobStore(engine).enqueue(job, kinds=kinds, allow_unknown=allow_unknown)
     if result.inserted:
         wake.committed(engine)
@@ -86,7 +87,8 @@ def _row(job: NewJob, now: datetime) -> dict[str, Any]:
         "kind": job.kind, "payload": job.payload, "status": Status.PENDING.value,
         "priority": job.priority, "run_at": job.run_at or now, "attempts": 0,
         "max_attempts": job.max_attempts, "idempotency_key": job.key,
-        "created_at": now, "updated_at": now, "trace_parent": spans.current_traceparent(),
+        "created_at": now, "updated_at": now, "lock_key": job.lock_key,
+        "trace_parent": spans.current_traceparent(),
     }  # fmt: skip
 
 

@@ -19,13 +19,14 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine
 
+from consumer.config.flow import JobLimit
 from consumer.config.settings import Settings
 from consumer.db.engine import unavailable_on_db_fault
 from consumer.errors import Permanent, Unavailable
@@ -35,6 +36,7 @@ from consumer.jobs.lease import LeaseKeeper
 from consumer.jobs.model import Failure, Job, Written
 from consumer.jobs.retry import describe, next_run_at, with_error
 from consumer.jobs.store import JobStore
+from consumer.jobs.throttle import Throttle
 from consumer.observe import metrics, spans
 from consumer.wire.timeutil import Clock, utcnow
 
@@ -64,10 +66,13 @@ class SweepSummary:
     still_due: int = 0
     unknown_kinds: dict[str, int] = field(default_factory=dict)
     """Due jobs of kinds no registered plugin provides (no sweeper here can run them)."""
+    throttled: dict[str, int] = field(default_factory=dict)
+    """Due jobs of kinds the last claim held back for their cap or rate (docs/flow-control.md)."""
     budget_left: float = 0.0
     stopped: str = "drained"
     """``drained`` (nothing due), ``unknown_kinds`` (only jobs of unknown kinds are due),
-    ``budget`` (no time left), or ``lease`` (the lease could not be renewed)."""
+    ``throttled`` (only jobs held back by flow control are due), ``budget`` (no time left), or
+    ``lease`` (the lease could not be renewed)."""
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "budget_left": round(self.budget_left, 3)}
@@ -117,7 +122,12 @@ class Sweeper:
     """Works off due jobs until none is left or the budget is spent."""
 
     def __init__(
-        self, settings: Settings, engine: Engine, kinds: JobKinds, clock: Clock = utcnow
+        self,
+        settings: Settings,
+        engine: Engine,
+        kinds: JobKinds,
+        clock: Clock = utcnow,
+        limits: Mapping[str, JobLimit] | None = None,
     ) -> None:
         self.settings = settings
         self.engine = engine
@@ -126,6 +136,7 @@ class Sweeper:
         self.clock = clock
         self.pace = Pace()
         self.flushes = Flushes(settings.jobs.sweep_flush_ms / 1000)
+        self.flow = Throttle(self.store, limits or {}, clock)
         self.worker = f"{socket.gethostname()[:24]}/{os.getpid()}"
 
     def run(self, deadline: float) -> SweepSummary:
@@ -141,6 +152,9 @@ class Sweeper:
             reason = "" if size else "budget"
             while True:
                 batch = self._exchange(connection, finished, size, deadline, summary)
+                if not batch.jobs and size and self.flow.wait(deadline - self.pace.reserve()):
+                    finished = None  # throttled: a start is allowed again, claim once more
+                    continue
                 if not batch.jobs:
                     summary.stopped = reason or "drained"
                     break
@@ -155,6 +169,9 @@ class Sweeper:
         due = self.store.due_by_kind(self.clock(), connection=connection)
         summary.still_due = sum(due.values())
         summary.unknown_kinds = {k: n for k, n in sorted(due.items()) if k not in self.kinds}
+        summary.throttled = self.flow.left(due)
+        if summary.stopped == "drained" and summary.throttled:
+            summary.stopped = "throttled"
         if summary.stopped == "drained" and summary.unknown_kinds:
             summary.stopped = "unknown_kinds"
 
@@ -162,7 +179,7 @@ class Sweeper:
         """How many to claim next (0: only record ``batch``), and why the sweep would stop."""
         if batch.unrun:
             return 0, "budget" if self.lease.fresh() and not batch.lost else "lease"
-        if len(batch.jobs) < batch.requested:
+        if len(batch.jobs) < batch.requested and not self.flow.held:
             return 0, "drained"  # nothing more was due
         size = self._next_size(deadline, first=False)
         return size, "" if size else "budget"
@@ -252,7 +269,7 @@ class Sweeper:
         now = self.clock()
         until = now + timedelta(seconds=job_lease_seconds(self.settings))
         names = self.kinds.names()
-        claimed = self.store.claim(token, size, names, now, until, connection=connection)
+        claimed = self.flow.claim(connection, token, size, names, now, until)
         return Batch(token, claimed, requested=size)
 
     @metrics.timed_sweep_batch
@@ -270,6 +287,7 @@ class Sweeper:
         self.flushes.begin()
         with JobContext(self.settings, self.engine, deadline) as context:
             for job in batch.jobs:  # per job: a no-op job costs little more than this loop
+                self.flow.start_at(job)  # a rate-limited job waits for its slot
                 started = monotonic()
                 if batch.lost or not (started + pace.job_seconds <= stop_at and fresh(started)):
                     batch.unrun.append(job.id)

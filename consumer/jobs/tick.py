@@ -15,6 +15,7 @@ from typing import Any
 from consumer.config.settings import Settings
 from consumer.jobs import email
 from consumer.jobs.fields import EMAIL_FIELDS, kind
+from consumer.jobs.limits import configured
 from consumer.jobs.sweep import Sweeper, SweepSummary
 from consumer.pipeline import continuation
 from consumer.pipeline.context import HandlerContext
@@ -31,7 +32,8 @@ def register(registry: Registry) -> None:
         """The same sweep for a tick, a continuation and ``consumer sweep --once``."""
         settings = context.settings
         reserve = continuation.publish_reserve(settings.jobs.continuation_topic)
-        sweeper = Sweeper(settings, context.engine, registry.job_kinds, context.clock)
+        limits = configured(registry, settings)
+        sweeper = Sweeper(settings, context.engine, registry.job_kinds, context.clock, limits)
         summary = sweeper.run(context.deadline - reserve)
         count = continuations_wanted(settings, event, summary)
         published = continuation.publish(
@@ -44,8 +46,10 @@ def register(registry: Registry) -> None:
 
 def continuations_wanted(settings: Settings, event: TickEvent, summary: SweepSummary) -> int:
     """How many slices of this sweep's size the due backlog needs, capped: a tick's sweep fans
-    out, a continuation's sweep only carries its own chain on."""
-    backlog = summary.still_due - sum(summary.unknown_kinds.values())
+    out, a continuation's sweep only carries its own chain on. Jobs held back by flow control
+    are not backlog: more sweepers would not start them any sooner."""
+    held = sum(summary.unknown_kinds.values()) + sum(summary.throttled.values())
+    backlog = summary.still_due - held
     if not settings.jobs.continuation_topic or summary.stopped != "budget" or backlog <= 0:
         return 0
     per_slice = max(1, summary.done + summary.retried + summary.dead)

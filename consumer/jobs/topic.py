@@ -1,7 +1,8 @@
 """The jobs topic: a Pub/Sub message with a ``job_kind`` attribute enqueues one job.
 
 Attributes: ``job_kind`` (required), ``job_key`` (the idempotency key; default the subscription
-and messageId), ``job_run_at`` (RFC 3339), ``job_priority``, ``job_max_attempts``; the data is
+and messageId), ``job_run_at`` (RFC 3339), ``job_priority``, ``job_max_attempts``,
+``job_lock_key`` (jobs sharing it run one at a time, in enqueue order); the data is
 the JSON object payload (empty: ``{}``), filtered to the fields the kind lets producers set
 (``consumer.jobs.fields``). The same key published again is the same job.
 
@@ -53,7 +54,8 @@ def register(registry: Registry) -> None:
 
 def enqueue_new(context: HandlerContext, job: NewJob, known: tuple[str, ...]) -> EnqueueResult:
     return enqueue(context.engine, job.kind, job.payload, key=job.key, run_at=job.run_at,
-                   priority=job.priority, max_attempts=job.max_attempts, kinds=known)  # fmt: skip
+                   priority=job.priority, max_attempts=job.max_attempts, kinds=known,
+                   lock_key=job.lock_key)  # fmt: skip
 
 
 def payload_of(event: JobEvent, context: HandlerContext) -> dict[str, Any]:
@@ -81,6 +83,7 @@ def new_job(event: JobEvent, payload: dict[str, Any]) -> NewJob:
             event.kind, payload, event.job_key, _run_at(attributes.get("run_at")),
             _whole(attributes.get("priority"), "job_priority", INT32_MIN) or 0,
             _whole(attributes.get("max_attempts"), "job_max_attempts", 1),
+            attributes.get("lock_key"),
         )  # fmt: skip
     except InvalidJob as exc:
         raise Permanent(str(exc)) from None

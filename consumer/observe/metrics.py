@@ -75,6 +75,11 @@ SWEEP_BATCH_SECONDS = Histogram(
     "Time to run one claimed batch of jobs (the _count is the number of batches)",
     buckets=HANDLER_BUCKETS,
 )
+JOB_THROTTLED = Counter(
+    "consumer_job_claims_throttled_total",
+    "Claims that left due jobs of a kind for its flow control, by kind and reason (cap, rate)",
+    ["kind", "reason"],
+)
 FILE_ROWS = Counter(
     "consumer_file_rows_total",
     "Rows of imported files, by processor and result (accepted, rejected)",
@@ -131,6 +136,10 @@ def sweep_batch_recorded(batch: Any) -> None:
         counts[kinds.get(failure.job_id, "?"), "dead" if failure.dead else "retried"] += 1
     for (kind, result), count in counts.items():
         JOB_RESULTS.labels(kind, result).inc(count)
+
+
+def claim_throttled(kind: str, reason: str) -> None:
+    JOB_THROTTLED.labels(kind, reason).inc()
 
 
 def timed_sweep_batch(method: F) -> F:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from consumer.config.fields import Section
+from consumer.config.flow import JobLimit, declared
 from consumer.config.settings import check_plugin_section
 from consumer.config.targets import TargetSpec, target
 from consumer.errors import AlreadyRegistered, SettingsError
@@ -69,6 +70,8 @@ class Registry:
         self.cloudevents: Named[Handler] = Named("handler for CloudEvent type")
         self.job_kinds = Functions("job kind")
         """Job kinds the sweep runs: ``@registry.job_kind("name")``."""
+        self.job_limits: dict[str, JobLimit] = {}
+        """Caps and rates job kinds declared (docs/flow-control.md)."""
         self.processors = Functions("file processor")
         """File processors a storage rule may name: ``@registry.processor("name")``."""
         self.warmers = Warmers()
@@ -115,8 +118,22 @@ class Registry:
 
         return register
 
-    def job_kind(self, name: str, *, replace: bool = False) -> Callable[[H], H]:
+    def job_kind(
+        self, name: str, *, replace: bool = False, cap: int | None = None, rate: Any = None
+    ) -> Callable[[H], H]:
+        """A job kind; ``cap``: most of its jobs running at once across every pod; ``rate``:
+        most starts per interval (``"50/1s"``)."""
+        if cap is not None or rate is not None:
+            self.job_limit(name, cap=cap, rate=rate)
         return self.job_kinds.kind(name, replace=replace)
+
+    def job_limit(self, name: str, *, cap: int | None = None, rate: Any = None) -> JobLimit:
+        """Declare a job kind's cap and rate (for a kind added with ``job_kinds.add``)."""
+        try:
+            self.job_limits[name] = declared(cap, rate)
+        except ValueError as exc:
+            raise SettingsError(f"job kind {name!r}: {exc}") from None
+        return self.job_limits[name]
 
     def processor(self, name: str, *, replace: bool = False) -> Callable[[H], H]:
         return self.processors.kind(name, replace=replace)
@@ -147,7 +164,8 @@ class Registry:
 
     def http_target(self, name: str, *, replace: bool = False, **declared: Any) -> TargetSpec:
         """Declare an HTTP target, as ``CONSUMER_HTTP_TARGETS`` does (same keys: ``url``,
-        ``serves``, ``auth``, ``timeout_seconds``, ``concurrency``); checked now."""
+        ``serves``, ``auth``, ``timeout_seconds``, ``concurrency``, and for a job kind ``cap`` and
+        ``rate``); checked now."""
         try:
             spec = target(name, **declared)
         except (TypeError, ValueError) as exc:

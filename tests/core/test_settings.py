@@ -89,6 +89,7 @@ VARIABLES += ["TICK_HOOK_TOLERANCE_SECONDS"]  # new with POST /ticks: no older n
 VARIABLES += ["TRACES_EXPORTER", "TRACES_ENDPOINT", "TRACES_SAMPLE_PERCENT"]  # OpenTelemetry
 VARIABLES += ["TICK_POLICIES"]  # new with the tick tasks' overlap and catch-up policies
 VARIABLES += ["SWEEP_FLUSH_MS", "INBOX_LEASE_SECONDS"]  # new with the one-effect crash bound
+VARIABLES += ["JOB_LIMITS"]  # new with flow control (docs/flow-control.md)
 
 
 def test_the_sections_read_exactly_the_variables_operators_have_always_set() -> None:

@@ -1,0 +1,119 @@
+"""The flow-control statements (``consumer.jobs.throttle`` runs the claim's, ``consumer.jobs.
+flow_admin`` the operator's): the ``job_flow`` row a limited kind's claims lock, the running
+jobs a cap counts, the rate's theoretical arrival time, and the lock keys' queue order."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from functools import cache
+from typing import Any
+
+from sqlalchemy import (
+    Select,
+    String,
+    and_,
+    bindparam,
+    exists,
+    func,
+    literal_column,
+    or_,
+    select,
+    update,
+)
+
+from consumer.db import dialect as sql
+from consumer.db.types import UTCDateTime
+from consumer.jobs.model import Status
+from consumer.jobs.schema import job_flow, jobs
+
+KIND = bindparam("flow_kind", type_=String())
+NOW = bindparam("now", type_=UTCDateTime())
+
+_EARLIER = jobs.alias("earlier")
+HEAD_OF_KEY = or_(
+    jobs.c.lock_key.is_(None),
+    ~exists().where(
+        _EARLIER.c.lock_key == jobs.c.lock_key,
+        _EARLIER.c.id < jobs.c.id,
+        _EARLIER.c.status.in_([literal_column("'pending'"), literal_column("'running'")]),
+    ),
+)
+"""A job without a lock key, or the first unfinished job of its key: a later one waits until
+every earlier one is done, dead or cancelled (literal statuses: the partial index's own)."""
+
+
+@cache
+def ensure_row(dialect: str) -> Any:
+    """The kind's ``job_flow`` row, created if missing (a claim needs a row to lock)."""
+    return sql.insert_ignore(job_flow, dialect).values(kind=KIND, updated_at=NOW)
+
+
+PEEK_ROW = select(job_flow.c.limits, job_flow.c.tat).where(job_flow.c.kind == KIND)
+"""The kind's row as last committed, without waiting: a glance at whether the kind has room."""
+LOCK_ROW = PEEK_ROW.with_for_update()
+"""The kind's row, locked to the end of the claim's transaction: the next claim of the kind waits
+for this one to commit, then counts the jobs it took (SQLite: its single writer does this)."""
+
+RUNNING = select(func.count()).where(
+    jobs.c.kind == KIND, jobs.c.status == Status.RUNNING.value, jobs.c.lease_until >= NOW
+)
+"""Jobs of the kind a live sweeper holds (an expired lease is a takeover's to claim)."""
+
+
+@cache
+def lock_row(_dialect: str) -> Any:
+    """``LOCK_ROW`` for ``consumer.db.prepared`` (a limited kind's every claim runs it)."""
+    return LOCK_ROW
+
+
+@cache
+def running(_dialect: str) -> Any:
+    """``RUNNING`` for ``consumer.db.prepared``."""
+    return RUNNING
+
+
+ANY_DUE = (
+    select(jobs.c.id)
+    .where(
+        jobs.c.kind == KIND,
+        or_(
+            and_(jobs.c.status == Status.PENDING.value, jobs.c.run_at <= NOW),
+            and_(jobs.c.status == Status.RUNNING.value, jobs.c.lease_until < NOW),
+        ),
+    )
+    .limit(1)
+)
+"""One claimable job of the kind, if any: was a claim that took none held back, or idle?"""
+
+SET_TAT = (
+    update(job_flow)
+    .where(job_flow.c.kind == KIND)
+    .values(tat=bindparam("new_tat", type_=UTCDateTime()))
+)
+
+OVERRIDES = select(job_flow.c.kind, job_flow.c.limits).where(job_flow.c.limits.is_not(None))
+"""Operators' changes, by kind."""
+
+ROWS = select(job_flow).order_by(job_flow.c.kind)
+
+
+def set_limits(dialect: str, kind: str, limits: str | None, by: str, now: datetime) -> Any:
+    """An operator's change of a kind (``None``: back to the configured limits)."""
+    values = {"kind": kind, "limits": limits, "updated_by": by, "updated_at": now}
+    return sql.upsert(
+        job_flow,
+        dialect,
+        values,
+        [job_flow.c.kind],
+        lambda new: {"limits": new.limits, "updated_by": new.updated_by,
+                     "updated_at": new.updated_at},
+    )  # fmt: skip
+
+
+def concurrency_by_kind(now: datetime) -> Select[Any]:
+    """Running jobs with live leases, by kind: what a cap counts."""
+    return (
+        select(jobs.c.kind, func.count())
+        .where(jobs.c.status == Status.RUNNING.value, jobs.c.lease_until >= now)
+        .group_by(jobs.c.kind)
+    )
