@@ -65,7 +65,7 @@ def test_a_minute_of_chaos_loses_nothing_and_explains_every_duplicate(tmp_path: 
         pytest.skip(reason)
     env = {k: v for k, v in os.environ.items() if not k.startswith("CONSUMER_")}
     command = [sys.executable, str(ROOT / "bench" / "chaos.py"), "--seconds", "60",
-               "--drain-seconds", "40", "--workdir", str(tmp_path)]  # fmt: skip
+               "--drain-seconds", "90", "--workdir", str(tmp_path)]  # fmt: skip
     finished = run(command, env)
     report = finished.stdout
     lines = report.strip().splitlines()

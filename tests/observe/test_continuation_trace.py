@@ -30,6 +30,7 @@ def test_a_continuation_links_its_processing_to_the_span_that_published_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("PUBSUB_EMULATOR_HOST", pubsub_host)
+    monkeypatch.setattr(continuation, "_clients", {})  # not a client of an earlier emulator
     topic = clients.ensure_topic(pubsub_host, "p", "continuations")
     name = f"continuations-{uuid.uuid4().hex[:8]}"  # the emulator serves the module's tests
     subscription = f"projects/p/subscriptions/{name}"
