@@ -48,7 +48,7 @@ def prometheus(tmp_path: Path) -> Iterator[Callable[[str], str]]:
     processes: list[subprocess.Popen[bytes]] = []
 
     def start(target: str) -> str:
-        rules = write_rules(rendered_overlay("prod"), tmp_path)
+        rules = write_rules(rendered_overlay("prod"), tmp_path, interval=SCRAPE)
         config = tmp_path / "prometheus.yml"
         config.write_text(yaml.safe_dump(scrape_config(target, rules)))
         port = free_port()
