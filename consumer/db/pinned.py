@@ -62,15 +62,31 @@ class PinnedConnections:
     @contextmanager
     def connection(self) -> Iterator[Connection]:
         """This thread's connection, in autocommit; dropped if anything raises while in use."""
+        with self._kept(autocommit=True) as connection:
+            yield connection
+
+    @contextmanager
+    def transaction(self) -> Iterator[Connection]:
+        """This thread's connection out of autocommit, for a transaction block its caller
+        begins and ends (a one-commit delivery); in autocommit again for the next delivery."""
+        with self._kept(autocommit=False) as connection:
+            yield connection
+
+    @contextmanager
+    def _kept(self, autocommit: bool) -> Iterator[Connection]:
         pinned: _Pinned | None = getattr(self._local, "pinned", None)
         if pinned is None or pinned.connection.closed:
             pinned = self._local.pinned = self._pin()
         if pinned is None:
             with self.engine.connect() as connection:
-                connection.execution_options(isolation_level="AUTOCOMMIT")
+                if autocommit:
+                    connection.execution_options(isolation_level="AUTOCOMMIT")
                 yield connection
             return
-        pinned.autocommit()
+        if autocommit:
+            pinned.autocommit()
+        else:
+            pinned.transactional()
         try:
             yield pinned.connection
         except BaseException:
@@ -109,11 +125,18 @@ class _Pinned:
         self._driver: Any = None
 
     def autocommit(self) -> None:
-        """Autocommit on the current driver connection: a reconnection brings a new one."""
+        """Autocommit on the current driver connection: a reconnection brings a new one, and a
+        transaction block left it off."""
         driver = self.connection.connection.dbapi_connection
         if driver is not self._driver:
             self.connection.execution_options(isolation_level="AUTOCOMMIT")
             self._driver = driver
+
+    def transactional(self) -> None:
+        """Autocommit off: statements run in the transaction block the caller begins."""
+        connection = self.connection
+        connection.execution_options(isolation_level=connection.default_isolation_level)
+        self._driver = None
 
 
 def _close(connection: Connection) -> None:
