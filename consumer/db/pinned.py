@@ -118,25 +118,28 @@ class PinnedConnections:
 
 
 class _Pinned:
-    """A kept connection and the driver connection it last set to autocommit."""
+    """A kept connection, the driver connection it last set, and to which mode."""
 
     def __init__(self, connection: Connection) -> None:
         self.connection = connection
         self._driver: Any = None
+        self._autocommit = False
 
     def autocommit(self) -> None:
         """Autocommit on the current driver connection: a reconnection brings a new one, and a
-        transaction block left it off."""
-        driver = self.connection.connection.dbapi_connection
-        if driver is not self._driver:
-            self.connection.execution_options(isolation_level="AUTOCOMMIT")
-            self._driver = driver
+        one-commit delivery left it off."""
+        self._switch(True, "AUTOCOMMIT")
 
     def transactional(self) -> None:
-        """Autocommit off: statements run in the transaction block the caller begins."""
-        connection = self.connection
-        connection.execution_options(isolation_level=connection.default_isolation_level)
-        self._driver = None
+        """Autocommit off: statements run in the transaction block the caller begins. A thread
+        whose deliveries are all one-commit switches once."""
+        self._switch(False, self.connection.default_isolation_level or "READ COMMITTED")
+
+    def _switch(self, autocommit: bool, level: str) -> None:
+        driver = self.connection.connection.dbapi_connection
+        if driver is not self._driver or autocommit is not self._autocommit:
+            self.connection.execution_options(isolation_level=level)
+            self._driver, self._autocommit = driver, autocommit
 
 
 def _close(connection: Connection) -> None:

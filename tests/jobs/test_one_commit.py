@@ -255,3 +255,22 @@ def test_a_process_killed_mid_transaction_leaves_nothing_and_the_redelivery_make
     assert (outcome.kind, outcome.details["attempt"], outcome.details["inserted"]) == (
         Kind.DONE, 1, True)  # fmt: skip
     assert job_count(engine) == 1
+
+
+def test_one_commit_and_two_commit_deliveries_alternate_on_a_thread(
+    engine: Engine, settings: Settings
+) -> None:
+    """The thread's kept connection leaves autocommit for a one-commit delivery and gets it
+    back for the next two-commit one: every outcome is committed when it is answered."""
+    registry = Registry()
+    registry.route("message", recording_handler([None] * 3), local_effects=True)
+    registry.deploy(lambda _context, event: {"release": event.release})
+    dispatcher = Dispatcher(settings, engine, registry)
+    subscription = "projects/p/subscriptions/s"
+    for n in range(3):
+        message = PushMessage(f"m{n}", utcnow(), data=b"x", subscription=subscription)
+        deploy = {"event": "deploy", "service": "s", "release": f"r{n}"}
+        one = dispatcher.dispatch(message)
+        two = dispatcher.dispatch(PushMessage(f"d{n}", utcnow(), attributes=deploy))
+        assert (one.kind, two.kind) == (Kind.DONE, Kind.DONE)
+        assert (elsewhere(engine, "inbox"), elsewhere(engine, "jobs")) == (2 * n + 2, n + 1)
