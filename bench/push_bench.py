@@ -17,12 +17,19 @@ PostgreSQL backends (read from /proc: steadier than rates on a shared machine). 
 generator is ``wrk`` (Debian package) with a Lua script when it is installed, else a Python one
 with keep-alive connections; the output says which.
 
+``--one-commit`` adds ``1-commit``: the consumer with the same no-op deploy handler declared a
+one-commit handler (``bench.one_commit_deploy``: claim and outcome in one transaction), and
+``1c-floor``, the floor route writing the claim and the outcome in one transaction
+(``bench.push_floor_app:one_commit()``), and prints their ratios to the one-insert floor
+(target for ``1-commit`` >= 0.90) and ``1-commit``/``consumer``.
+
 ``--tracing`` adds ``traced``: the consumer with OpenTelemetry on, every trace sampled, its spans
 exported over OTLP/HTTP to a local receiver that decodes them (``tests.observe.otlp_receiver``),
 and prints the ratio traced/consumer (target >= 0.90).
 
     python bench/push_bench.py [--seconds 10] [--repeat 3] [--connections 16]
-                               [--worker sync|asyncio] [--tracing] [--profile | --phases]
+                               [--worker sync|asyncio] [--one-commit] [--tracing]
+                               [--profile | --phases]
 """
 
 from __future__ import annotations
@@ -55,6 +62,11 @@ APPS = {
     "floor": "bench.push_floor_app:app()",
     "2-writes": "bench.push_floor_app:two_writes()",
 }
+ONE_COMMIT_APPS = {
+    "1-commit": APPS["consumer"],
+    "1c-floor": "bench.push_floor_app:one_commit()",
+}
+ONE_COMMIT_PLUGIN = "bench.one_commit_deploy"
 WORKERS = {"sync": "sync", "asyncio": "consumer.http.worker.ConsumerWorker"}
 """``--worker`` -> gunicorn's ``-k``. The asyncio worker puts either Flask app behind the bridge."""
 
@@ -288,6 +300,11 @@ def main() -> None:
     parser.add_argument(
         "--tracing", action="store_true", help="also the consumer with tracing on (OTLP/HTTP)"
     )
+    parser.add_argument(
+        "--one-commit",
+        action="store_true",
+        help="also the consumer with a one-commit handler, and its floor route",
+    )
     parser.add_argument("--profile", action="store_true", help="cProfile the push path instead")
     parser.add_argument(
         "--phases", action="store_true", help="thread CPU per phase of a push, in process"
@@ -302,7 +319,7 @@ def main() -> None:
             return
         env = service_env(conninfo, args.synchronous_commit)
         with Receiver().running() as receiver:
-            servers = lineup(env, receiver.url if args.tracing else "")
+            servers = lineup(env, receiver.url if args.tracing else "", args.one_commit)
             results: dict[str, list[Run]] = {name: [] for name in servers}
             for run in range(args.repeat):
                 for name, (app, app_env) in servers.items():
@@ -312,13 +329,22 @@ def main() -> None:
                     print(f"  run {run + 1} {name:<8} {last.result}  {cpu}", flush=True)
             exported = len(receiver.spans)
     report(results, args)
+    if args.one_commit:
+        report_one_commit(results)
     if args.tracing:
         report_tracing(results, exported)
 
 
-def lineup(env: dict[str, str], receiver_url: str) -> dict[str, tuple[str, dict[str, str]]]:
-    """name -> (app, environment) of each server measured; ``traced`` with a receiver's URL."""
+def lineup(
+    env: dict[str, str], receiver_url: str, one_commit: bool = False
+) -> dict[str, tuple[str, dict[str, str]]]:
+    """name -> (app, environment) of each server measured; ``traced`` with a receiver's URL,
+    ``1-commit`` and ``1c-floor`` with ``one_commit``."""
     servers = {name: (app, env) for name, app in APPS.items()}
+    if one_commit:
+        one_commit_env = {**env, "CONSUMER_PLUGINS": ONE_COMMIT_PLUGIN}
+        servers["1-commit"] = (ONE_COMMIT_APPS["1-commit"], one_commit_env)
+        servers["1c-floor"] = (ONE_COMMIT_APPS["1c-floor"], env)
     if not receiver_url:
         return servers
     traced = {
@@ -328,6 +354,16 @@ def lineup(env: dict[str, str], receiver_url: str) -> dict[str, tuple[str, dict[
         "CONSUMER_TRACES_SAMPLE_PERCENT": "100",
     }
     return {"consumer": servers.pop("consumer"), "traced": (APPS["consumer"], traced), **servers}
+
+
+def report_one_commit(results: dict[str, list[Run]]) -> None:
+    """The one-commit push against the one-insert floor and the two-commit push, same run."""
+    rps = {name: median_of(runs)[0] for name, runs in results.items()}
+    print(
+        f"  ratio 1-commit/floor {rps['1-commit'] / rps['floor']:.2f}x (target >= 0.90); "
+        f"1c-floor/floor {rps['1c-floor'] / rps['floor']:.2f}x (its ceiling); "
+        f"1-commit/consumer {rps['1-commit'] / rps['consumer']:.2f}x"
+    )
 
 
 def report_tracing(results: dict[str, list[Run]], exported: int) -> None:

@@ -7,7 +7,10 @@ which must not queue on one connection). Served by gunicorn exactly like the rea
 - ``bench.push_floor_app:two_writes()``: the least any exactly-once design writes per request,
   two durable statements: a claim committed before the handler runs (``INSERT ... ON CONFLICT
   DO NOTHING RETURNING``) and the outcome committed before the answer (``UPDATE`` by key). Its
-  ratio to ``app()`` is the ceiling of the consumer's, whatever the Python around them costs.
+  ratio to ``app()`` is the ceiling of the consumer's, whatever the Python around them costs;
+- ``bench.push_floor_app:one_commit()``: the same two statements in one transaction (``BEGIN``,
+  claim, outcome, ``COMMIT``), as a one-commit handler writes them: one WAL flush, two more round
+  trips. The ceiling of the consumer's one-commit push.
 """
 
 from __future__ import annotations
@@ -22,16 +25,28 @@ from flask import Flask, Response, jsonify, request
 
 FLOOR_TABLE = "push_floor"
 TWO_WRITES_TABLE = "push_floor_two_writes"
+ONE_COMMIT_TABLE = "push_floor_one_commit"
 TABLES = {
     FLOOR_TABLE: "key text PRIMARY KEY",
     TWO_WRITES_TABLE: "key text PRIMARY KEY, status text NOT NULL",
+    ONE_COMMIT_TABLE: "key text PRIMARY KEY, status text NOT NULL",
 }
 INSERT = f"INSERT INTO {FLOOR_TABLE} (key) VALUES (%s) ON CONFLICT DO NOTHING"
-CLAIM = (
-    f"INSERT INTO {TWO_WRITES_TABLE} (key, status) VALUES (%s, 'running') "
-    "ON CONFLICT DO NOTHING RETURNING key"
-)
-FINISH = f"UPDATE {TWO_WRITES_TABLE} SET status = 'done' WHERE key = %s AND status = 'running'"
+
+
+def _claim(table: str) -> str:
+    return (
+        f"INSERT INTO {table} (key, status) VALUES (%s, 'running') "
+        "ON CONFLICT DO NOTHING RETURNING key"
+    )
+
+
+def _finish(table: str) -> str:
+    return f"UPDATE {table} SET status = 'done' WHERE key = %s AND status = 'running'"
+
+
+CLAIM, FINISH = _claim(TWO_WRITES_TABLE), _finish(TWO_WRITES_TABLE)
+ONE_CLAIM, ONE_FINISH = _claim(ONE_COMMIT_TABLE), _finish(ONE_COMMIT_TABLE)
 
 
 def app() -> Flask:
@@ -47,6 +62,15 @@ def two_writes() -> Flask:
             connection.execute(FINISH, (key,))
 
     return _floor_app("push-floor-two-writes", claim_then_finish)
+
+
+def one_commit() -> Flask:
+    def claim_and_finish(connection: psycopg.Connection[Any], key: str) -> None:
+        with connection.transaction():
+            if connection.execute(ONE_CLAIM, (key,)).fetchone() is not None:
+                connection.execute(ONE_FINISH, (key,))
+
+    return _floor_app("push-floor-one-commit", claim_and_finish)
 
 
 def _floor_app(name: str, write: Callable[[psycopg.Connection[Any], str], None]) -> Flask:

@@ -62,15 +62,31 @@ class PinnedConnections:
     @contextmanager
     def connection(self) -> Iterator[Connection]:
         """This thread's connection, in autocommit; dropped if anything raises while in use."""
+        with self._kept(autocommit=True) as connection:
+            yield connection
+
+    @contextmanager
+    def transaction(self) -> Iterator[Connection]:
+        """This thread's connection out of autocommit, for a transaction block its caller
+        begins and ends (a one-commit delivery); in autocommit again for the next delivery."""
+        with self._kept(autocommit=False) as connection:
+            yield connection
+
+    @contextmanager
+    def _kept(self, autocommit: bool) -> Iterator[Connection]:
         pinned: _Pinned | None = getattr(self._local, "pinned", None)
         if pinned is None or pinned.connection.closed:
             pinned = self._local.pinned = self._pin()
         if pinned is None:
             with self.engine.connect() as connection:
-                connection.execution_options(isolation_level="AUTOCOMMIT")
+                if autocommit:
+                    connection.execution_options(isolation_level="AUTOCOMMIT")
                 yield connection
             return
-        pinned.autocommit()
+        if autocommit:
+            pinned.autocommit()
+        else:
+            pinned.transactional()
         try:
             yield pinned.connection
         except BaseException:
@@ -102,18 +118,28 @@ class PinnedConnections:
 
 
 class _Pinned:
-    """A kept connection and the driver connection it last set to autocommit."""
+    """A kept connection, the driver connection it last set, and to which mode."""
 
     def __init__(self, connection: Connection) -> None:
         self.connection = connection
         self._driver: Any = None
+        self._autocommit = False
 
     def autocommit(self) -> None:
-        """Autocommit on the current driver connection: a reconnection brings a new one."""
+        """Autocommit on the current driver connection: a reconnection brings a new one, and a
+        one-commit delivery left it off."""
+        self._switch(True, "AUTOCOMMIT")
+
+    def transactional(self) -> None:
+        """Autocommit off: statements run in the transaction block the caller begins. A thread
+        whose deliveries are all one-commit switches once."""
+        self._switch(False, self.connection.default_isolation_level or "READ COMMITTED")
+
+    def _switch(self, autocommit: bool, level: str) -> None:
         driver = self.connection.connection.dbapi_connection
-        if driver is not self._driver:
-            self.connection.execution_options(isolation_level="AUTOCOMMIT")
-            self._driver = driver
+        if driver is not self._driver or autocommit is not self._autocommit:
+            self.connection.execution_options(isolation_level=level)
+            self._driver, self._autocommit = driver, autocommit
 
 
 def _close(connection: Connection) -> None:

@@ -6,9 +6,10 @@ and messageId), ``job_run_at`` (RFC 3339), ``job_priority``, ``job_max_attempts`
 the JSON object payload (empty: ``{}``), filtered to the fields the kind lets producers set
 (``consumer.jobs.fields``). The same key published again is the same job.
 
-Exactly-once by the regular two commits: the inbox claim and outcome on one side, the enqueue
-on the other, keyed by the job's idempotency key. A crash between the enqueue and the outcome
-redelivers the message; its enqueue finds the job and inserts nothing.
+Exactly-once by one commit: the handler is declared ``local_effects``, so the inbox claim, the
+enqueue and the outcome are one transaction (``context.connection``); a crash or a cut anywhere
+in it leaves none of them, and the redelivery enqueues the job. The job's idempotency key still
+keeps a key published twice (two messages, two inbox keys) one job.
 
 A bad job (unknown kind, bad run-at, oversized or non-object payload) is ``Permanent``: recorded
 ``dead`` with the full message and acknowledged, so nothing is lost and a replay
@@ -22,9 +23,10 @@ from datetime import datetime
 from typing import Any
 
 from consumer.errors import Permanent
+from consumer.jobs import wake
 from consumer.jobs.fields import producer_fields, restricted
 from consumer.jobs.model import INT32_MAX, INT32_MIN, EnqueueResult, InvalidJob, NewJob
-from consumer.jobs.store import enqueue
+from consumer.jobs.store import JobStore, enqueue
 from consumer.pipeline.context import HandlerContext
 from consumer.pipeline.registry import Registry
 from consumer.wire.events import JobEvent
@@ -49,13 +51,21 @@ def register(registry: Registry) -> None:
         return {"kind": event.kind, "job": result.job_id, "inserted": result.inserted,
                 "job_key": event.job_key, "ignored_fields": ignored}  # fmt: skip
 
-    registry.route("job", enqueue_job)
+    registry.route("job", enqueue_job, local_effects=True)
 
 
 def enqueue_new(context: HandlerContext, job: NewJob, known: tuple[str, ...]) -> EnqueueResult:
-    return enqueue(context.engine, job.kind, job.payload, key=job.key, run_at=job.run_at,
-                   priority=job.priority, max_attempts=job.max_attempts, kinds=known,
-                   lock_key=job.lock_key)  # fmt: skip
+    """In the delivery's transaction (a sweeper is woken once it commits); in one of its own
+    when the handler is run without one."""
+    connection = context.connection
+    if connection is None:
+        return enqueue(context.engine, job.kind, job.payload, key=job.key, run_at=job.run_at,
+                       priority=job.priority, max_attempts=job.max_attempts, kinds=known,
+                       lock_key=job.lock_key)  # fmt: skip
+    result = JobStore(context.engine).enqueue(job, kinds=known, connection=connection)
+    if result.inserted:
+        wake.on_commit(connection)
+    return result
 
 
 def payload_of(event: JobEvent, context: HandlerContext) -> dict[str, Any]:

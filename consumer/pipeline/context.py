@@ -1,5 +1,5 @@
-"""What a handler is given: its time budget, the database, the settings, the clock, and a
-heartbeat."""
+"""What a handler is given: its time budget, the database, the settings, the clock, a heartbeat,
+and for a one-commit handler the connection of its delivery's transaction."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
 from consumer.config.settings import Settings
 from consumer.errors import LeaseLost
@@ -28,6 +28,11 @@ class HandlerContext:
     clock: Clock = utcnow
     """The service's wall clock (the dispatcher's): every time a handler records or compares with
     rows comes from it. Budgets stay on ``time.monotonic()``, which no wall-clock step moves."""
+    connection: Connection | None = None
+    """A one-commit handler's (``local_effects=True``): the connection whose open transaction
+    holds its delivery's claim, and will hold its outcome. Its effects go through it and nowhere
+    else, so they commit with the outcome or not at all; it must not commit or roll back.
+    ``None`` for every other handler."""
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()

@@ -23,6 +23,7 @@ from consumer.db import retry
 from consumer.db.engine import retry_on_stale, unavailable_on_db_fault
 from consumer.db.pinned import PinnedConnections
 from consumer.errors import ConsumerError, Unavailable
+from consumer.inbox.model import Holder
 from consumer.inbox.store import Claim, Inbox, Status
 from consumer.pipeline import decisions
 from consumer.pipeline.decisions import Source
@@ -141,13 +142,15 @@ class Dispatcher:
         if early := self._future_reason(event):
             details = {"reason": early, "recorded": False}
             return Outcome(Kind.SKIPPED, event.key, details, route=route)
+        if self.registry.one_commit(event):
+            return self._one_commit(event, started)
         with self._connection() as connection:
             inbox = self.inbox.on(connection)
             if busy := self._ticks.busy(event, inbox):  # overlap=wait only
                 return waiting_outcome(event, busy)  # nothing written: retried later
             stale, claim = retry_on_stale(connection, lambda: self._claim(inbox, event))
             if claim is None:
-                return self._not_claimed(inbox, event)
+                return self._not_claimed(event, inbox.holder(event.key))
             handler = self.registry.resolve(event)
             record_by = self._record_by(started)
             delivery = Delivery(claim, inbox, route, started, record_by)
@@ -168,6 +171,80 @@ class Dispatcher:
             with suppress(Unavailable):  # a run that cannot let go does when its lease ends
                 self._ticks.release(event, delivery.inbox)
 
+    def _one_commit(self, event: Event, started: float) -> Outcome:
+        """Claim, handler and outcome in one transaction (a handler whose effects all go through
+        ``context.connection``): exactly once by atomicity. A concurrent copy's claim waits on
+        this transaction (PostgreSQL: the insert of the same key; SQLite: the single writer)
+        and then finds the row finished; a fault or a crash rolls everything back, and the
+        redelivery runs it again. A delivery that does not end ``done`` is rolled back, the
+        handler's effects with the claim, and its verdict recorded after (``_record_apart``).
+        The lease needs no heartbeat: no other delivery can take a row this transaction
+        holds."""
+        with self._connection(autocommit=False) as connection:
+            inbox = self.inbox.on(connection)
+            claim = retry_on_stale(connection, lambda: self._begin_claim(inbox, event))
+            if claim is None:
+                outcome = self._not_claimed(event, inbox.holder(event.key, connection=connection))
+                connection.commit()
+                return outcome
+            verdict = self._verdict_in(connection, claim, event)
+            if verdict.kind is Kind.DONE:
+                outcome = self._finish_in(connection, claim, event.route.value, verdict)
+                connection.commit()
+                return outcome
+            connection.rollback()
+        if verdict.kind is Kind.LEASE_LOST:
+            return Outcome(Kind.LEASE_LOST, claim.key, verdict.details, route=event.route.value)
+        # Nothing was committed, so no progress to refund: the attempt counts.
+        return self._record_apart(event, verdict._replace(refund_attempt=False), started)
+
+    def _begin_claim(self, inbox: Inbox, event: Event) -> Claim | None:
+        """Begin the block and claim in it; a dead connection's block is ended, so that the
+        claim may be tried again on the reconnected one (``retry_on_stale``)."""
+        connection, lease = inbox.connection, timedelta(seconds=self.settings.lease_seconds)
+        assert connection is not None  # bound to the delivery's connection
+        connection.begin()
+        try:
+            return inbox.claim(event.key, event.route, event.message, self.clock(), lease,
+                               connection=connection)  # fmt: skip
+        except Unavailable:
+            connection.rollback()
+            raise
+
+    def _verdict_in(self, connection: Connection, claim: Claim, event: Event) -> Verdict:
+        """A verdict reached before the handler (attempts exhausted, no handler), else the
+        handler's, run with the delivery's transaction as its ``context.connection``."""
+        handler = self.registry.resolve(event)
+        if terminal := self._terminal(claim, event, handler, ""):
+            return terminal
+        assert handler is not None  # no handler is a terminal verdict
+        context = context_for(self.settings, self.engine, claim.key, claim.attempts,
+                              clock=self.clock, connection=connection)  # fmt: skip
+        return invoke(handler, context, event, self.settings.inbox.max_attempts)
+
+    def _finish_in(
+        self, connection: Connection, claim: Claim, route: str, verdict: Verdict
+    ) -> Outcome:
+        """The outcome written in the delivery's own transaction, which holds the row: no other
+        delivery can have taken it over, and it commits with the effects."""
+        status, result = STATUS_OF[verdict.kind], verdict.details or None
+        self.inbox.finish(claim, status, self.clock(), result, verdict.error, connection=connection)
+        return _outcome(claim, route, verdict)
+
+    def _record_apart(self, event: Event, verdict: Verdict, started: float) -> Outcome:
+        """A one-commit run that failed, recorded after its rollback as the two-commit path
+        records one: claimed again, then finished with its verdict (the rollback cost the happy
+        path nothing: no savepoint). A copy that claimed the key in between decides instead."""
+        with self._connection() as connection:
+            inbox = self.inbox.on(connection)
+            _, claim = retry_on_stale(connection, lambda: self._claim(inbox, event))
+            if claim is None:
+                return self._not_claimed(event, inbox.holder(event.key))
+            record_by = self._record_by(started)
+            return self._finish(
+                Delivery(claim, inbox, event.route.value, started, record_by), verdict
+            )
+
     def _claim(self, inbox: Inbox, event: Event) -> tuple[str, Claim | None]:
         """Nothing has run yet, so a try that met a dead connection may simply be made again."""
         stale = self._stale_reason(inbox, event)
@@ -175,13 +252,15 @@ class Dispatcher:
         return stale, inbox.claim(event.key, event.route, event.message, self.clock(), lease)
 
     @contextmanager
-    def _connection(self) -> Iterator[Connection]:
+    def _connection(self, autocommit: bool = True) -> Iterator[Connection]:
         """Single-statement writes need no transaction block: on PostgreSQL each runs in
         autocommit (one round trip instead of BEGIN, the statement and COMMIT), on the thread's
-        kept connection. SQLite's writers queue on one file lock: a connection per delivery."""
+        kept connection; a one-commit delivery (``autocommit`` false) begins its block on the
+        same connection. SQLite's writers queue on one file lock: a connection per delivery."""
         with unavailable_on_db_fault():
             if self._pinned is not None:
-                with self._pinned.connection() as connection:
+                kept = self._pinned.connection() if autocommit else self._pinned.transaction()
+                with kept as connection:
                     yield connection
             else:
                 with self.engine.connect() as connection:
@@ -314,10 +393,7 @@ class Dispatcher:
         if not retry.until_deadline(write, delivery.record_by, f"the outcome of {claim.key}"):
             lost = {"attempt": claim.attempts}
             return Outcome(Kind.LEASE_LOST, claim.key, lost, route=delivery.route)
-        body = {**result, "attempt": claim.attempts}
-        if verdict.error:
-            body["error"] = verdict.error
-        return Outcome(verdict.kind, claim.key, body, route=delivery.route)
+        return _outcome(claim, delivery.route, verdict)
 
     def _advance_slot(self, delivery: Delivery, event: TickEvent) -> None:
         """Retried like the finish; the tick is done either way, a missed advance only delays
@@ -328,8 +404,8 @@ class Dispatcher:
         except Unavailable:
             log.warning("could not record the completed slot of %s", event.key)
 
-    def _not_claimed(self, inbox: Inbox, event: Event) -> Outcome:
-        row = inbox.holder(event.key)
+    def _not_claimed(self, event: Event, row: Holder | None) -> Outcome:
+        """``row``: what holds the key the delivery could not claim."""
         if row is None or row.status in (Status.RUNNING, Status.FAILED):
             # Running elsewhere with a live lease (or just rearmed): the running copy decides.
             # Only the running delivery's own message must be nacked to stay alive.
@@ -362,6 +438,14 @@ class Dispatcher:
         if last is not None and event.slot < last:
             return f"tick slot {event.slot.isoformat()} precedes completed slot {last.isoformat()}"
         return ""
+
+
+def _outcome(claim: Claim, route: str, verdict: Verdict) -> Outcome:
+    """The answer to a recorded verdict: the handler's result, the attempt, the error."""
+    body = {**verdict.details, "attempt": claim.attempts}
+    if verdict.error:
+        body["error"] = verdict.error
+    return Outcome(verdict.kind, claim.key, body, route=route)
 
 
 def _advances(event: TickEvent) -> bool:

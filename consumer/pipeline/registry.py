@@ -68,6 +68,9 @@ class Registry:
         """Schedules from the settings (``CONSUMER_TICK_PERIODS``); an int is seconds."""
         self.routes: Named[Handler] = Named("handler for route")
         self.cloudevents: Named[Handler] = Named("handler for CloudEvent type")
+        self.one_commit_routes: set[str] = set()
+        self.one_commit_types: set[str] = set()
+        """Routes and CloudEvent types whose handler declared ``local_effects``."""
         self.job_kinds = Functions("job kind")
         """Job kinds the sweep runs: ``@registry.job_kind("name")``."""
         self.job_limits: dict[str, JobLimit] = {}
@@ -143,23 +146,32 @@ class Registry:
     ) -> Callable[[H], H]:
         return self.warmers.warmer(name, services, replace=replace)
 
-    def route(self, route: str, handler: H, *, replace: bool = False) -> H:
+    def route(
+        self, route: str, handler: H, *, replace: bool = False, local_effects: bool = False
+    ) -> H:
         """The handler of ``route``: ``storage``, ``deploy``, ``job`` or ``message`` (anything
-        else)."""
+        else). ``local_effects``: every effect of the handler is a write to the service's own
+        database through ``context.connection``, so claim, effects and outcome are one
+        transaction (a one-commit handler, docs/plugins.md)."""
         if route not in ROUTES:
             raise ValueError(f"unknown route {route!r} (known: {', '.join(ROUTES)})")
         self.routes.add(route, handler, replace=replace)
+        _mark(self.one_commit_routes, route, local_effects)
         return handler
 
-    def storage(self, handler: H, *, replace: bool = False) -> H:
-        return self.route("storage", handler, replace=replace)
+    def storage(self, handler: H, *, replace: bool = False, local_effects: bool = False) -> H:
+        return self.route("storage", handler, replace=replace, local_effects=local_effects)
 
-    def deploy(self, handler: H, *, replace: bool = False) -> H:
-        return self.route("deploy", handler, replace=replace)
+    def deploy(self, handler: H, *, replace: bool = False, local_effects: bool = False) -> H:
+        return self.route("deploy", handler, replace=replace, local_effects=local_effects)
 
-    def cloudevent(self, event_type: str, handler: H, *, replace: bool = False) -> H:
-        """The handler of CloudEvents of ``event_type`` that are not storage notifications."""
+    def cloudevent(
+        self, event_type: str, handler: H, *, replace: bool = False, local_effects: bool = False
+    ) -> H:
+        """The handler of CloudEvents of ``event_type`` that are not storage notifications;
+        ``local_effects`` as for ``route``."""
         self.cloudevents.add(event_type, handler, replace=replace)
+        _mark(self.one_commit_types, event_type, local_effects)
         return handler
 
     def http_target(self, name: str, *, replace: bool = False, **declared: Any) -> TargetSpec:
@@ -202,6 +214,18 @@ class Registry:
         """The handler for ``event``, or ``None`` when it is unroutable."""
         return _RESOLVERS[event.route](self, event)
 
+    def one_commit(self, event: Event) -> bool:
+        """Whether the handler ``resolve`` gives ``event`` declared ``local_effects`` (a tick
+        task never does: its policies write beside its run)."""
+        if event.route is Route.TICK:
+            return False
+        if event.route is Route.OTHER:
+            cloudevent = event.message.cloudevent
+            if cloudevent is not None and cloudevent.type in self.cloudevents:
+                return cloudevent.type in self.one_commit_types
+            return "message" in self.one_commit_routes
+        return event.route.value in self.one_commit_routes
+
 
 def _tick(registry: Registry, event: Any) -> Handler | None:
     task = registry.tasks.get(event.task)
@@ -222,6 +246,14 @@ _RESOLVERS: dict[Route, Callable[[Registry, Any], Handler | None]] = {
     Route.JOB: lambda registry, _event: registry.routes.get("job"),
     Route.OTHER: _other,
 }
+
+
+def _mark(names: set[str], name: str, local_effects: bool) -> None:
+    """A replaced handler keeps no flag of the one it replaced."""
+    if local_effects:
+        names.add(name)
+    else:
+        names.discard(name)
 
 
 def _schedule(name: str, period_seconds: int | None, cron: str | None, timezone: str) -> Schedule:

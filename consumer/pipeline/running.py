@@ -8,6 +8,8 @@ import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from sqlalchemy import Connection
+
 from consumer.config.settings import Settings
 from consumer.errors import Incomplete, LeaseLost, Permanent, Skip
 from consumer.observe import spans
@@ -36,8 +38,10 @@ def context_for(
     budget: float | None = None,
     renew: Callable[[], bool] = lambda: True,
     clock: Clock = utcnow,
+    connection: Connection | None = None,
 ) -> HandlerContext:
-    """The one place a handler context is built; ``budget`` defaults to the handler budget."""
+    """The one place a handler context is built; ``budget`` defaults to the handler budget;
+    ``connection``: a one-commit delivery's transaction."""
     seconds = settings.handler_budget_seconds if budget is None else budget
     return HandlerContext(
         settings=settings,
@@ -47,6 +51,7 @@ def context_for(
         deadline=time.monotonic() + seconds,
         renew_lease=renew,
         clock=clock,
+        connection=connection,
     )
 
 
