@@ -17,10 +17,11 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 
 from sqlalchemy import Connection, Engine
+from sqlalchemy.exc import DBAPIError
 
 from consumer.config.settings import Settings
 from consumer.db import retry
-from consumer.db.engine import retry_on_stale, unavailable_on_db_fault
+from consumer.db.engine import is_unavailable, retry_on_stale, unavailable_on_db_fault
 from consumer.db.pinned import PinnedConnections
 from consumer.errors import ConsumerError, Unavailable
 from consumer.inbox.model import Holder
@@ -29,6 +30,7 @@ from consumer.pipeline import decisions
 from consumer.pipeline.decisions import Source
 from consumer.pipeline.heartbeat import Heartbeats
 from consumer.pipeline.registry import Handler, Registry
+from consumer.pipeline.results import describe
 from consumer.pipeline.running import Verdict, context_for, invoke
 from consumer.pipeline.tick_rules import TickRules, waiting_outcome
 from consumer.wire import schedule
@@ -189,14 +191,27 @@ class Dispatcher:
                 return outcome
             verdict = self._verdict_in(connection, claim, event)
             if verdict.kind is Kind.DONE:
-                outcome = self._finish_in(connection, claim, event.route.value, verdict)
-                connection.commit()
-                return outcome
+                try:
+                    outcome = self._finish_in(connection, claim, event.route.value, verdict)
+                    connection.commit()
+                    return outcome
+                except DBAPIError as exc:
+                    if is_unavailable(exc):
+                        raise  # a fault: answered 503 and redelivered, whether or not it committed
+                    verdict = self._uncommitted(claim, exc)
             connection.rollback()
         if verdict.kind is Kind.LEASE_LOST:
             return Outcome(Kind.LEASE_LOST, claim.key, verdict.details, route=event.route.value)
         # Nothing was committed, so no progress to refund: the attempt counts.
         return self._record_apart(event, verdict._replace(refund_attempt=False), started)
+
+    def _uncommitted(self, claim: Claim, exc: DBAPIError) -> Verdict:
+        """A run that returned but whose transaction cannot commit (say, its handler caught a
+        database error and went on in the aborted transaction): a failed attempt, not a 500."""
+        log.warning("the transaction of %s could not commit", claim.key, exc_info=True)
+        exhausted = claim.attempts >= self.settings.inbox.max_attempts
+        error = f"the handler's transaction could not commit: {describe(exc)}"
+        return Verdict(Kind.DEAD if exhausted else Kind.RETRY, {}, error)
 
     def _begin_claim(self, inbox: Inbox, event: Event) -> Claim | None:
         """Begin the block and claim in it; a dead connection's block is ended, so that the

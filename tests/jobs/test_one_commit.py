@@ -15,11 +15,13 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, func, insert, select
+from sqlalchemy import Engine, func, insert, select, text
+from sqlalchemy.exc import DBAPIError
 
 from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
@@ -149,6 +151,42 @@ def test_a_permanent_failure_after_writing_is_dead_without_its_effect(
     assert job_count(engine) == 0
     row = dispatcher.inbox.get(dead.key)
     assert row is not None and row.status is Status.DEAD
+    assert dispatcher.dispatch(message).kind is Kind.DUPLICATE
+
+
+def test_a_handler_that_swallows_a_database_error_is_a_failed_attempt_not_a_500(
+    engine: Engine, settings: Settings
+) -> None:
+    """The handler writes, then catches the error of a bad statement and returns. PostgreSQL has
+    aborted the transaction, so it cannot commit: a failed attempt without the effect, done on
+    the redelivery. SQLite undoes only the bad statement: done at once. Either way the effect is
+    there exactly when the row is done."""
+    calls: list[int] = []
+
+    def handler(context: HandlerContext, event: Any) -> dict[str, Any]:
+        assert context.connection is not None
+        job = NewJob("record", {}, key=f"effect:{event.message.message_id}")
+        JobStore(context.engine).enqueue(job, kinds=["record"], connection=context.connection)
+        calls.append(1)
+        if len(calls) == 1:
+            with suppress(DBAPIError):
+                context.connection.execute(text("SELECT * FROM no_such_table"))
+        return {"written": True}
+
+    registry = Registry()
+    registry.route("message", handler, local_effects=True)
+    dispatcher = Dispatcher(settings, engine, registry)
+    message = PushMessage("m1", utcnow(), data=b"x", subscription="projects/p/subscriptions/s")
+    first = dispatcher.dispatch(message)
+    if engine.dialect.name == "postgresql":
+        assert (first.kind, first.http_status) == (Kind.RETRY, 503)
+        assert "could not commit" in first.details["error"]
+        assert job_count(engine) == 0
+        row = dispatcher.inbox.get(first.key)
+        assert row is not None and (row.status, row.attempts) == (Status.FAILED, 1)
+        first = dispatcher.dispatch(message)
+    assert (first.kind, first.details["written"]) == (Kind.DONE, True)
+    assert job_count(engine) == 1
     assert dispatcher.dispatch(message).kind is Kind.DUPLICATE
 
 
