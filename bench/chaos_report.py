@@ -6,7 +6,9 @@ Recovery after a fault is measured from its end (a kill's end is the kill itself
 restart is part of recovery) until the effects (emails arriving, calls done) over the next
 ``WINDOW`` seconds are back to half their rate in the ``BEFORE`` seconds before the fault, or
 until the backlog drained (the last effect of the run); after a kill, not before every job the
-killed pod held is finished."""
+killed pod held is finished. The rate before the fault counts no higher than the run's typical
+rate (the median of its ``BEFORE``-second windows): a catch-up burst after an earlier fault is
+not the throughput to get back to, and would make a fault that changed nothing look slow."""
 
 from __future__ import annotations
 
@@ -45,11 +47,24 @@ class Timeline:
 def recoveries(faults: Sequence[Fault], timeline: Timeline, records: Records) -> list[float]:
     effects = timeline.effects
     drained = effects[-1] if effects else 0.0
-    return [_recovery(fault, effects, drained, records) for fault in faults]
+    typical = typical_rate(effects)
+    return [_recovery(fault, effects, drained, records, typical) for fault in faults]
 
 
-def _recovery(fault: Fault, effects: list[float], drained: float, records: Records) -> float:
-    rate = _count(effects, fault.start - BEFORE, fault.start) / BEFORE
+def typical_rate(effects: list[float]) -> float:
+    """Effects per second in the run's median ``BEFORE``-second window."""
+    if not effects:
+        return 0.0
+    starts = range(int((effects[-1] - effects[0]) // BEFORE) or 1)
+    counts = [_count(effects, effects[0] + n * BEFORE, effects[0] + (n + 1) * BEFORE)
+              for n in starts]  # fmt: skip
+    return statistics.median(counts) / BEFORE
+
+
+def _recovery(
+    fault: Fault, effects: list[float], drained: float, records: Records, typical: float
+) -> float:
+    rate = min(_count(effects, fault.start - BEFORE, fault.start) / BEFORE, typical)
     back = fault.end
     if rate > 0:
         needed = rate * WINDOW * SHARE

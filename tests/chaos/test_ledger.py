@@ -90,6 +90,16 @@ def test_recovery_lasts_until_the_rate_is_back_or_the_killed_pod_s_jobs_are_done
     assert recovered[1] == 7.5  # the held job finished 7.5 s after the kill
 
 
+def test_a_burst_before_a_fault_does_not_raise_the_rate_to_recover() -> None:
+    """A backlog released after an earlier fault (50 a second for 10 s) just before a kill that
+    changed nothing: recovered at once, since the steady 10 a second never stopped."""
+    steady = [n / 10 for n in range(0, 600)]  # 10 effects a second for 60 s ...
+    burst = [20.0 + n / 50 for n in range(500)]  # ... and 50 more a second from 20 to 30 s
+    timeline = Timeline(emails=sorted(steady + burst), calls=[], events=[])
+    kill = Fault("kill", "kill #1", 30.0, 30.0, frozenset())
+    assert recoveries([kill], timeline, Records([], {})) == [0.0]
+
+
 def test_a_worker_s_own_exit_in_a_pod_s_log_is_recorded_once_as_an_observed_fault(
     tmp_path: Path,
 ) -> None:
