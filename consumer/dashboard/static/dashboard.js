@@ -14,5 +14,7 @@
       return field.value !== "" || field === document.activeElement;
     });
   }
-  setInterval(function () { if (box.checked && !typing()) { window.location.reload(); } }, seconds * 1000);
+  setInterval(function () {
+    if (box.checked && !typing()) { window.location.reload(); }
+  }, seconds * 1000);
 })();
