@@ -13,9 +13,8 @@ import click
 from sqlalchemy import Engine
 
 from consumer.cli.context import current_cli
-from consumer.config.flow import parse_changes
-from consumer.jobs.flow_admin import FlowAdmin
-from consumer.jobs.limits import configured
+from consumer.config.flow import changes_of
+from consumer.jobs.flow_admin import FlowAdmin, kinds_flow
 from consumer.jobs.model import EnqueueResult, InvalidJob, Job, Status
 from consumer.jobs.store import JobStore, enqueue
 from consumer.pipeline.decisions import Source
@@ -173,9 +172,8 @@ def limits_command() -> None:
     running jobs, one JSON line per kind."""
 
     service = current_cli().service
-    limits = configured(service.registry, service.settings)
-    kinds = service.registry.job_kinds.names()
-    for kind in FlowAdmin(_engine()).show(limits, kinds, utcnow()):
+    shown = kinds_flow(FlowAdmin(_engine()), service.registry, service.settings, utcnow())
+    for kind in shown.values():
         click.echo(json.dumps(kind.describe()))
 
 
@@ -195,11 +193,8 @@ def limit_command(
 
     if reset == (cap is not None or rate is not None):
         raise click.UsageError("give --cap and/or --rate, or --reset")
-    options = {"cap": cap, "rate": rate}
     try:
-        changes = None if reset else parse_changes(";".join(
-            f"{name}:{value}" for name, value in options.items() if value is not None
-        ))  # fmt: skip
+        changes = None if reset else changes_of(cap, rate)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
     who = by or getpass.getuser()

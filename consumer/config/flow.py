@@ -116,11 +116,27 @@ def parse_changes(raw: str) -> dict[str, Any]:
             raise ValueError(f"expected cap:N or rate:N/INTERVAL, got {option!r}")
         if name in changes:
             raise ValueError(f"{name} is given twice")
-        lifted = value.lower() == NONE
-        changes[name] = None if lifted else parse_cap(value) if name == "cap" else parse_rate(value)
+        changes[name] = parse_option(name, value)
     if not changes:
         raise ValueError("expected cap:N or rate:N/INTERVAL")
     return changes
+
+
+def parse_option(name: str, raw: str) -> Any:
+    """One option's new value: a cap, a ``Rate``, or ``None`` for ``none`` (lifted)."""
+    if raw.strip().lower() == NONE:
+        return None
+    return parse_cap(raw) if name == "cap" else parse_rate(raw)
+
+
+def changes_of(cap: str | None = None, rate: str | None = None) -> dict[str, Any]:
+    """The changes an operator asks for by option (``consumer jobs limit --cap/--rate``, the
+    dashboard's form): a blank option is left as it is, ``none`` lifts it. Each value is parsed
+    on its own, so ``4;rate:1/1s`` is a bad cap, not a second option."""
+    given = {name: raw for name, raw in (("cap", cap), ("rate", rate)) if raw and raw.strip()}
+    if not given:
+        raise ValueError("give a cap and/or a rate")
+    return {name: parse_option(name, raw) for name, raw in given.items()}
 
 
 def format_changes(changes: Changes) -> str:

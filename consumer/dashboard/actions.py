@@ -1,6 +1,7 @@
 """The dashboard's actions: POST forms (CSRF-checked by the app's guard), each logged with who
-did it. They go through the same code as the CLI: ``consumer.sources.replay``, the jobs store
-and the tick tasks' controls (``consumer.sources.tasks``)."""
+did it. They go through the same code as the CLI: ``consumer.sources.replay``, the jobs store,
+the tick tasks' controls (``consumer.sources.tasks``) and flow control's (``consumer.jobs
+.flow_admin``)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,13 @@ from urllib.parse import urlencode
 
 from flask import Blueprint, abort, g, render_template, request
 
+from consumer.config.flow import changes_of
 from consumer.dashboard import queries
 from consumer.dashboard.context import context
+from consumer.dashboard.formatting import limit
 from consumer.errors import ConsumerError
+from consumer.jobs.flow_admin import FlowAdmin, KindFlow, UnknownKind, kinds_flow, known
+from consumer.jobs.limits import effective
 from consumer.jobs.store import JobStore
 from consumer.sources import tasks
 from consumer.sources.replay import replay
@@ -37,14 +42,16 @@ def _job_id() -> int:
     return int(raw)
 
 
-def _done(action: str, target: str, ok: bool, message: str, back: str) -> tuple[str, int]:
-    """Log the action with its author and show what it did."""
+def _done(
+    action: str, target: str, ok: bool, message: str, back: str, status: int | None = None
+) -> tuple[str, int]:
+    """Log the action with its author and show what it did (``status``: a refusal's own)."""
     log.info(
         "dashboard action",
         extra={"who": g.who, "action": action, "target": target, "ok": ok, "result": message},
     )
     page = render_template("result.html", who=g.who, ok=ok, message=message, back=back)
-    return page, 200 if ok else 409
+    return page, status or (200 if ok else 409)
 
 
 @blueprint.post("/replay")
@@ -139,3 +146,41 @@ def run_task() -> tuple[str, int]:
         f", {reason}" if reason else ""
     )
     return _done("run-task", task, ran, message, "/")
+
+
+@blueprint.post("/limit-kind")
+def limit_kind() -> tuple[str, int]:
+    """Change a job kind's cap and/or rate on every pod, as the signed-in identity, like
+    ``consumer jobs limit KIND --cap N --rate N/1s``: a blank field is left as it is."""
+    kind = _field("kind")
+    try:
+        shown = _kind_flow(kind)
+        changes = changes_of(request.form.get("cap"), request.form.get("rate"))
+    except UnknownKind as exc:
+        return _done("limit-kind", kind, False, str(exc), "/", 404)
+    except ValueError as exc:
+        return _done("limit-kind", kind, False, str(exc), "/", 400)
+    ctx = context()
+    stored = FlowAdmin(ctx.engine).change(kind, changes, g.who, ctx.clock())
+    in_force = limit(effective(shown.configured, stored))
+    message = f"{kind} now runs with {in_force} (changed: {stored})"
+    return _done("limit-kind", kind, True, message, "/")
+
+
+@blueprint.post("/reset-kind-limit")
+def reset_kind_limit() -> tuple[str, int]:
+    """Drop the operators' change of a job kind's limits: back to its configured ones."""
+    kind = _field("kind")
+    try:
+        shown = _kind_flow(kind)
+    except UnknownKind as exc:
+        return _done("reset-kind-limit", kind, False, str(exc), "/", 404)
+    ctx = context()
+    FlowAdmin(ctx.engine).change(kind, None, g.who, ctx.clock())
+    message = f"{kind} is back to its configured limits: {limit(shown.configured)}"
+    return _done("reset-kind-limit", kind, True, message, "/")
+
+
+def _kind_flow(kind: str) -> KindFlow:
+    ctx = context()
+    return known(kinds_flow(FlowAdmin(ctx.engine), ctx.registry, ctx.settings, ctx.clock()), kind)

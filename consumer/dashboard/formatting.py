@@ -1,4 +1,4 @@
-"""How times, ages and JSON are shown, in the browser and in the terminal alike."""
+"""How times, ages, JSON and job limits are shown, in the browser and in the terminal alike."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import json
 from datetime import datetime
 from typing import Any
 
+from consumer.config.flow import JobLimit
 from consumer.wire.message import PushMessage
 
 
@@ -26,6 +27,12 @@ def age(seconds: float | None) -> str:
     if hours:
         return f"{hours}h {minutes}m"
     return f"{minutes}m {secs}s" if minutes else f"{secs}s"
+
+
+def limit(shown: JobLimit) -> str:
+    """``cap 4, rate 50/1s``, one of them, or ``no limit``."""
+    parts = [f"{name} {value}" for name, value in shown.describe().items() if value is not None]
+    return ", ".join(parts) or "no limit"
 
 
 def pretty(value: Any) -> str:
@@ -51,4 +58,6 @@ def message_data(stored: Any) -> str:
         return text
 
 
-FILTERS = {"when": when, "age": age, "pretty": pretty, "message_data": message_data}
+FILTERS = {
+    "when": when, "age": age, "limit": limit, "pretty": pretty, "message_data": message_data,
+}  # fmt: skip

@@ -17,6 +17,7 @@ from consumer.dashboard.plots import overview_plots
 from consumer.deploy.store import WarmRuns
 from consumer.inbox.model import Status as InboxStatus
 from consumer.inbox.store import Inbox
+from consumer.jobs.flow_admin import FlowAdmin, kinds_flow
 from consumer.jobs.model import Status as JobStatus
 from consumer.jobs.store import JobStore
 from consumer.storage.model import FileStatus
@@ -49,7 +50,8 @@ def overview() -> str:
     ctx = context()
     view = queries.overview(ctx.engine, ctx.registry, ctx.clock())
     plots = overview_plots(ctx.engine, view.now)
-    return _page("overview.html", view=view, plots=plots, refresh=True)
+    flow = kinds_flow(FlowAdmin(ctx.engine), ctx.registry, ctx.settings, view.now).values()
+    return _page("overview.html", view=view, plots=plots, flow=flow, refresh=True)
 
 
 @blueprint.get("/inbox")

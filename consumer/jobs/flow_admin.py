@@ -17,11 +17,18 @@ from typing import Any
 from sqlalchemy import Connection
 
 from consumer.config.flow import NO_LIMIT, Changes, JobLimit, format_changes, parse_changes
+from consumer.config.settings import Settings
 from consumer.db.store import Store
+from consumer.errors import ConsumerError
 from consumer.jobs import flow
-from consumer.jobs.limits import effective
+from consumer.jobs.limits import configured, effective
+from consumer.pipeline.registry import Registry
 
 log = logging.getLogger("consumer.jobs.flow")
+
+
+class UnknownKind(ConsumerError):
+    """No job kind of that name is registered, limited or changed."""
 
 
 @dataclass(frozen=True)
@@ -95,3 +102,21 @@ class FlowAdmin(Store):
             extra={"kind": kind, "limits": stored or "as configured", "by": by},
         )
         return stored
+
+
+def kinds_flow(
+    admin: FlowAdmin, registry: Registry, settings: Settings, now: datetime
+) -> dict[str, KindFlow]:
+    """Every kind's flow control with this process's registry and settings, by name: what
+    ``consumer jobs limits`` and the dashboard show."""
+    limits = configured(registry, settings)
+    shown = admin.show(limits, registry.job_kinds.names(), now)
+    return {kind.kind: kind for kind in shown}
+
+
+def known(kinds: Mapping[str, KindFlow], kind: str) -> KindFlow:
+    """``kind``'s flow control; ``UnknownKind`` for a kind not among ``kinds`` (a typo would
+    otherwise be stored and shown for ever)."""
+    if kind not in kinds:
+        raise UnknownKind(f"no job kind {kind!r} is registered, limited or changed")
+    return kinds[kind]

@@ -11,10 +11,13 @@ from typing import Any
 import pytest
 import requests
 
+from consumer.config.flow import JobLimit
 from consumer.inbox.model import Status as EventStatus
 from consumer.inbox.store import Inbox
+from consumer.jobs.flow_admin import FlowAdmin
 from consumer.jobs.model import Status as JobStatus
 from consumer.jobs.store import JobStore
+from consumer.wire.timeutil import utcnow
 from tests.dashboard.browser import chromium_page
 from tests.dashboard.conftest import TOKEN, Running
 
@@ -46,6 +49,7 @@ def test_every_page_and_action(running_dashboard: Running, tmp_path: Path) -> No
         running_dashboard.switch.touch()  # the deploy handler is "fixed": replays now succeed
         _replay_actions(page, url, running_dashboard)
         _job_actions(page, url, running_dashboard)
+        _limit_actions(page, url, running_dashboard)
     assert seeded.dead_keys  # the fixture made real dead rows
 
 
@@ -120,6 +124,43 @@ def _job_actions(page: Any, url: str, running: Running) -> None:
     assert f"job {seeded.pending_job} is cancelled" in _result(page)
     assert _job_status(running, seeded.pending_job) is JobStatus.CANCELLED
     assert _job_status(running, seeded.done_job) is JobStatus.DONE
+
+
+def _set_limit(page: Any, url: str, cap: str) -> str:
+    page.goto(url + "/")
+    page.fill("tr[data-kind='report'] input[name=cap]", cap)
+    page.click("tr[data-kind='report'] button:has-text('set')")
+    return _result(page)
+
+
+def _limit_actions(page: Any, url: str, running: Running) -> None:
+    """The kind's cap set from its row of the overview, shown there, and reset."""
+    assert "report now runs with cap 2 (changed: cap:2)" in _set_limit(page, url, "2")
+    (shown,) = FlowAdmin(running.engine).show({}, ["report"], utcnow())
+    assert (shown.effective, shown.updated_by) == (JobLimit(cap=2), "admin-token")
+    page.goto(url + "/")
+    cells = page.locator("tr[data-kind='report'] td").all_inner_texts()
+    kind, configured, change, cap, rate, running_now = cells[:6]
+    assert (kind, configured, cap, rate, running_now) == ("report", "no limit", "2", "none", "0")
+    assert change.startswith("cap:2 by admin-token at ")
+    assert "cap must be a whole number, got 'lots'" in _set_limit(page, url, "lots")
+    page.goto(url + "/")
+    page.click("tr[data-kind='report'] button:has-text('reset')")
+    assert "report is back to its configured limits: no limit" in _result(page)
+    assert FlowAdmin(running.engine).show({}, ["report"], utcnow())[0].override is None
+    _typing_holds_the_reload(page, url)
+
+
+def _typing_holds_the_reload(page: Any, url: str) -> None:
+    """Auto-refresh (every 10 s) waits while a cap is typed: a reload would lose it."""
+    page.evaluate("localStorage.setItem('consumer-dashboard-refresh', 'on')")
+    page.goto(url + "/")
+    page.fill("tr[data-kind='report'] input[name=cap]", "3")
+    page.evaluate("window.notReloaded = true")
+    page.wait_for_timeout(11_000)
+    assert page.evaluate("window.notReloaded === true")
+    assert page.input_value("tr[data-kind='report'] input[name=cap]") == "3"
+    page.evaluate("localStorage.setItem('consumer-dashboard-refresh', 'off')")
 
 
 def test_refuses_the_unauthenticated_and_the_csrf_less(running_dashboard: Running) -> None:

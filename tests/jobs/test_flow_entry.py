@@ -127,6 +127,8 @@ def test_the_cli_shows_changes_and_resets_a_kinds_limits_and_logs_who(
 def test_the_cli_refuses_a_bad_change_in_one_line(invoke: Any) -> None:
     result = invoke("jobs", "limit", "email", "--rate", "lots", ok=False)
     assert "rate must be N/INTERVAL" in result.output
+    smuggled = invoke("jobs", "limit", "email", "--cap", "4;rate:1/1s", ok=False).output
+    assert "cap must be a whole number, got '4;rate:1/1s'" in smuggled
     assert (
         "give --cap and/or --rate, or --reset" in invoke("jobs", "limit", "email", ok=False).output
     )

@@ -7,5 +7,14 @@
   box.addEventListener("change", function () {
     localStorage.setItem("consumer-dashboard-refresh", box.checked ? "on" : "off");
   });
-  setInterval(function () { if (box.checked) { window.location.reload(); } }, seconds * 1000);
+  // Not while an operator is typing into a form (a job kind's cap or rate): a reload loses it.
+  function typing() {
+    var fields = document.querySelectorAll("form[method=post] input:not([type=hidden])");
+    return Array.prototype.some.call(fields, function (field) {
+      return field.value !== "" || field === document.activeElement;
+    });
+  }
+  setInterval(function () {
+    if (box.checked && !typing()) { window.location.reload(); }
+  }, seconds * 1000);
 })();
