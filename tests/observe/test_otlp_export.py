@@ -39,12 +39,6 @@ def receiver(exporter: str) -> Iterator[Receiver | GrpcReceiver]:
         yield running
 
 
-@pytest.fixture
-def target() -> Iterator[PyTarget]:
-    with PyTarget().running() as running:
-        yield running
-
-
 def test_serve_exports_one_trace_from_push_to_target_call(
     exporter: str,
     receiver: Receiver | GrpcReceiver,
