@@ -2,12 +2,13 @@
 (``gunicorn --config python:consumer.http.gunicorn_conf 'consumer.http.wsgi:asgi()'``): every
 value comes from ``consumer.http.gunicorn_options``, the same source ``consumer serve`` uses.
 
-The master composes the service once (``consumer.service``) when it reads this module, and
-checks its database when the arbiter is ready, before any worker boots: a bad setting, a plugin
-that cannot load or register, or a database that is missing or not migrated stops gunicorn with
-one line and exit 2 (an unreachable one is logged, and readiness waits for it), not each worker
-(two workers failing to boot at once made gunicorn's arbiter halt with a traceback). Each worker
-then composes its own after the fork.
+The master composes the service once (``consumer.service``) when it reads this module, checks
+that the trace exporter finds its project (``consumer.observe.exporting.check``), and checks its
+database when the arbiter is ready, before any worker boots: a bad setting, a plugin that cannot
+load or register, a trace project not found, or a database that is missing or not migrated stops
+gunicorn with one line and exit 2 (an unreachable one is logged, and readiness waits for it),
+not each worker (two workers failing to boot at once made gunicorn's arbiter halt with a
+traceback). Each worker then composes its own after the fork.
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ import os
 from typing import Any
 
 from consumer.http.gunicorn_options import options
+from consumer.observe import exporting
 from consumer.service import compose, or_exit
 
 _service = or_exit(lambda: compose(os.environ))
 _settings = _service.settings
+or_exit(lambda: exporting.check(_settings.tracing))
 
 
 def when_ready(_server: Any) -> None:

@@ -24,7 +24,7 @@ from consumer.config.settings import Settings
 from consumer.db.migrate import upgrade
 from consumer.http.gunicorn_options import options
 from consumer.http.wsgi import asgi
-from consumer.observe import metrics
+from consumer.observe import exporting, metrics
 from consumer.observe.logs import configure_logging
 from consumer.service import Service, or_exit
 from consumer.sources.ticker import LocalTicker
@@ -80,12 +80,14 @@ def run(compose: Callable[[], Service], overrides: Mapping[str, str]) -> None:
 
 
 def _checked(service: Service) -> Settings:
-    """The pre-start check: in local mode the database is migrated first (a convenience; in a
-    cluster the migration Job runs once per release), then it must exist and be at head (an
-    unreachable one is logged: readiness waits for it).
+    """The pre-start check: the trace exporter must find its project (``exporting.check``); in
+    local mode the database is migrated first (a convenience; in a cluster the migration Job runs
+    once per release), then it must exist and be at head (an unreachable one is logged:
+    readiness waits for it).
     The composition is dropped before the fork: the workers compose their own."""
     settings = service.settings
     configure_logging(settings.logging.level, settings.logging.format, settings.logging.project_id)
+    or_exit(lambda: exporting.check(settings.tracing))
     if settings.local_mode:
         or_exit(lambda: upgrade(settings.database_url), service=service)
     or_exit(lambda: service.require_database(serving=True), service=service)

@@ -87,6 +87,7 @@ JOB_MAX_PAYLOAD_BYTES WAKE_TOPIC WAKE_URL WAKE_WINDOW_MS""".split()  # noqa: SIM
 VARIABLES += ["TICK_HOOK_AUDIENCE", "TICK_HOOK_SECRETS", "TICK_HOOK_SERVICE_ACCOUNTS"]
 VARIABLES += ["TICK_HOOK_TOLERANCE_SECONDS"]  # new with POST /ticks: no older name to keep
 VARIABLES += ["TRACES_EXPORTER", "TRACES_ENDPOINT", "TRACES_SAMPLE_PERCENT"]  # OpenTelemetry
+VARIABLES += ["TRACES_PROJECT"]  # new with the Cloud Trace exporter
 VARIABLES += ["TICK_POLICIES"]  # new with the tick tasks' overlap and catch-up policies
 VARIABLES += ["SWEEP_FLUSH_MS", "INBOX_LEASE_SECONDS"]  # new with the one-effect crash bound
 VARIABLES += ["JOB_LIMITS"]  # new with flow control (docs/flow-control.md)

@@ -10,6 +10,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from consumer.observe import spans
+from tests.targets.servers import PyTarget
 from triggers.local import stack
 
 
@@ -23,6 +24,13 @@ def exported() -> Iterator[InMemorySpanExporter]:
     yield exporter
     spans.install(None)
     provider.shutdown()
+
+
+@pytest.fixture
+def target() -> Iterator[PyTarget]:
+    """A real HTTP target on loopback that records what it receives."""
+    with PyTarget().running() as running:
+        yield running
 
 
 @pytest.fixture(scope="module")

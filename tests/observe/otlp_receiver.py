@@ -1,19 +1,26 @@
-"""A small OTLP/HTTP receiver: a real HTTP server on loopback that decodes each protobuf
-``ExportTraceServiceRequest`` posted to ``/v1/traces`` and keeps its spans, as a collector
-would receive them."""
+"""Small OTLP receivers, as a collector would receive spans: ``Receiver``, a real HTTP server on
+loopback that decodes each protobuf ``ExportTraceServiceRequest`` posted to ``/v1/traces``, and
+``GrpcReceiver``, a real gRPC server on loopback implementing ``TraceService.Export``. Both keep
+the spans of each request the same way (``Spans``)."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import grpc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
+)
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2_grpc import (
+    TraceServiceServicer,
+    add_TraceServiceServicer_to_server,
 )
 
 
@@ -29,13 +36,32 @@ class ReceivedSpan:
     service: str
 
 
-class Receiver:
-    """Spans received so far (``spans``), and the export requests refused as undecodable."""
+class Spans:
+    """Spans received so far (``spans``), and how many export requests brought them."""
 
     def __init__(self) -> None:
         self.spans: list[ReceivedSpan] = []
         self.requests = 0
         self.lock = threading.Lock()
+
+    def add(self, request: ExportTraceServiceRequest) -> None:
+        with self.lock:
+            self.requests += 1
+            for resource_spans in request.resource_spans:
+                service = _service(resource_spans.resource)
+                for scope_spans in resource_spans.scope_spans:
+                    self.spans.extend(_span(span, service) for span in scope_spans.spans)
+
+    def named(self, name: str) -> list[ReceivedSpan]:
+        with self.lock:
+            return [span for span in self.spans if span.name == name]
+
+
+class Receiver(Spans):
+    """OTLP/HTTP (protobuf) on ``url`` (append ``/v1/traces``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -59,18 +85,6 @@ class Receiver:
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
 
-    def add(self, request: ExportTraceServiceRequest) -> None:
-        with self.lock:
-            self.requests += 1
-            for resource_spans in request.resource_spans:
-                service = _service(resource_spans.resource)
-                for scope_spans in resource_spans.scope_spans:
-                    self.spans.extend(_span(span, service) for span in scope_spans.spans)
-
-    def named(self, name: str) -> list[ReceivedSpan]:
-        with self.lock:
-            return [span for span in self.spans if span.name == name]
-
     @contextmanager
     def running(self) -> Iterator[Receiver]:
         thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -80,6 +94,32 @@ class Receiver:
         finally:
             self.server.shutdown()
             self.server.server_close()
+
+
+class GrpcReceiver(Spans):
+    """OTLP/gRPC (``TraceService.Export``), plaintext, on ``url`` (``http://127.0.0.1:PORT``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        receiver = self
+
+        class Service(TraceServiceServicer):
+            def Export(self, request: ExportTraceServiceRequest, context: Any) -> Any:
+                receiver.add(request)
+                return ExportTraceServiceResponse()
+
+        self.server = grpc.server(ThreadPoolExecutor(max_workers=2))
+        add_TraceServiceServicer_to_server(Service(), self.server)
+        port = self.server.add_insecure_port("127.0.0.1:0")
+        self.url = f"http://127.0.0.1:{port}"
+
+    @contextmanager
+    def running(self) -> Iterator[GrpcReceiver]:
+        self.server.start()
+        try:
+            yield self
+        finally:
+            self.server.stop(grace=None).wait()
 
 
 def _service(resource: Any) -> str:

@@ -1,6 +1,7 @@
 """A real ``consumer serve`` process (gunicorn, the production worker) exports its spans over
-OTLP/HTTP to a real receiver that decodes the protobuf: the push's, the job's and the target
-call's spans arrive as one trace with the parent-child and link relations intact."""
+OTLP/HTTP and over OTLP/gRPC to a real receiver that decodes the protobuf: the push's, the job's
+and the target call's spans arrive as one trace with the parent-child and link relations
+intact."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import requests
 
 from consumer.wire.envelopes_out import tick_body, wrapped_body
 from tests.conftest import Server, wait_until
-from tests.observe.otlp_receiver import Receiver
+from tests.observe.otlp_receiver import GrpcReceiver, Receiver
 from tests.targets.servers import PyTarget
 
 pytestmark = pytest.mark.slow
@@ -23,20 +24,24 @@ SERVER, CONSUMER, CLIENT = 2, 5, 3
 """``Span.SpanKind`` values of the OTLP protobuf."""
 
 
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    with Receiver().running() as running:
-        yield running
+RECEIVERS = {"otlp": Receiver, "otlp-grpc": GrpcReceiver}
+"""Each exporter that speaks OTLP, and a receiver of its protocol."""
+
+
+@pytest.fixture(params=sorted(RECEIVERS))
+def exporter(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
 
 
 @pytest.fixture
-def target() -> Iterator[PyTarget]:
-    with PyTarget().running() as running:
+def receiver(exporter: str) -> Iterator[Receiver | GrpcReceiver]:
+    with RECEIVERS[exporter]().running() as running:
         yield running
 
 
 def test_serve_exports_one_trace_from_push_to_target_call(
-    receiver: Receiver,
+    exporter: str,
+    receiver: Receiver | GrpcReceiver,
     target: PyTarget,
     sqlite_url: str,
     start_server: Callable[..., Server],
@@ -47,7 +52,7 @@ def test_serve_exports_one_trace_from_push_to_target_call(
     env = {
         "CONSUMER_DATABASE_URL": sqlite_url, "CONSUMER_LOCAL_MODE": "true",
         "CONSUMER_LOG_LEVEL": "WARNING", "CONSUMER_HTTP_TARGETS": json.dumps(declared),
-        "CONSUMER_TRACES_EXPORTER": "otlp", "CONSUMER_TRACES_ENDPOINT": receiver.url,
+        "CONSUMER_TRACES_EXPORTER": exporter, "CONSUMER_TRACES_ENDPOINT": receiver.url,
         "OTEL_BSP_SCHEDULE_DELAY": "100",  # the SDK's batch delay: export within 0.1 s
     }  # fmt: skip
     server = start_server(env, workers=1, output=tmp_path / "serve.log")
@@ -56,10 +61,13 @@ def test_serve_exports_one_trace_from_push_to_target_call(
     assert pushed.status_code == 200, pushed.text
     swept = requests.post(f"{server.url}/push", json=tick_body("sweep"), timeout=30)
     assert swept.json()["done"] == 1, swept.text
-    wait_until(lambda: len(receiver.named("POST")) == 1, timeout=20, every=0.1)
+
+    def arrived() -> bool:  # the sweep's server span ends last, after its response is sent
+        return len(receiver.named("POST")) == 1 and len(receiver.named("POST /push")) == 2
+
+    wait_until(arrived, timeout=20, every=0.1)
 
     pushes = receiver.named("POST /push")
-    assert len(pushes) == 2, server.text()
     enqueued = next(span for span in pushes if span.trace_id == TRACE)
     sweep = next(span for span in pushes if span.trace_id != TRACE)
     assert (enqueued.kind, enqueued.parent_span_id) == (SERVER, "b7ad6b7169203331")

@@ -5,7 +5,8 @@ job's call to a real HTTP target, and the traceparent the target receives."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import subprocess
+import sys
 
 import pytest
 from flask.testing import FlaskClient
@@ -21,17 +22,12 @@ from consumer.jobs.store import enqueue
 from consumer.observe import spans, tracing
 from consumer.service import compose
 from consumer.wire.envelopes_out import tick_body, wrapped_body
+from tests.conftest import server_env
 from tests.targets.servers import PyTarget, Reply
 
 PUBLISHER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 PUBLISHER_SPAN = "00f067aa0ba902b7"
 TRACEPARENT = f"00-{PUBLISHER_TRACE}-{PUBLISHER_SPAN}-01"
-
-
-@pytest.fixture
-def target() -> Iterator[PyTarget]:
-    with PyTarget().running() as running:
-        yield running
 
 
 def client_for(database_url: str, target_url: str) -> FlaskClient:
@@ -138,8 +134,27 @@ def test_without_a_tracer_nothing_is_recorded_and_no_traceparent_is_stored(
 @pytest.mark.parametrize(
     ("env", "problem"),
     [
-        ({"CONSUMER_TRACES_EXPORTER": "zipkin"}, "CONSUMER_TRACES_EXPORTER must be none or otlp"),
+        (
+            {"CONSUMER_TRACES_EXPORTER": "zipkin"},
+            "CONSUMER_TRACES_EXPORTER must be none, otlp, otlp-grpc, gcp",
+        ),
         ({"CONSUMER_TRACES_ENDPOINT": "ftp://collector"}, "CONSUMER_TRACES_ENDPOINT"),
+        (
+            {"CONSUMER_TRACES_EXPORTER": "otlp-grpc", "CONSUMER_TRACES_ENDPOINT": "collector:4317"},
+            "CONSUMER_TRACES_ENDPOINT: must be an http",
+        ),
+        (
+            {"CONSUMER_TRACES_EXPORTER": "gcp", "CONSUMER_TRACES_ENDPOINT": "https://c.example"},
+            "CONSUMER_TRACES_ENDPOINT is for otlp and otlp-grpc, not gcp",
+        ),
+        (
+            {"CONSUMER_TRACES_EXPORTER": "otlp", "CONSUMER_TRACES_PROJECT": "acme-traces"},
+            "CONSUMER_TRACES_PROJECT is for the gcp exporter, not otlp",
+        ),
+        (
+            {"CONSUMER_TRACES_EXPORTER": "gcp", "CONSUMER_TRACES_PROJECT": "Acme Traces"},
+            "CONSUMER_TRACES_PROJECT must be a project id",
+        ),
         (
             {"CONSUMER_TRACES_SAMPLE_PERCENT": "101"},
             "CONSUMER_TRACES_SAMPLE_PERCENT must be 0..100",
@@ -147,5 +162,35 @@ def test_without_a_tracer_nothing_is_recorded_and_no_traceparent_is_stored(
     ],
 )
 def test_bad_tracing_settings_are_refused_by_name(env: dict[str, str], problem: str) -> None:
-    with pytest.raises(SettingsError, match=problem):
+    with pytest.raises(SettingsError, match=problem) as refused:
         Settings.from_env({"CONSUMER_LOCAL_MODE": "true", **env})
+    assert ";" not in str(refused.value)  # that one problem alone
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"CONSUMER_TRACES_EXPORTER": "otlp-grpc", "CONSUMER_TRACES_ENDPOINT": "https://c:4317"},
+        {"CONSUMER_TRACES_EXPORTER": "gcp", "CONSUMER_TRACES_PROJECT": "acme-traces"},
+        {"CONSUMER_TRACES_EXPORTER": "gcp", "CONSUMER_TRACES_PROJECT": "example.com:acme-traces"},
+        {"CONSUMER_TRACES_EXPORTER": "none", "CONSUMER_TRACES_ENDPOINT": "http://c:4318"},
+    ],
+)
+def test_each_exporter_s_own_settings_are_accepted(env: dict[str, str]) -> None:
+    tracing = Settings.from_env({"CONSUMER_LOCAL_MODE": "true", **env}).tracing
+    assert tracing.traces_exporter == env["CONSUMER_TRACES_EXPORTER"]
+
+
+def test_a_service_that_exports_nothing_imports_no_sdk_and_no_exporter(sqlite_url: str) -> None:
+    """The SDK, the exporters and their gRPC clients are imported only when tracing is on."""
+    program = (
+        "import sys\n"
+        "from consumer.http.wsgi import asgi\n"
+        "asgi()\n"
+        "heavy = ('opentelemetry.sdk', 'opentelemetry.exporter', 'google.cloud.trace_v2')\n"
+        "print(sorted(m for m in sys.modules if m.startswith(heavy)))\n"
+    )
+    env = server_env({"CONSUMER_DATABASE_URL": sqlite_url, "CONSUMER_LOCAL_MODE": "true"})
+    ran = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip() == "[]", ran.stdout
