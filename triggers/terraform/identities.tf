@@ -47,3 +47,11 @@ resource "google_pubsub_topic_iam_member" "workload_wakeups_publisher" {
   role   = "roles/pubsub.publisher"
   member = "serviceAccount:${google_service_account.workload.email}"
 }
+
+# Spans exported to Cloud Trace (CONSUMER_TRACES_EXPORTER=gcp, docs/observability.md).
+resource "google_project_iam_member" "workload_trace_agent" {
+  count   = var.cloud_trace ? 1 : 0
+  project = var.project_id
+  role    = "roles/cloudtrace.agent"
+  member  = "serviceAccount:${google_service_account.workload.email}"
+}

@@ -7,6 +7,7 @@ resource "google_project_service" "apis" {
     "cloudscheduler.googleapis.com",
     "storage.googleapis.com",
     "monitoring.googleapis.com",
+    "cloudtrace.googleapis.com",
   ])
   service            = each.value
   disable_on_destroy = false

@@ -167,3 +167,9 @@ variable "alert_notification_channels" {
   type        = list(string)
   default     = []
 }
+
+variable "cloud_trace" {
+  description = "The pods export spans to Cloud Trace (CONSUMER_TRACES_EXPORTER=gcp): enable the API and let the workload write traces (roles/cloudtrace.agent)."
+  type        = bool
+  default     = false
+}
