@@ -14,7 +14,7 @@ from sqlalchemy import Engine
 
 from consumer.cli.context import current_cli
 from consumer.config.flow import changes_of
-from consumer.jobs.flow_admin import FlowAdmin, kinds_flow
+from consumer.jobs.flow_admin import FlowAdmin, kinds_flow, known
 from consumer.jobs.model import EnqueueResult, InvalidJob, Job, Status
 from consumer.jobs.store import JobStore, enqueue
 from consumer.pipeline.decisions import Source
@@ -197,8 +197,10 @@ def limit_command(
         changes = None if reset else changes_of(cap, rate)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
+    service, admin = current_cli().service, FlowAdmin(_engine())
+    known(kinds_flow(admin, service.registry, service.settings, utcnow()), kind)  # not a typo
     who = by or getpass.getuser()
-    stored = FlowAdmin(_engine()).change(kind, changes, who, utcnow())
+    stored = admin.change(kind, changes, who, utcnow())
     click.echo(json.dumps({"outcome": "changed", "kind": kind, "limits": stored, "by": who}))
 
 

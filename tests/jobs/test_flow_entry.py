@@ -132,6 +132,9 @@ def test_the_cli_refuses_a_bad_change_in_one_line(invoke: Any) -> None:
     assert (
         "give --cap and/or --rate, or --reset" in invoke("jobs", "limit", "email", ok=False).output
     )
+    typo = invoke("jobs", "limit", "emial", "--cap", "1", ok=False).output
+    assert "no job kind 'emial' is registered, limited or changed" in typo
+    assert "emial" not in limits_shown(invoke)
 
 
 def test_the_cli_enqueues_with_a_lock_key(invoke: Any, sqlite_url: str) -> None:
