@@ -37,11 +37,15 @@ class ReceivedSpan:
 
 
 class Spans:
-    """Spans received so far (``spans``), and how many export requests brought them."""
+    """Spans received so far (``spans``, unless ``keep`` is false: a benchmark's sink counts
+    them only, so that the receiver's own decoding does not weigh on the traced server it shares
+    the machine with), how many (``count``), and how many export requests brought them."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep: bool = True) -> None:
         self.spans: list[ReceivedSpan] = []
+        self.count = 0
         self.requests = 0
+        self.keep = keep
         self.lock = threading.Lock()
 
     def add(self, request: ExportTraceServiceRequest) -> None:
@@ -50,7 +54,9 @@ class Spans:
             for resource_spans in request.resource_spans:
                 service = _service(resource_spans.resource)
                 for scope_spans in resource_spans.scope_spans:
-                    self.spans.extend(_span(span, service) for span in scope_spans.spans)
+                    self.count += len(scope_spans.spans)
+                    if self.keep:
+                        self.spans.extend(_span(span, service) for span in scope_spans.spans)
 
     def named(self, name: str) -> list[ReceivedSpan]:
         with self.lock:
@@ -60,8 +66,8 @@ class Spans:
 class Receiver(Spans):
     """OTLP/HTTP (protobuf) on ``url`` (append ``/v1/traces``)."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, keep: bool = True) -> None:
+        super().__init__(keep)
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
