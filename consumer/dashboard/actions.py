@@ -16,7 +16,7 @@ from consumer.dashboard import queries
 from consumer.dashboard.context import context
 from consumer.dashboard.formatting import limit
 from consumer.errors import ConsumerError
-from consumer.jobs.flow_admin import FlowAdmin, KindFlow, UnknownKind, kinds_flow, known
+from consumer.jobs.flow_admin import FlowAdmin, KindFlow, NoSuchKind, kinds_flow, known
 from consumer.jobs.limits import effective
 from consumer.jobs.store import JobStore
 from consumer.sources import tasks
@@ -156,7 +156,7 @@ def limit_kind() -> tuple[str, int]:
     try:
         shown = _kind_flow(kind)
         changes = changes_of(request.form.get("cap"), request.form.get("rate"))
-    except UnknownKind as exc:
+    except NoSuchKind as exc:
         return _done("limit-kind", kind, False, str(exc), "/", 404)
     except ValueError as exc:
         return _done("limit-kind", kind, False, str(exc), "/", 400)
@@ -173,7 +173,7 @@ def reset_kind_limit() -> tuple[str, int]:
     kind = _field("kind")
     try:
         shown = _kind_flow(kind)
-    except UnknownKind as exc:
+    except NoSuchKind as exc:
         return _done("reset-kind-limit", kind, False, str(exc), "/", 404)
     ctx = context()
     FlowAdmin(ctx.engine).change(kind, None, g.who, ctx.clock())

@@ -27,7 +27,7 @@ from consumer.pipeline.registry import Registry
 log = logging.getLogger("consumer.jobs.flow")
 
 
-class UnknownKind(ConsumerError):
+class NoSuchKind(ConsumerError):
     """No job kind of that name is registered, limited or changed."""
 
 
@@ -115,8 +115,8 @@ def kinds_flow(
 
 
 def known(kinds: Mapping[str, KindFlow], kind: str) -> KindFlow:
-    """``kind``'s flow control; ``UnknownKind`` for a kind not among ``kinds`` (a typo would
+    """``kind``'s flow control; ``NoSuchKind`` for a kind not among ``kinds`` (a typo would
     otherwise be stored and shown for ever)."""
     if kind not in kinds:
-        raise UnknownKind(f"no job kind {kind!r} is registered, limited or changed")
+        raise NoSuchKind(f"no job kind {kind!r} is registered, limited or changed")
     return kinds[kind]
