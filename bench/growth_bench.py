@@ -21,6 +21,7 @@ are printed with their ratio (target <= 2).
 
     python bench/growth_bench.py [--rows 0,2000000,10000000] [--seconds 10] [--repeat 3]
                                  [--rate 200] [--steady 20] [--purge-seconds 60]
+                                 [--chunk-rows 5000] [--pause-ratio 1]
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ from bench.push_bench import (
 from bench.push_load import Sample, python_load, steady_load
 from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
-from consumer.jobs.cleanup import CHUNK_ROWS, DAY, cleanup
+from consumer.jobs import cleanup as cleanup_task
+from consumer.jobs.cleanup import DAY, cleanup
 from consumer.pipeline.context import HandlerContext
 from consumer.wire.events import TickEvent
 from consumer.wire.message import PushMessage
@@ -242,8 +244,9 @@ def report_purge(
     rate = purge.rows / max(seconds, 1e-9)
     print(f"\npurge under a steady {args.rate:g} pushes/s (open loop, latency from the due time): "
           f"{purge.rows:,} rows in {seconds:.1f} s ({rate:,.0f} rows/s), "
-          f"{purge.runs} run(s) of the cleanup task, chunks of {CHUNK_ROWS}; "
-          f"{purge.wal_bytes / 1e6:,.0f} MB of WAL meanwhile (the server's)")  # fmt: skip
+          f"{purge.runs} run(s) of the cleanup task, chunks of {args.chunk_rows}, each followed by "
+          f"a rest {args.pause_ratio:g}x as long; {purge.wal_bytes / 1e6:,.0f} MB of WAL meanwhile "
+          f"(the server's)")  # fmt: skip
     p99s = {name: p99(part) for name, part in (("before", before), ("during", during))}
     for name, part in (("before", before), ("during", during)):
         failed = sum(not s.ok for s in part)
@@ -274,6 +277,13 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rate", type=float, default=200.0, help="pushes/s; 0: no purge run")
     parser.add_argument("--steady", type=float, default=20.0, help="seconds before the purge")
     parser.add_argument("--purge-seconds", type=float, default=60.0, help="the purge's bound")
+    parser.add_argument("--chunk-rows", type=int, default=cleanup_task.CHUNK_ROWS)
+    parser.add_argument(
+        "--pause-ratio",
+        type=float,
+        default=cleanup_task.PAUSE_RATIO,
+        help="the purge's rest after each chunk, times the chunk's duration (0: back to back)",
+    )
     args = parser.parse_args(argv)
     args.worker = "sync"
     return args
@@ -285,6 +295,8 @@ def rows_list(text: str) -> list[int]:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse(argv)
+    # The task's own constants, as its tests set them: what the purge would do with others.
+    cleanup_task.CHUNK_ROWS, cleanup_task.PAUSE_RATIO = args.chunk_rows, args.pause_ratio
     with contextlib.ExitStack() as stack:
         databases = {rows: stack.enter_context(database()) for rows in args.rows}
         for rows, conninfo in databases.items():
