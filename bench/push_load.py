@@ -1,5 +1,7 @@
 """Load generators for ``bench/push_bench.py``: ``wrk`` with a Lua script (each request a new
-deploy event), or a Python fallback with one keep-alive connection per thread."""
+deploy event), or a Python fallback with one keep-alive connection per thread; both closed loops
+(each connection sends its next request when the last is answered). ``steady_load`` is the open
+loop ``bench/growth_bench.py`` holds a fixed rate with."""
 
 from __future__ import annotations
 
@@ -116,3 +118,67 @@ def python_load(url: str, connections: int, seconds: float, run_id: str) -> Resu
     every = sorted(latency for per in latencies for latency in per)
     quantiles = statistics.quantiles(every, n=100)
     return Result(len(every) / elapsed, quantiles[49] * 1000, quantiles[98] * 1000, sum(errors))
+
+
+@dataclass(frozen=True)
+class Sample:
+    scheduled: float
+    """When the request was due, in seconds from the load's start."""
+    latency: float
+    """Seconds from when it was due to its answer: a stall counts against every request it
+    delays, not only the one it caught (no coordinated omission)."""
+    ok: bool
+
+
+def steady_load(
+    url: str,
+    rate: float,
+    seconds: float,
+    run_id: str,
+    connections: int = 32,
+    stop: threading.Event | None = None,
+) -> list[Sample]:
+    """Open loop: request ``n`` is due at ``n / rate`` seconds, whatever the answers before it
+    took; ``connections`` keep-alive connections take the due requests in turn (more than the
+    server's workers, so a slow answer delays the next due request only when all are busy).
+    Stops by itself after ``seconds``, or sooner once ``stop`` is set."""
+    parts = urlsplit(url)
+    samples: list[Sample] = []
+    lock = threading.Lock()
+    counter = iter(range(int(rate * seconds)))
+    began = time.monotonic()
+
+    def drive(index: int) -> None:
+        connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
+        while True:
+            with lock:
+                number = next(counter, None)
+            if number is None or (stop is not None and stop.is_set()):
+                break
+            due = began + number / rate
+            time.sleep(max(0.0, due - time.monotonic()))
+            ok = _post(connection, deploy_body(f"{run_id}-{number}"))
+            sample = Sample(due - began, time.monotonic() - due, ok)
+            with lock:
+                samples.append(sample)
+        connection.close()
+
+    threads = [threading.Thread(target=drive, args=(n,)) for n in range(connections)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return sorted(samples, key=lambda sample: sample.scheduled)
+
+
+def _post(connection: http.client.HTTPConnection, body: bytes) -> bool:
+    """Whether the push was answered 2xx; a failed connection is closed (the next request opens
+    it again) and counts as a failed push."""
+    try:
+        connection.request("POST", "/push", body, {"Content-Type": "application/json"})
+        response = connection.getresponse()
+        response.read()
+    except (OSError, http.client.HTTPException):
+        connection.close()
+        return False
+    return 200 <= response.status < 300

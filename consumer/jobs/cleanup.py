@@ -3,11 +3,15 @@ left ``running`` by a delivery that died and never came back (lease expired over
 
 Rows go in chunks of ``CHUNK_ROWS``, one transaction each, so no single DELETE outlasts the ack
 deadline (rolled back, then retried the next day forever) or holds SQLite's write lock for long.
-When the budget runs low the task stops and reports ``more: true``; the next tick goes on.
+After each chunk the task rests ``PAUSE_RATIO`` times as long as the chunk took, so the pushes
+beside it keep the WAL's disk: chunks back to back wrote WAL as fast as the disk took it, and
+pushes waited behind it (bench/growth_bench.py). When the budget runs low the task stops and
+reports ``more: true``; the next tick goes on.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -20,6 +24,8 @@ from consumer.wire.events import TickEvent
 
 DAY = 24 * 3600
 CHUNK_ROWS = 5000
+PAUSE_RATIO = 1.0
+"""Rest this many times a chunk's duration after it."""
 RESERVE_SECONDS = 5.0
 """Stop purging when less than this is left of the budget (a chunk takes well under it)."""
 
@@ -46,6 +52,7 @@ def _in_chunks(context: HandlerContext, purge: Callable[[int], int]) -> tuple[in
     reserve = min(RESERVE_SECONDS, context.settings.handler_budget_seconds / 2)
     purged = 0
     while True:
+        started = time.monotonic()
         deleted = purge(CHUNK_ROWS)
         purged += deleted
         if deleted < CHUNK_ROWS:
@@ -53,6 +60,8 @@ def _in_chunks(context: HandlerContext, purge: Callable[[int], int]) -> tuple[in
         if context.remaining() <= reserve:
             return purged, True
         context.heartbeat()
+        took = time.monotonic() - started
+        time.sleep(min(took * PAUSE_RATIO, max(context.remaining() - reserve, 0.0)))
 
 
 def register(registry: Registry) -> None:

@@ -91,3 +91,34 @@ def test_cleanup_purges_in_chunks_and_stops_when_the_budget_is_low(
     assert (rest["jobs_purged"], rest["more"]) == (2700, False)
     with engine.connect() as connection:
         assert connection.scalar(select(func.count()).select_from(jobs)) == 0
+
+
+def test_cleanup_rests_after_each_full_chunk_in_proportion_to_it(
+    engine: Engine, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rests: list[float] = []
+    monkeypatch.setattr(cleanup_task, "CHUNK_ROWS", 500)
+    monkeypatch.setattr(cleanup_task.time, "sleep", rests.append)
+    finished_jobs(engine, 1200)
+    event = TickEvent("cleanup", utcnow(), Every(86400), tick("cleanup"))
+    started = time.monotonic()
+    spent = cleanup_task.cleanup(cleanup_context(settings, engine, 60.0), event)
+    elapsed = time.monotonic() - started
+    assert (spent["jobs_purged"], spent["more"]) == (1200, False)
+    # Two full chunks, each followed by its rest; the short last chunk ends the purge at once.
+    assert len(rests) == 2, rests
+    assert all(0 < rest <= elapsed * cleanup_task.PAUSE_RATIO for rest in rests), rests
+
+
+def test_a_rest_never_eats_into_the_budgets_reserve(
+    engine: Engine, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rests: list[float] = []
+    monkeypatch.setattr(cleanup_task, "CHUNK_ROWS", 500)
+    monkeypatch.setattr(cleanup_task, "PAUSE_RATIO", 1e6)
+    monkeypatch.setattr(cleanup_task.time, "sleep", rests.append)
+    finished_jobs(engine, 1200)
+    event = TickEvent("cleanup", utcnow(), Every(86400), tick("cleanup"))
+    cleanup_task.cleanup(cleanup_context(settings, engine, 60.0), event)
+    reserve = min(cleanup_task.RESERVE_SECONDS, settings.handler_budget_seconds / 2)
+    assert rests and all(rest <= 60.0 - reserve for rest in rests), rests

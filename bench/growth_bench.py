@@ -1,0 +1,312 @@
+"""How a push's cost grows with the inbox, and what the retention purge costs the pushes beside it
+(not a test).
+
+Growth: one database per level of ``--rows`` (default 0, 2 and 10 million), its inbox filled
+with finished rows by ``INSERT ... SELECT ... FROM generate_series`` in batches: keys of the jobs
+topic's shape, status ``done``, a wrapped message of about 450 bytes, created, updated and
+finished times spread in order over the retention window and one day past it (so a day of rows
+is due for the purge), then ``VACUUM ANALYZE``. The consumer's ``/push`` is measured on each
+exactly as ``bench/push_bench.py`` measures it, the levels in turn, round after round, so the
+drift of a shared machine falls on all of them alike. The table prints each level's medians
+(req/s, latency, CPU per push of the gunicorn workers and of the database's backends), the median
+of the rounds' ratios to the empty inbox (target >= 0.90 at the largest) and the bytes each inbox
+row takes with its indexes (``pg_total_relation_size``).
+
+Purge (``--rate`` > 0): at the largest level an open-loop load of ``--rate`` pushes/s
+(``bench.push_load.steady_load``: latency from each request's due time) runs ``--steady`` seconds,
+then the cleanup task itself (``consumer.jobs.cleanup``: chunks of ``CHUNK_ROWS``, each its own
+transaction, within the handler's budget; run again while it reports more) deletes the rows past
+retention while the load goes on, for at most ``--purge-seconds``; the push p99 before and during
+are printed with their ratio (target <= 2).
+
+    python bench/growth_bench.py [--rows 0,2000000,10000000] [--seconds 10] [--repeat 3]
+                                 [--rate 200] [--steady 20] [--purge-seconds 60]
+                                 [--chunk-rows 5000] [--pause-ratio 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+import psycopg
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.push_bench import (
+    APPS,
+    Run,
+    backends,
+    children,
+    cpu_seconds,
+    database,
+    gunicorn,
+    measure,
+    median_of,
+    service_env,
+    spent,
+    sqlalchemy_url,
+)
+from bench.push_load import Sample, python_load, steady_load
+from consumer.config.settings import Settings
+from consumer.db.engine import make_engine
+from consumer.jobs import cleanup as cleanup_task
+from consumer.jobs.cleanup import DAY, cleanup
+from consumer.pipeline.context import HandlerContext
+from consumer.wire.events import TickEvent
+from consumer.wire.message import PushMessage
+from consumer.wire.schedule import Every
+from consumer.wire.timeutil import utcnow
+
+RETENTION_DAYS = 7
+"""The inbox's default retention."""
+SPREAD_DAYS = RETENTION_DAYS + 1
+"""The fill spans the retention window and the day past it that a daily purge finds."""
+BATCH = 1_000_000
+WARM_SECONDS = 2.0
+"""The steady load's first seconds, left out of its figures."""
+TAIL_SECONDS = 2.0
+"""The steady load goes on this long after the purge, then stops."""
+
+FILL = """
+INSERT INTO inbox (key, route, status, attempts, claimed_by, message_id, message, result,
+                   created_at, updated_at, finished_at)
+SELECT 'job:projects/bench/subscriptions/jobs:' || id, 'job', 'done', 1, md5(n::text), id,
+       ('{"messageId": "' || id || '", "publishTime": "' || to_char(t, 'YYYY-MM-DD"T"HH24:MI:SS')
+        || 'Z", "data": "'
+        || replace(encode(decode(repeat(md5(n::text), 9), 'hex'), 'base64'), chr(10), '')
+        || '", "attributes": {"kind": "email", "key": "order-' || n || '"}, "subscription": '
+        || '"projects/bench/subscriptions/jobs", "orderingKey": "", "deliveryAttempt": null, '
+        || '"format": "wrapped"}')::json,
+       '{"ok": true}'::json, t, t + interval '40 ms', t + interval '40 ms'
+FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS n,
+     LATERAL (SELECT (10000000000000000 + n)::text AS id,
+                     %(now)s::timestamptz - interval '1 day' * %(days)s
+                       * (1 - n::float8 / %(count)s) AS t) AS made
+"""
+"""One batch of finished rows, ``first``..``last``; their times run in order over the spread, as
+a day's rows follow each other on disk."""
+
+
+class Level(NamedTuple):
+    rows: int
+    bytes_per_row: float
+    runs: list[Run]
+
+
+def fill(conninfo: str, rows: int) -> None:
+    """``rows`` finished rows spread over the whole window, then ``VACUUM ANALYZE``."""
+    now = utcnow()
+    with psycopg.connect(conninfo, autocommit=True) as connection:
+        for first in range(0, rows, BATCH):
+            last = min(first + BATCH, rows) - 1
+            started = time.monotonic()
+            values = {"first": first, "last": last, "now": now, "days": SPREAD_DAYS, "count": rows}
+            connection.execute(FILL, values)
+            print(f"  filled {last + 1:,} rows ({time.monotonic() - started:.0f} s)", flush=True)
+        started = time.monotonic()
+        connection.execute("VACUUM ANALYZE inbox")
+        print(f"  VACUUM ANALYZE {time.monotonic() - started:.0f} s", flush=True)
+
+
+def bytes_per_row(conninfo: str) -> float:
+    """The inbox's heap, TOAST and indexes, per row."""
+    with psycopg.connect(conninfo) as connection:
+        row = connection.execute(
+            "SELECT pg_total_relation_size('inbox'), (SELECT count(*) FROM inbox)"
+        ).fetchone()
+    assert row is not None
+    return float(row[0]) / max(int(row[1]), 1)
+
+
+def growth(databases: dict[int, str], args: argparse.Namespace) -> list[Level]:
+    """Each level's database measured in turn, round after round: the machine's drift falls on
+    every level alike, and each round's ratios pair runs a minute apart."""
+    runs: dict[int, list[Run]] = {rows: [] for rows in databases}
+    for run in range(args.repeat):
+        for rows, conninfo in databases.items():
+            runs[rows].append(measure(APPS["consumer"], service_env(conninfo, "on"), args, run))
+            last = runs[rows][-1]
+            cpu = f"CPU/push: app {last.app_cpu_ms:.2f} ms, db {last.db_cpu_ms:.2f} ms"
+            print(f"  run {run + 1} {rows:>11,} rows {last.result}  {cpu}", flush=True)
+    return [Level(rows, bytes_per_row(databases[rows]), runs[rows]) for rows in databases]
+
+
+def report_growth(levels: list[Level], args: argparse.Namespace) -> None:
+    print(f"\n/push against the inbox's size, gunicorn -w 2 -k sync, {args.connections} "
+          f"connections, {args.seconds:g} s x {args.repeat}, levels in turn; medians:")  # fmt: skip
+    print(f"  {'inbox rows':>11}  {'push/s':>7}  {'p50 ms':>6}  {'p99 ms':>6}  {'app ms':>6}  "
+          f"{'db ms':>5}  {'vs empty':>8}  {'bytes/row':>9}")  # fmt: skip
+    empty = levels[0].runs
+    for level in levels:
+        rps, p50, p99_ms, _errors, app_cpu, db_cpu = median_of(level.runs)
+        ratio = paired(level.runs, empty)
+        print(f"  {level.rows:>11,}  {rps:7.0f}  {p50:6.2f}  {p99_ms:6.2f}  {app_cpu:6.2f}  "
+              f"{db_cpu:5.2f}  {ratio:7.2f}x  {level.bytes_per_row:9.0f}")  # fmt: skip
+    full = levels[-1]
+    cpu_ratio = statistics.median(
+        (e.app_cpu_ms + e.db_cpu_ms) / (f.app_cpu_ms + f.db_cpu_ms)
+        for f, e in zip(full.runs, empty, strict=True)
+    )
+    print(f"  ratio {full.rows:,} rows/empty {paired(full.runs, empty):.2f}x (target >= 0.90; "
+          f"median of the rounds' ratios); CPU per push empty/full {cpu_ratio:.2f}x")  # fmt: skip
+
+
+def paired(runs: list[Run], base: list[Run]) -> float:
+    """The median of each round's ratio of req/s."""
+    return statistics.median(r.result.rps / b.result.rps for r, b in zip(runs, base, strict=True))
+
+
+class Purge(NamedTuple):
+    began: float
+    ended: float
+    rows: int
+    runs: int
+    wal_bytes: int
+    """WAL written while it ran (the pushes' beside it included)."""
+
+
+def purge_under_load(
+    conninfo: str, args: argparse.Namespace
+) -> tuple[list[Sample], Purge, tuple[float, float]]:
+    """The steady load, the cores it used before the purge, and the purge started ``--steady``
+    seconds into it."""
+    env = service_env(conninfo, "on")
+    with gunicorn(APPS["consumer"], env, "sync") as (url, pid):
+        python_load(url, args.connections, 2.0, "purge-warm")
+        total, stop = args.steady + args.purge_seconds + TAIL_SECONDS, threading.Event()
+        samples: list[Sample] = []
+        load = threading.Thread(
+            target=lambda: samples.extend(steady_load(url, args.rate, total, "steady", stop=stop))
+        )
+        started = time.monotonic()
+        load.start()
+        time.sleep(WARM_SECONDS)
+        cores = cores_used(pid, conninfo, args.steady - WARM_SECONDS)
+        purge = purge_runs(conninfo, started, started + args.steady + args.purge_seconds)
+        time.sleep(TAIL_SECONDS)
+        stop.set()
+        load.join()
+    return samples, purge, cores
+
+
+def cores_used(pid: int, conninfo: str, seconds: float) -> tuple[float, float]:
+    """Cores the gunicorn workers of ``pid`` and the database's backends used over ``seconds``."""
+    app, db = cpu_seconds(children(pid)), cpu_seconds(backends(conninfo))
+    time.sleep(seconds)
+    app_spent = spent(app, cpu_seconds(children(pid)))
+    return app_spent / seconds, spent(db, cpu_seconds(backends(conninfo))) / seconds
+
+
+def purge_runs(conninfo: str, started: float, deadline: float) -> Purge:
+    """The cleanup task itself, run after run (as its continuations would) until a run finds no
+    more rows past retention or ``deadline`` comes."""
+    settings = Settings(database_url=sqlalchemy_url(conninfo), local_mode=True)
+    engine = make_engine(settings.database_url)
+    message = PushMessage("growth-bench", utcnow(), attributes={"task": "cleanup"})
+    event = TickEvent("cleanup", utcnow(), Every(DAY), message)
+    began, rows, runs, wal_before = time.monotonic(), 0, 0, wal_position(conninfo)
+    try:
+        while (now := time.monotonic()) < deadline:
+            budget = min(settings.handler_budget_seconds, deadline - now)
+            spent = cleanup(
+                HandlerContext(settings, engine, "tick:cleanup", 1, now + budget), event
+            )
+            rows, runs = rows + spent["inbox_purged"], runs + 1
+            if not spent["more"]:
+                break
+    finally:
+        engine.dispose()
+    ended = time.monotonic() - started
+    return Purge(began - started, ended, rows, runs, wal_position(conninfo) - wal_before)
+
+
+def wal_position(conninfo: str) -> int:
+    """The server's WAL position, in bytes from its start."""
+    with psycopg.connect(conninfo) as connection:
+        row = connection.execute("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def report_purge(
+    samples: list[Sample], purge: Purge, cores: tuple[float, float], args: argparse.Namespace
+) -> None:
+    before = [s for s in samples if WARM_SECONDS <= s.scheduled < purge.began]
+    during = [s for s in samples if purge.began <= s.scheduled < purge.ended]
+    seconds = purge.ended - purge.began
+    rate = purge.rows / max(seconds, 1e-9)
+    print(f"\npurge under a steady {args.rate:g} pushes/s (open loop, latency from the due time): "
+          f"{purge.rows:,} rows in {seconds:.1f} s ({rate:,.0f} rows/s), "
+          f"{purge.runs} run(s) of the cleanup task, chunks of {args.chunk_rows}, each followed by "
+          f"a rest {args.pause_ratio:g}x as long; {purge.wal_bytes / 1e6:,.0f} MB of WAL meanwhile "
+          f"(the server's)")  # fmt: skip
+    p99s = {name: p99(part) for name, part in (("before", before), ("during", during))}
+    for name, part in (("before", before), ("during", during)):
+        failed = sum(not s.ok for s in part)
+        print(f"  {name:<7} {len(part):6} pushes  p50 {quantile(part, 50):7.2f} ms  "
+              f"p99 {p99s[name]:7.2f} ms  failed {failed}")  # fmt: skip
+    print(f"  ratio p99 during/before {p99s['during'] / p99s['before']:.2f}x (target <= 2.0)")
+    app, db = (used / args.rate * 1000 for used in cores)
+    print(f"  before the purge: gunicorn workers {cores[0]:.2f} cores ({app:.2f} ms per push), "
+          f"database {cores[1]:.2f} cores ({db:.2f} ms per push)")  # fmt: skip
+
+
+def p99(samples: list[Sample]) -> float:
+    return quantile(samples, 99)
+
+
+def quantile(samples: list[Sample], percent: int) -> float:
+    if len(samples) < 2:
+        return float("nan")
+    return statistics.quantiles((s.latency * 1000 for s in samples), n=100)[percent - 1]
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=rows_list, default=[0, 2_000_000, 10_000_000])
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--rate", type=float, default=200.0, help="pushes/s; 0: no purge run")
+    parser.add_argument("--steady", type=float, default=20.0, help="seconds before the purge")
+    parser.add_argument("--purge-seconds", type=float, default=60.0, help="the purge's bound")
+    parser.add_argument("--chunk-rows", type=int, default=cleanup_task.CHUNK_ROWS)
+    parser.add_argument(
+        "--pause-ratio",
+        type=float,
+        default=cleanup_task.PAUSE_RATIO,
+        help="the purge's rest after each chunk, times the chunk's duration (0: back to back)",
+    )
+    args = parser.parse_args(argv)
+    args.worker = "sync"
+    return args
+
+
+def rows_list(text: str) -> list[int]:
+    return sorted(int(part.replace("_", "")) for part in text.split(","))
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse(argv)
+    # The task's own constants, as its tests set them: what the purge would do with others.
+    cleanup_task.CHUNK_ROWS, cleanup_task.PAUSE_RATIO = args.chunk_rows, args.pause_ratio
+    with contextlib.ExitStack() as stack:
+        databases = {rows: stack.enter_context(database()) for rows in args.rows}
+        for rows, conninfo in databases.items():
+            fill(conninfo, rows)
+        levels = growth(databases, args)
+        report_growth(levels, args)
+        if args.rate > 0:
+            samples, purge, cores = purge_under_load(databases[args.rows[-1]], args)
+            report_purge(samples, purge, cores, args)
+
+
+if __name__ == "__main__":
+    main()

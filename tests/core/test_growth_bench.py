@@ -1,0 +1,24 @@
+"""A bounded slice of ``bench/growth_bench.py`` (same code): an empty inbox and 200,000 finished
+rows, one short run each, then the purge under a small steady load. It proves the benchmark runs
+and prints its ratios; it asserts no timing (this machine's figures are in docs/capacity.md)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench import growth_bench
+
+pytestmark = [pytest.mark.slow, pytest.mark.postgres]
+SLICE = ["--rows", "0,200000", "--seconds", "1", "--repeat", "1", "--rate", "100",
+         "--steady", "3", "--purge-seconds", "3"]  # fmt: skip
+
+
+def test_the_growth_bench_prints_the_ratio_of_a_full_inbox_and_of_the_purge(
+    postgres_admin: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    growth_bench.main(SLICE)
+    printed = capsys.readouterr().out
+    assert "ratio 200,000 rows/empty " in printed, printed
+    assert "ratio p99 during/before " in printed, printed
+    purged = next(line for line in printed.splitlines() if line.startswith("purge under"))
+    assert " 0 rows in" not in purged, "the purge found none of the rows past retention"
