@@ -6,7 +6,10 @@ deadline (rolled back, then retried the next day forever) or holds SQLite's writ
 After each chunk the task rests ``PAUSE_RATIO`` times as long as the chunk took, so the pushes
 beside it keep the WAL's disk: chunks back to back wrote WAL as fast as the disk took it, and
 pushes waited behind it (bench/growth_bench.py). When the budget runs low the task stops and
-reports ``more: true``; the next tick goes on.
+reports ``more: true``, and with ``CONSUMER_CONTINUATION_TOPIC`` set it publishes one
+continuation (``consumer.pipeline.continuation``), whose cleanup goes on at once on whichever pod
+receives it: a chain until the rows past retention are gone. Without it the next day's tick goes
+on, and a day's tick covers only what its one budget can delete (docs/capacity.md).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 
 from consumer.inbox.store import Inbox
 from consumer.jobs.store import JobStore
+from consumer.pipeline import continuation
 from consumer.pipeline.context import HandlerContext
 from consumer.pipeline.registry import Registry
 from consumer.wire.events import TickEvent
@@ -40,9 +44,13 @@ def cleanup(context: HandlerContext, event: TickEvent) -> dict[str, Any]:
     jobs_purged, jobs_more = _in_chunks(
         context, lambda limit: JobStore(engine).purge(jobs_before, limit=limit)
     )
+    left = more or jobs_more
+    published = continuation.publish(
+        settings.jobs.continuation_topic, {"task": event.task}, int(left), context.remaining()
+    )
     return {
         "task": event.task, "inbox_purged": inbox_purged, "jobs_purged": jobs_purged,
-        "more": more or jobs_more,
+        "more": left, "continuations": len(published),
     }  # fmt: skip
 
 

@@ -16,19 +16,24 @@ from sqlalchemy import Engine, select
 
 from consumer import NewJob, enqueue_many
 from consumer.config.settings import Settings
+from consumer.db.engine import make_engine
 from consumer.inbox.schema import tick_progress
+from consumer.jobs import cleanup as cleanup_task
 from consumer.jobs.sweep import SweepSummary
 from consumer.jobs.tick import continuations_wanted
+from consumer.pipeline import continuation as continuation_module
 from consumer.pipeline.dispatch import Dispatcher
 from consumer.plugins import build_registry
 from consumer.wire.envelopes_out import tick_body
 from consumer.wire.events import TickEvent
 from consumer.wire.message import PushMessage
 from consumer.wire.outcomes import Kind
+from consumer.wire.schedule import Every
 from consumer.wire.timeutil import utcnow
 from tests.conftest import Server, settings_env
 from tests.jobs import kinds_plugin
-from triggers.local import stack
+from tests.jobs.test_tick import cleanup_context, finished_jobs
+from triggers.local import clients, stack
 
 TOPIC = "projects/p/topics/continuations"
 
@@ -147,3 +152,37 @@ def kinds_engine(url: str) -> Engine:
     engine = make_engine(url)
     kinds_plugin.runs_metadata.create_all(engine)
     return engine
+
+
+@pytest.mark.slow
+def test_a_cleanup_left_with_rows_hands_them_on_through_the_emulator(
+    pubsub_host: str, sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cleanup whose budget ends with rows past retention publishes one continuation; the
+    cleanup it starts purges the rest and publishes none: a day's tick no longer bounds how
+    many rows a day can purge."""
+    monkeypatch.setenv("PUBSUB_EMULATOR_HOST", pubsub_host)
+    monkeypatch.setattr(continuation_module, "_clients", {})  # not a client of another emulator
+    monkeypatch.setattr(cleanup_task, "CHUNK_ROWS", 50)
+    topic = stack.ensure_topic(pubsub_host, "p", "cleanup-chain")
+    subscription = "projects/p/subscriptions/cleanup-chain-pull"
+    clients.subscriber(pubsub_host).create_subscription(name=subscription, topic=topic)
+    settings = Settings.of(database_url=sqlite_url, local_mode=True, continuation_topic=topic)
+    engine = make_engine(sqlite_url)
+    finished_jobs(engine, 1000)
+    reserve = min(cleanup_task.RESERVE_SECONDS, settings.handler_budget_seconds / 2)
+    event = TickEvent("cleanup", utcnow(), Every(86400), PushMessage("t1", utcnow()))
+
+    first = cleanup_task.cleanup(cleanup_context(settings, engine, reserve), event)
+    assert first["more"] and first["continuations"] == 1, first
+    pulled = clients.subscriber(pubsub_host).pull(subscription=subscription, max_messages=10)
+    [message] = [received.message for received in pulled.received_messages]
+    assert message.attributes["task"] == "cleanup" and message.attributes["continuation"]
+
+    chained = PushMessage("c1", utcnow(), attributes=dict(message.attributes))
+    dispatcher = Dispatcher(settings, engine, build_registry(settings))
+    rest = dispatcher.dispatch(chained)
+    assert rest.kind is Kind.DONE, rest.details
+    assert not rest.details["more"] and rest.details["continuations"] == 0
+    assert first["jobs_purged"] + rest.details["jobs_purged"] == 1000
+    engine.dispose()
