@@ -4,6 +4,7 @@ per test), the service's clock moved by hand, a test client of the app, and real
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import socket
@@ -52,6 +53,17 @@ def _postgres_available() -> bool:
             return True
     except psycopg.Error:
         return False
+
+
+@pytest.fixture(autouse=True)
+def consumer_logger_restored() -> Iterator[None]:
+    """Each test starts with the ``consumer`` logger as the previous one found it: code that
+    configures logging in process (a server's or a command's start-up) sets its handlers, level
+    and ``propagate`` for good, which would hide later tests' records from ``caplog``."""
+    logger = logging.getLogger("consumer")
+    kept = (list(logger.handlers), logger.level, logger.propagate)
+    yield
+    logger.handlers[:], logger.level, logger.propagate = kept
 
 
 @pytest.fixture(scope="session")
