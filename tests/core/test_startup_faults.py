@@ -97,10 +97,12 @@ def test_every_server_fails_one_way(tmp_path: Path, server: str, fault: str) -> 
     bind = f"127.0.0.1:{free_port()}"
     env = {k: v for k, v in fault_env(tmp_path, fault).items() if k != "CONSUMER_LOCAL_MODE"}
     env.update(CONSUMER_PUSH_TOKEN="t" * 32, CONSUMER_BIND=bind, CONSUMER_SMTP_HOST="127.0.0.1")
-    command = (
-        [sys.executable, "-m", "consumer", "serve", "--bind", bind]
-        if server == "consumer serve"
-        else [sys.executable, "-m", "gunicorn", "--config", "python:consumer.http.gunicorn_conf",
-              "consumer.http.wsgi:asgi()"]
-    )  # fmt: skip
-    assert_one_line(run(command, env, tmp_path), FAULTS[fault][1])
+    assert_one_line(run(server_command(server, bind), env, tmp_path), FAULTS[fault][1])
+
+
+def server_command(server: str, bind: str) -> list[str]:
+    """``consumer serve`` on ``bind``, or the container's gunicorn command (bind from env)."""
+    if server == "consumer serve":
+        return [sys.executable, "-m", "consumer", "serve", "--bind", bind]
+    return [sys.executable, "-m", "gunicorn", "--config", "python:consumer.http.gunicorn_conf",
+            "consumer.http.wsgi:asgi()"]  # fmt: skip

@@ -10,7 +10,6 @@ load balancer's trace, under its span."""
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ from consumer.errors import SettingsError
 from consumer.observe import exporting, spans
 from consumer.wire.envelopes_out import tick_body, wrapped_body
 from tests.conftest import free_port, server_env
-from tests.core.test_startup_faults import assert_one_line, run
+from tests.core.test_startup_faults import assert_one_line, run, server_command
 from tests.observe.test_trace_tree import client_for
 from tests.targets.servers import PyTarget
 
@@ -117,13 +116,9 @@ def test_a_server_without_a_trace_project_does_not_start(
         "CONSUMER_PUSH_TOKEN": "t" * 32, "CONSUMER_BIND": bind,
         "CONSUMER_TRACES_EXPORTER": "gcp",
     })  # fmt: skip
-    command = (
-        [sys.executable, "-m", "consumer", "serve", "--bind", bind]
-        if server == "consumer serve"
-        else [sys.executable, "-m", "gunicorn", "--config", "python:consumer.http.gunicorn_conf",
-              "consumer.http.wsgi:asgi()"]
-    )  # fmt: skip
-    assert_one_line(run(command, env, tmp_path), "CONSUMER_TRACES_PROJECT must be set")
+    assert_one_line(
+        run(server_command(server, bind), env, tmp_path), "CONSUMER_TRACES_PROJECT must be set"
+    )
 
 
 @pytest.fixture
