@@ -13,6 +13,7 @@ from consumer.dashboard.access import Access
 from consumer.dashboard.queries import overview
 from consumer.dashboard.status import render
 from consumer.errors import SettingsError
+from consumer.jobs.flow_admin import FlowAdmin, kinds_flow
 from consumer.wire.timeutil import utcnow
 
 
@@ -57,8 +58,9 @@ def dashboard(local: bool, bind: str | None, workers: int) -> None:
 @click.command("status")
 def status() -> None:
     """The dashboard's overview in the terminal: deliveries, jobs, ticks, files, warm runs."""
-    service = current_cli().service
-    click.echo(render(overview(service.engine, service.registry, utcnow())))
+    service, now = current_cli().service, utcnow()
+    flow = kinds_flow(FlowAdmin(service.engine), service.registry, service.settings, now)
+    click.echo(render(overview(service.engine, service.registry, now), flow.values()))
 
 
 def register(group: click.Group) -> None:

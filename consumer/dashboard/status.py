@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
-from consumer.dashboard.formatting import age, when
+from consumer.dashboard.formatting import age, limit, when
 from consumer.dashboard.queries import Overview
+from consumer.jobs.flow_admin import KindFlow
 
 JOB_STATUSES = ("pending", "running", "done", "dead", "cancelled")
 
 
-def render(view: Overview) -> str:
-    return "\n".join(_lines(view))
+def render(view: Overview, flow: Iterable[KindFlow] = ()) -> str:
+    """The overview; ``flow``: each job kind's flow control, as the dashboard's table shows it
+    (only the kinds with a limit or an operator's change are printed)."""
+    return "\n".join([*_lines(view), *_flow(flow)])
 
 
 def _lines(view: Overview) -> Iterator[str]:
@@ -60,3 +63,14 @@ def _tasks(view: Overview) -> Iterator[str]:
             f"  {task.name[:14]:<14}{age(task.period_seconds):>8}  "
             f"{last:<21}{when(task.next_due)}{late}"
         )
+
+
+def _flow(kinds: Iterable[KindFlow]) -> Iterator[str]:
+    limited = [kind for kind in kinds if kind.effective.limited or kind.override]
+    if not limited:
+        return
+    yield ""
+    yield f"{'job kinds':<16}{'in force':<24}{'running':>8}  operator's change"
+    for kind in limited:
+        change = f"{kind.override} by {kind.updated_by}" if kind.override else "-"
+        yield f"  {kind.kind[:14]:<14}{limit(kind.effective):<24}{kind.running:>8}  {change}"

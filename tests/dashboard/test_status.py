@@ -10,6 +10,8 @@ import pytest
 
 from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
+from consumer.jobs.flow_admin import FlowAdmin
+from consumer.wire.timeutil import utcnow
 from tests.dashboard.data import PLUGIN, seed
 
 SCREEN_LINES = 40
@@ -25,7 +27,13 @@ def test_status_prints_the_overview(database_url: str, monkeypatch: pytest.Monke
     finally:
         engine.dispose()
     env = {k: v for k, v in os.environ.items() if not k.startswith("CONSUMER_")}
-    env.update(CONSUMER_DATABASE_URL=database_url, CONSUMER_PLUGINS=PLUGIN)
+    env.update(CONSUMER_DATABASE_URL=database_url, CONSUMER_PLUGINS=PLUGIN,
+               CONSUMER_JOB_LIMITS="report=cap:3;rate:10/1s")  # fmt: skip
+    engine = make_engine(database_url)
+    try:
+        FlowAdmin(engine).change("report", {"cap": 1}, "ana", utcnow())
+    finally:
+        engine.dispose()
     result = subprocess.run(
         [sys.executable, "-m", "consumer", "status"],
         env=env, capture_output=True, text=True, timeout=60,
@@ -40,3 +48,5 @@ def test_status_prints_the_overview(database_url: str, monkeypatch: pytest.Monke
     assert any(line.split()[:2] == ["sweep", "5m"] for line in lines)
     assert "orders-2026-11-30.csv" in out and "shop r0" in out
     assert any(line.split()[:3] == ["dead", "2", "2"] for line in lines)
+    flow = next(line for line in lines if line.startswith("  report") and "cap" in line)
+    assert flow.split() == ["report", "cap", "1,", "rate", "10/1s", "0", "cap:1", "by", "ana"]
