@@ -5,26 +5,14 @@
 from __future__ import annotations
 
 import json
-import logging
 import os
-from collections.abc import Iterator
 
-import pytest
 from click.testing import CliRunner, Result
 
 from consumer.cli.main import main
 from consumer.db.engine import make_engine
 from consumer.inbox.model import Status
 from consumer.inbox.store import Inbox
-
-
-@pytest.fixture(autouse=True)
-def logging_kept() -> Iterator[None]:
-    """The command points our loggers at its stderr: put them back for the tests after."""
-    logger = logging.getLogger("consumer")
-    kept = (list(logger.handlers), logger.level, logger.propagate)
-    yield
-    logger.handlers[:], logger.level, logger.propagate = kept
 
 
 def run(env: dict[str, str | None], *args: str) -> Result:
