@@ -120,8 +120,11 @@ def engine(database_url: str) -> Iterator[Engine]:
 
 
 @pytest.fixture
-def settings(database_url: str) -> Settings:
-    return Settings(database_url=database_url, local_mode=True)
+def settings(database_url: str, tmp_path: Path) -> Settings:
+    """Local mode on the test's database; mail a sweep sends goes to the test's own maildir, not
+    to ``./maildir`` in the checkout."""
+    settings = Settings(database_url=database_url, local_mode=True)
+    return settings.with_values(maildir_path=str(tmp_path / "md"))
 
 
 class Clock:
