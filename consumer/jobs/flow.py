@@ -9,6 +9,7 @@ from functools import cache
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     Select,
     String,
     and_,
@@ -58,6 +59,23 @@ RUNNING = select(func.count()).where(
     jobs.c.kind == KIND, jobs.c.status == Status.RUNNING.value, jobs.c.lease_until >= NOW
 )
 """Jobs of the kind a live sweeper holds (an expired lease is a takeover's to claim)."""
+
+
+_LOCKED = PEEK_ROW.add_columns(job_flow.c.kind).with_for_update().subquery("locked")
+LOCK_AND_COUNT = select(
+    _LOCKED.c.limits,
+    _LOCKED.c.tat,
+    func.job_flow_running(_LOCKED.c.kind, NOW, type_=BigInteger()),
+)
+"""PostgreSQL: ``LOCK_ROW`` and ``RUNNING`` in one round trip. The count is the volatile function
+of migration ``0008_job_flow_running``, evaluated above the lock with a snapshot of its own, so
+it sees what the previous holder of the lock committed (a plain subquery would not)."""
+
+
+@cache
+def lock_and_count(_dialect: str) -> Any:
+    """``LOCK_AND_COUNT`` for ``consumer.db.prepared`` (a capped kind's every claim runs it)."""
+    return LOCK_AND_COUNT
 
 
 @cache

@@ -7,8 +7,10 @@ The kind's ``job_flow`` row is what makes a cap global without a coordinator: co
 one running job under a cap of two and both take one. So a claim takes its jobs, then locks the
 kind's row (``SELECT ... FOR UPDATE``), counts the running jobs (its own included) and gives back
 the excess: the next claim of the kind reads the row only once this one has committed, and then
-counts the jobs it kept. The rows are locked in kind order, so two claims never wait for each
-other in a circle. SQLite's single writer serialises claims already.
+counts the jobs it kept. On PostgreSQL the lock and the count are one statement
+(``flow.LOCK_AND_COUNT``: the count is taken once the row is locked). The rows are locked in
+kind order, so two claims never wait for each other in a circle. SQLite's single writer
+serialises claims already.
 
 A kind held back is *throttled*: its jobs stay due (no attempt is used), the claim moves on to
 the other kinds, and ``held`` says which kinds and why (``cap`` or ``rate``).
@@ -97,18 +99,28 @@ class Throttle:
         limited = self._limited(connection, kinds)
         if not limited:
             return self.store.claim(token, size, kinds, now, lease_until, connection=connection)
-        claimed: list[Job] = []
+        parts: list[list[Job]] = []
+        claimed = 0
         for kind in sorted(limited):
-            if len(claimed) >= size:
+            if claimed >= size:
                 break
-            args = (connection, kind, limited[kind], token, size - len(claimed), now, lease_until)
-            claimed += self._claim_limited(*args)
+            args = (connection, kind, limited[kind], token, size - claimed, now, lease_until)
+            parts.append(self._claim_limited(*args))
+            claimed += len(parts[-1])
         rest = [kind for kind in kinds if kind not in limited]
-        if rest and len(claimed) < size:
-            claimed += self.store.claim(
-                token, size - len(claimed), rest, now, lease_until, connection=connection
+        if rest and claimed < size:
+            parts.append(
+                self.store.claim(
+                    token, size - claimed, rest, now, lease_until, connection=connection
+                )
             )
-        return sorted(claimed, key=lambda job: (-job.priority, job.run_at, job.id))
+        nonempty = [part for part in parts if part]
+        if len(nonempty) == 1:
+            return nonempty[0]  # one claim's jobs, in the store's order already
+        return sorted(
+            (job for part in nonempty for job in part),
+            key=lambda job: (-job.priority, job.run_at, job.id),
+        )
 
     def wait(self, until: float) -> bool:
         """After a claim that took nothing: if it held kinds back, wait until one may start
@@ -192,14 +204,15 @@ class Throttle:
         claimed = self._take(connection, kind, token, want, now, lease_until)
         if not claimed:
             return []
-        row = self._lock(connection, params)
+        count = limit.cap is not None
+        row = self._lock(connection, params, count)
         if row is None:
             # The kind's first claim ever. (Not on every claim: an insert that meets the row
             # while another claim holds it locked waits for that claim, as the lock does.)
             connection.execute(flow.ensure_row(self.store.dialect), params)
-            row = self._lock(connection, params)
+            row = self._lock(connection, params, count)
         now = params["now"] = self.clock()  # the lock may have been waited for: slots from now
-        locked = self._allowance(connection, row, params, size, own=len(claimed))
+        locked = self._allowance(connection, row[:2], params, size, len(claimed), row[2])
         claimed = self._give_back(connection, token, claimed, locked.allowed, now)
         rate, tat = locked.limit.rate, locked.tat
         if rate is not None and claimed:
@@ -217,6 +230,8 @@ class Throttle:
     ) -> list[Job]:
         """The first ``allowed`` of ``claimed`` (in claim order); the rest pending again, with
         no attempt used."""
+        if allowed >= len(claimed):
+            return claimed
         ordered = sorted(claimed, key=lambda job: (-job.priority, job.run_at, job.id))
         kept, back = ordered[: max(0, allowed)], [job.id for job in ordered[max(0, allowed) :]]
         if back:
@@ -224,13 +239,19 @@ class Throttle:
             connection.execute(queries.released(self.store.dialect), params)
         return kept
 
-    def _lock(self, connection: Connection, params: dict[str, Any]) -> Any:
-        """The kind's row ``(limits, tat)``, locked (``None``: no row yet). Prepared on
-        PostgreSQL: it runs for every claim of a limited kind."""
+    def _lock(self, connection: Connection, params: dict[str, Any], count: bool) -> Any:
+        """The kind's row ``(limits, tat, running)``, locked (``None``: no row yet). With
+        ``count`` on PostgreSQL, ``running`` is the kind's running jobs counted once the row is
+        locked, in the same statement (else ``None``: not counted). Prepared on PostgreSQL: it
+        runs for every claim of a limited kind."""
         if self.store.dialect != POSTGRESQL:
-            return connection.execute(flow.LOCK_ROW, params).first()
-        row = prepared(flow.lock_row, connection.dialect).first(connection, params)
-        return None if row is None else (row[0], row[1] and row[1].astimezone(UTC))
+            row = connection.execute(flow.LOCK_ROW, params).first()
+            return None if row is None else (row[0], row[1], None)
+        build = flow.lock_and_count if count else flow.lock_row
+        row = prepared(build, connection.dialect).first(connection, params)
+        if row is None:
+            return None
+        return (row[0], row[1] and row[1].astimezone(UTC), row[2] if count else None)
 
     def _running(self, connection: Connection, params: dict[str, Any]) -> int:
         if self.store.dialect != POSTGRESQL:
@@ -244,14 +265,18 @@ class Throttle:
         params: dict[str, Any],
         size: int,
         own: int = 0,
+        counted: int | None = None,
     ) -> Allowance:
         """What the kind's limits allow now, from its row ``found`` (locked or not, ``None``:
-        none yet); ``own``: running jobs of the kind this claim took, not counted against it."""
+        none yet); ``own``: running jobs of the kind this claim took, not counted against it;
+        ``counted``: the running jobs the lock's statement counted (``None``: count them)."""
         override, tat = found if found is not None else (None, None)
         limit = limits.effective(self.configured.get(params["flow_kind"], JobLimit()), override)
         allowed, reason = size, ""
         if limit.cap is not None:
-            running = self._running(connection, params) - own
+            if counted is None:
+                counted = self._running(connection, params)
+            running = counted - own
             by_cap = limits.cap_allowance(limit.cap, running)
             allowed, reason = (by_cap, "cap") if by_cap < allowed else (allowed, reason)
         if limit.rate is not None:
