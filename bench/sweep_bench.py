@@ -74,6 +74,7 @@ def consumer_worker(
     kinds.add("noop", lambda context, job: None)
     latencies: list[float] = []
     JobStore.claim = timed(JobStore.claim, latencies)  # type: ignore[method-assign]
+    JobStore.claim_then = timed(JobStore.claim_then, latencies)  # type: ignore[method-assign]
     with engine.connect() as connection:
         connection.exec_driver_sql("SELECT 1")
     barrier.wait()

@@ -16,7 +16,7 @@ processing: aware datetimes in the session's zone on PostgreSQL).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -63,13 +63,17 @@ class Prepared:
         """How many rows the statement changed."""
         return self._run(connection, values, lambda cursor: cursor.rowcount)
 
-    def _run(
-        self, connection: Connection, values: Mapping[str, Any], read: Callable[[Any], Any]
-    ) -> Any:
+    def args(self, values: Mapping[str, Any]) -> Any:
+        """``values`` (with the constant binds) converted and laid out for the driver."""
         params = {**self.defaults, **values}
         for name, process in self.processors.items():
             params[name] = process(params[name])
-        args = params if self.positions is None else tuple(params[n] for n in self.positions)
+        return params if self.positions is None else tuple(params[n] for n in self.positions)
+
+    def _run(
+        self, connection: Connection, values: Mapping[str, Any], read: Callable[[Any], Any]
+    ) -> Any:
+        args = self.args(values)
         pooled = connection.connection
         driver = pooled.dbapi_connection
         assert driver is not None  # a connection in use is checked out
@@ -88,6 +92,34 @@ class Prepared:
             return read(cursor)
         except connection.dialect.loaded_dbapi.Error as exc:
             raise translated(connection, driver, self.sql, args, exc) from exc
+
+
+Step = tuple[Prepared, Mapping[str, Any], Callable[[Any], Any]]
+"""A statement, its values, and what to read of its cursor (e.g. ``fetchone``)."""
+
+
+def pipelined(connection: Connection, steps: Sequence[Step]) -> list[Any]:
+    """Each step's statement in turn, in the connection's transaction, and what was read of each.
+    On psycopg they travel in one round trip (pipeline mode): the server still runs them one
+    after another, each with a snapshot of its own taken when it starts."""
+    pooled = connection.connection
+    driver = pooled.dbapi_connection
+    assert driver is not None  # a connection in use is checked out
+    if not all(prepared.binary for prepared, _, _ in steps):
+        return [prepared._run(connection, values, read) for prepared, values, read in steps]
+    if not connection.in_transaction() and not autocommits(driver):
+        connection.begin()
+    cursors = _kept_cursors(pooled.info, driver, len(steps))
+    sent: list[tuple[str, Any]] = []
+    try:
+        with driver.pipeline():
+            for cursor, (prepared, values, _) in zip(cursors, steps, strict=False):
+                sent.append((prepared.sql, prepared.args(values)))
+                cursor.execute(*sent[-1], binary=True)
+        return [read(cursor) for cursor, (_, _, read) in zip(cursors, steps, strict=False)]
+    except connection.dialect.loaded_dbapi.Error as exc:
+        statement, args = sent[-1] if sent else ("", None)
+        raise translated(connection, driver, statement, args, exc) from exc
 
 
 def autocommits(driver: Any) -> bool:
@@ -113,6 +145,18 @@ def _kept_cursor(info: dict[Any, Any], driver: Any) -> Any:
     if kept is None or kept[0] is not driver:
         kept = info[_CURSOR] = (driver, driver.cursor())
     return kept[1]
+
+
+_CURSORS = "consumer.prepared.cursors"
+
+
+def _kept_cursors(info: dict[Any, Any], driver: Any, count: int) -> list[Any]:
+    """``count`` kept cursors of ``driver`` for a pipeline, whose results stay apart until read
+    (as ``_kept_cursor``)."""
+    kept = info.get(_CURSORS)
+    if kept is None or kept[0] is not driver or len(kept[1]) < count:
+        kept = info[_CURSORS] = (driver, [driver.cursor() for _ in range(count)])
+    return kept[1][:count]
 
 
 def translated(

@@ -10,6 +10,7 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    Integer,
     Select,
     String,
     and_,
@@ -25,7 +26,7 @@ from sqlalchemy import (
 from consumer.db import dialect as sql
 from consumer.db.types import UTCDateTime
 from consumer.jobs.model import Status
-from consumer.jobs.schema import job_flow, jobs
+from consumer.jobs.schema import job_flow, job_flow_shard, jobs
 
 KIND = bindparam("flow_kind", type_=String())
 NOW = bindparam("now", type_=UTCDateTime())
@@ -53,7 +54,8 @@ PEEK_ROW = select(job_flow.c.limits, job_flow.c.tat).where(job_flow.c.kind == KI
 """The kind's row as last committed, without waiting: a glance at whether the kind has room."""
 LOCK_ROW = PEEK_ROW.with_for_update()
 """The kind's row, locked to the end of the claim's transaction: the next claim of the kind waits
-for this one to commit, then counts the jobs it took (SQLite: its single writer does this)."""
+for this one to commit, then reads the rate state it left (and, on SQLite, where its single
+writer serialises claims, counts the jobs it took)."""
 
 RUNNING = select(func.count()).where(
     jobs.c.kind == KIND, jobs.c.status == Status.RUNNING.value, jobs.c.lease_until >= NOW
@@ -61,21 +63,33 @@ RUNNING = select(func.count()).where(
 """Jobs of the kind a live sweeper holds (an expired lease is a takeover's to claim)."""
 
 
-_LOCKED = PEEK_ROW.add_columns(job_flow.c.kind).with_for_update().subquery("locked")
-LOCK_AND_COUNT = select(
-    _LOCKED.c.limits,
-    _LOCKED.c.tat,
-    func.job_flow_running(_LOCKED.c.kind, NOW, type_=BigInteger()),
-)
-"""PostgreSQL: ``LOCK_ROW`` and ``RUNNING`` in one round trip. The count is the volatile function
-of migration ``0008_job_flow_running``, evaluated above the lock with a snapshot of its own, so
-it sees what the previous holder of the lock committed (a plain subquery would not)."""
+SHARDS = 8
+"""A capped kind's ``job_flow_shard`` rows: up to this many of its claims hold one each at once."""
+FIRST_SHARD = bindparam("first_shard", type_=Integer())
+LAST_SHARD = bindparam("last_shard", type_=Integer())
+CAP_LOCK = select(
+    job_flow.c.limits,
+    job_flow.c.tat,
+    func.job_flow_lock_count(KIND, FIRST_SHARD, LAST_SHARD, NOW, type_=BigInteger()),
+).where(job_flow.c.kind == KIND)
+"""PostgreSQL: a capped kind's row as last committed, with its shards ``first_shard`` to
+``last_shard`` locked and its running jobs counted after the lock, in one round trip (the
+volatile function of migration ``0008_job_flow_shards``: a plain subquery would count from the
+snapshot taken before the lock was waited for). The count is ``NULL`` when the shards are
+missing; there is no row when the kind's row is."""
 
 
 @cache
-def lock_and_count(_dialect: str) -> Any:
-    """``LOCK_AND_COUNT`` for ``consumer.db.prepared`` (a capped kind's every claim runs it)."""
-    return LOCK_AND_COUNT
+def cap_lock(_dialect: str) -> Any:
+    """``CAP_LOCK`` for ``consumer.db.prepared`` (a capped kind's every claim runs it)."""
+    return CAP_LOCK
+
+
+@cache
+def ensure_shards(dialect: str) -> Any:
+    """The kind's ``SHARDS`` shard rows, created if missing."""
+    rows = [{"kind": KIND, "shard": shard} for shard in range(SHARDS)]
+    return sql.insert_ignore(job_flow_shard, dialect).values(rows)
 
 
 @cache

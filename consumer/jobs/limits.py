@@ -37,6 +37,9 @@ CAP_SHARE = 4
 """A claim takes at most a quarter of a cap (at least one job): a sweeper runs its batch one job
 at a time, so the jobs it holds beyond the one running hold slots idle; small takes spread a
 small cap's slots over sweepers, so that up to ``cap`` jobs do run at once."""
+CAPPED_CLAIM_MOST = 100
+"""A claim takes at most this many jobs of a capped kind: the room a claim keeps under the cap
+for the claims holding the kind's other shards (``consumer.jobs.throttle``) is this many each."""
 
 
 def configured(registry: Registry, settings: Settings) -> dict[str, JobLimit]:
@@ -66,7 +69,7 @@ def most_per_claim(limit: JobLimit) -> int:
     and the rate's slots within the horizon."""
     most = 1 << 30
     if limit.cap is not None:
-        most = min(most, cap_allowance(limit.cap, 0))
+        most = min(most, cap_allowance(limit.cap, 0), CAPPED_CLAIM_MOST)
     if limit.rate is not None:
         most = min(most, int(HORIZON.total_seconds() / limit.rate.interval) + 1)
     return most

@@ -1,5 +1,6 @@
 """The ``jobs`` table and the flow-control table ``job_flow``, on the shared ``metadata``.
-Migrations: ``0002_jobs``, then ``0006_job_flow`` (``jobs.lock_key`` and ``job_flow``)."""
+Migrations: ``0002_jobs``, then ``0006_job_flow`` (``jobs.lock_key`` and ``job_flow``), then
+``0008_job_flow_shards``."""
 
 from __future__ import annotations
 
@@ -83,5 +84,14 @@ job_flow = Table(
     Column("updated_by", String(200), nullable=True),
     Column("updated_at", UTCDateTime, nullable=False),
 )
-"""One row per limited kind: claims of the kind lock it (``FOR UPDATE``), so they run one at a
-time and each sees the jobs the one before it claimed."""
+"""One row per limited kind: claims of a rate-limited kind lock it (``FOR UPDATE``), so they run
+one at a time and each sees the rate state the one before it left."""
+
+job_flow_shard = Table(
+    "job_flow_shard",
+    metadata,
+    Column("kind", String(100), primary_key=True),
+    Column("shard", Integer, primary_key=True, autoincrement=False),
+)
+"""``consumer.jobs.flow.SHARDS`` rows per capped kind (migration ``0008_job_flow_shards``): a
+claim of the kind locks one of them, or all of them near the cap (``consumer.jobs.throttle``)."""

@@ -7,14 +7,14 @@ transaction when given its ``connection``, else in one of their own.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, Engine
 
 from consumer.db.dialect import POSTGRESQL
-from consumer.db.prepared import prepared
+from consumer.db.prepared import Build, pipelined, prepared
 from consumer.db.store import Store
 from consumer.jobs import queries, wake
 from consumer.jobs.kinds import BUILT_IN
@@ -165,6 +165,33 @@ class JobStore(Store):
                 claimed = [Job.from_claim(row) for row in rows]
         return sorted(claimed, key=lambda job: (-job.priority, job.run_at, job.id))
 
+    def claim_then(
+        self,
+        token: str,
+        limit: int,
+        kind: str,
+        now: datetime,
+        lease_until: datetime,
+        then: Build,
+        values: Mapping[str, Any],
+        connection: Connection,
+    ) -> tuple[Jobs, Any]:
+        """PostgreSQL: ``claim`` of one kind and, in the same round trip, the statement
+        ``then(dialect)`` (run after the claim, with a snapshot of its own): the jobs, and the
+        first row ``then`` returned."""
+        params = {
+            "token": token, "limit": limit, "kinds": [kind], "now": now, "lease": lease_until,
+        }  # fmt: skip
+        claim, after = (
+            prepared(queries.claim, connection.dialect),
+            prepared(then, connection.dialect),
+        )
+        tuples, row = pipelined(
+            connection, [(claim, params, _fetchall), (after, values, _fetchone)]
+        )
+        claimed = [Job.from_driver_claim(row) for row in tuples]
+        return sorted(claimed, key=lambda job: (-job.priority, job.run_at, job.id)), row
+
     def renew(
         self, token: str, lease_until: datetime, *, connection: Connection | None = None
     ) -> int:
@@ -271,3 +298,11 @@ def _failure(failure: Failure, now: datetime) -> dict[str, Any]:
         "new_status": (Status.DEAD if failure.dead else Status.PENDING).value,
         "new_run_at": failure.run_at, "new_finished_at": now if failure.dead else None,
     }  # fmt: skip
+
+
+def _fetchall(cursor: Any) -> Any:
+    return cursor.fetchall()
+
+
+def _fetchone(cursor: Any) -> Any:
+    return cursor.fetchone()

@@ -48,6 +48,20 @@ MAX_BACKOFF = 3
 of many idle sweepers, few keep polling a kind that others are keeping busy."""
 
 
+SHARD_RESERVE = (flow.SHARDS - 1) * limits.CAPPED_CLAIM_MOST
+"""Room a claim holding one shard of a capped kind keeps under the cap: the most the claims
+holding the other shards may take and not have committed yet."""
+
+
+class Locked(NamedTuple):
+    """What a claim locked: the kind's row ``(limits, tat)``, the running jobs counted once
+    locked (``None``: not counted), and the room to keep for others' uncommitted claims."""
+
+    found: tuple[Any, Any] | None
+    counted: int | None
+    reserve: int
+
+
 class Allowance(NamedTuple):
     """How many jobs of a kind a claim may take now, and which limit says so (``""``: none)."""
 
@@ -80,6 +94,8 @@ class Throttle:
         """Claimed jobs of rate-limited kinds: when each may start (``time.monotonic()``), and
         the kind's interval."""
         self._last_start: dict[str, float] = {}
+        self._counted: dict[str, int] = {}
+        """The running jobs of each capped kind as this sweeper last counted them."""
 
     def claim(
         self,
@@ -200,19 +216,37 @@ class Throttle:
             if glance.allowed == 0:
                 self._hold_if_due(connection, params, glance, now)
                 return []
-            want = glance.allowed
-        claimed = self._take(connection, kind, token, want, now, lease_until)
-        if not claimed:
-            return []
-        count = limit.cap is not None
-        row = self._lock(connection, params, count)
-        if row is None:
+            want = min(want, glance.allowed)
+        if self.store.dialect == POSTGRESQL and limit.rate is None and limit.cap is not None:
+            # A cap alone: the claim and the lock travel together (one round trip).
+            values = self._cap_values(params, limit.cap, want)
+            claimed, row = self.store.claim_then(
+                token, want, kind, now, lease_until, flow.cap_lock, values, connection
+            )
+            if not claimed:
+                return []
+            locked_row = self._cap_locked(values, row, None)
+        else:
+            claimed = self._take(connection, kind, token, want, now, lease_until)
+            if not claimed:
+                return []
+            locked_row = self._lock(connection, params, limit, len(claimed))
+        if locked_row is None:
             # The kind's first claim ever. (Not on every claim: an insert that meets the row
             # while another claim holds it locked waits for that claim, as the lock does.)
             connection.execute(flow.ensure_row(self.store.dialect), params)
-            row = self._lock(connection, params, count)
+            if self.store.dialect == POSTGRESQL:
+                connection.execute(flow.ensure_shards(self.store.dialect), params)
+            locked_row = self._lock(connection, params, limit, len(claimed))
+            assert locked_row is not None
         now = params["now"] = self.clock()  # the lock may have been waited for: slots from now
-        locked = self._allowance(connection, row[:2], params, size, len(claimed), row[2])
+        found, counted, reserve = locked_row
+        locked = self._allowance(connection, found, params, size, len(claimed), counted, reserve)
+        if locked.limit.rate is not None and limit.rate is None and counted is not None:
+            # An operator set a rate since this sweeper last read the changes: the rate's state
+            # is the kind's row's, not locked here. The next claim reads the change first.
+            self._refreshed = float("-inf")
+            locked = locked._replace(allowed=0, reason="rate")
         claimed = self._give_back(connection, token, claimed, locked.allowed, now)
         rate, tat = locked.limit.rate, locked.tat
         if rate is not None and claimed:
@@ -239,24 +273,60 @@ class Throttle:
             connection.execute(queries.released(self.store.dialect), params)
         return kept
 
-    def _lock(self, connection: Connection, params: dict[str, Any], count: bool) -> Any:
-        """The kind's row ``(limits, tat, running)``, locked (``None``: no row yet). With
-        ``count`` on PostgreSQL, ``running`` is the kind's running jobs counted once the row is
-        locked, in the same statement (else ``None``: not counted). Prepared on PostgreSQL: it
-        runs for every claim of a limited kind."""
+    def _lock(
+        self, connection: Connection, params: dict[str, Any], limit: JobLimit, own: int
+    ) -> Locked | None:
+        """Lock what the kind's limits need (``None``: its rows are not there yet). A rate: the
+        kind's row, for its state. A cap, on PostgreSQL: one of the kind's shards while the
+        cap leaves room for the claims holding the others, else all of them; the running jobs
+        are counted in the same statement, once locked. Prepared on PostgreSQL: a limited
+        kind's every claim runs these."""
         if self.store.dialect != POSTGRESQL:
             row = connection.execute(flow.LOCK_ROW, params).first()
-            return None if row is None else (row[0], row[1], None)
-        build = flow.lock_and_count if count else flow.lock_row
-        row = prepared(build, connection.dialect).first(connection, params)
-        if row is None:
+            return None if row is None else Locked((row[0], row[1]), None, 0)
+        found, cap = None, limit.cap
+        if limit.rate is not None:
+            row = prepared(flow.lock_row, connection.dialect).first(connection, params)
+            if row is None:
+                return None
+            found = (row[0], row[1] and row[1].astimezone(UTC))
+            configured = self.configured.get(params["flow_kind"], JobLimit())
+            cap = limits.effective(configured, row[0]).cap
+        if cap is None:
+            return Locked(found, None, 0)
+        values = self._cap_values(params, cap, own)
+        row = prepared(flow.cap_lock, connection.dialect).first(connection, values)
+        return self._cap_locked(values, row, found)
+
+    def _cap_values(self, params: dict[str, Any], cap: int, own: int) -> dict[str, Any]:
+        """``flow.CAP_LOCK``'s values: one shard at random if, by the last count this sweeper
+        saw, the cap leaves room for ``own`` jobs and for what the other shards' holders may be
+        committing; else all of them (near the cap, claims of the kind go one at a time)."""
+        last = self._counted.get(params["flow_kind"])
+        if last is None or last + own + SHARD_RESERVE > cap:
+            return {**params, "first_shard": 0, "last_shard": flow.SHARDS - 1}
+        shard = random.randrange(flow.SHARDS)
+        return {**params, "first_shard": shard, "last_shard": shard}
+
+    def _cap_locked(
+        self, values: dict[str, Any], row: Any, found: tuple[Any, Any] | None
+    ) -> Locked | None:
+        """What ``flow.CAP_LOCK`` returned (``None``: the kind's rows are not there yet)."""
+        if row is None or row[2] is None:
             return None
-        return (row[0], row[1] and row[1].astimezone(UTC), row[2] if count else None)
+        self._counted[values["flow_kind"]] = counted = int(row[2])
+        if found is None:
+            found = (row[0], row[1] and row[1].astimezone(UTC))
+        one = values["first_shard"] == values["last_shard"] and flow.SHARDS > 1
+        return Locked(found, counted, SHARD_RESERVE if one else 0)
 
     def _running(self, connection: Connection, params: dict[str, Any]) -> int:
         if self.store.dialect != POSTGRESQL:
-            return int(connection.execute(flow.RUNNING, params).scalar_one())
-        return int(prepared(flow.running, connection.dialect).first(connection, params)[0])
+            running = int(connection.execute(flow.RUNNING, params).scalar_one())
+        else:
+            running = int(prepared(flow.running, connection.dialect).first(connection, params)[0])
+        self._counted[params["flow_kind"]] = running
+        return running
 
     def _allowance(
         self,
@@ -266,10 +336,12 @@ class Throttle:
         size: int,
         own: int = 0,
         counted: int | None = None,
+        reserve: int = 0,
     ) -> Allowance:
         """What the kind's limits allow now, from its row ``found`` (locked or not, ``None``:
         none yet); ``own``: running jobs of the kind this claim took, not counted against it;
-        ``counted``: the running jobs the lock's statement counted (``None``: count them)."""
+        ``counted``: the running jobs the lock's statement counted (``None``: count them);
+        ``reserve``: room to keep under the cap for others' uncommitted claims."""
         override, tat = found if found is not None else (None, None)
         limit = limits.effective(self.configured.get(params["flow_kind"], JobLimit()), override)
         allowed, reason = size, ""
@@ -277,7 +349,7 @@ class Throttle:
             if counted is None:
                 counted = self._running(connection, params)
             running = counted - own
-            by_cap = limits.cap_allowance(limit.cap, running)
+            by_cap = limits.cap_allowance(limit.cap, running + reserve)
             allowed, reason = (by_cap, "cap") if by_cap < allowed else (allowed, reason)
         if limit.rate is not None:
             by_rate = limits.rate_allowance(limit.rate, tat, params["now"])

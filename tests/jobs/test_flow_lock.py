@@ -9,19 +9,23 @@ import threading
 import time
 from collections.abc import Iterator
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from sqlalchemy import Engine, func, select, text
 
 from consumer import NewJob, enqueue_many
 from consumer.config.flow import JobLimit
+from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
-from consumer.jobs import flow
+from consumer.jobs import flow, limits, throttle
 from consumer.jobs.model import Job, Status
 from consumer.jobs.schema import jobs
 from consumer.jobs.store import JobStore
+from consumer.jobs.sweep import Sweeper
 from consumer.jobs.throttle import Throttle
 from consumer.wire.timeutil import utcnow
+from tests.jobs.test_flow import Recorder, done_count, kinds_of
 
 pytestmark = pytest.mark.postgres
 CAP = 8
@@ -101,3 +105,57 @@ def test_a_claim_that_waited_for_the_lock_counts_what_the_holder_committed(
         counts = {row[0]: (row[1], row[2]) for row in connection.execute(by_status)}
     assert counts[Status.RUNNING.value] == (CAP, 1)
     assert counts[Status.PENDING.value] == (TAKE, 0), "a given-back job used an attempt"
+
+
+SMALL_CLAIM = 1
+"""Each claim takes one job of the kind in the shard hammer: sixteen sweepers, a cap of 12."""
+SWEEPERS = 16
+SHARDED_CAP = 12
+
+
+def shard_hammer(url: str, reserve: int, monkeypatch: pytest.MonkeyPatch) -> tuple[int, int]:
+    """``SWEEPERS`` threads sweeping 160 jobs of a kind capped at ``SHARDED_CAP``, each claim
+    taking one job and keeping ``reserve`` under the cap when it holds one shard: the most jobs
+    seen running at once, and how many claims locked one shard."""
+    monkeypatch.setattr(limits, "CAPPED_CLAIM_MOST", SMALL_CLAIM)
+    monkeypatch.setattr(throttle, "SHARD_RESERVE", reserve)
+    cap_values = throttle.Throttle._cap_values
+    picked: list[bool] = []
+
+    def spied(self: throttle.Throttle, params: dict[str, Any], cap: int, own: int) -> Any:
+        values = cap_values(self, params, cap, own)
+        picked.append(values["first_shard"] == values["last_shard"])
+        return values
+
+    monkeypatch.setattr(throttle.Throttle, "_cap_values", spied)
+    engine = make_engine(url, pool_size=SWEEPERS + 2)
+    recorder = Recorder(hold=0.05)
+    with engine.begin() as connection:
+        enqueue_many(connection, [NewJob("call", {}) for _ in range(160)], allow_unknown=True)
+    settings = Settings.of(database_url=url, local_mode=True, sweep_batch_size=5)
+    kinds = kinds_of(recorder)
+    until = time.monotonic() + 30
+
+    def work() -> None:
+        while time.monotonic() < until and done_count(engine) < 160:
+            cap = {"call": JobLimit(cap=SHARDED_CAP)}
+            Sweeper(settings, engine, kinds, limits=cap).run(until)
+
+    threads = [threading.Thread(target=work) for _ in range(SWEEPERS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert done_count(engine) == 160
+    engine.dispose()
+    return recorder.max_held, sum(picked)
+
+
+def test_claims_holding_one_shard_each_keep_the_cap(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reserve = (flow.SHARDS - 1) * SMALL_CLAIM
+    max_held, on_one_shard = shard_hammer(postgres_url, reserve, monkeypatch)
+    assert on_one_shard > 0, "no claim took the one-shard path: the test proves nothing"
+    assert max_held <= SHARDED_CAP
+    assert max_held >= SHARDED_CAP - 2, "the cap was far from reached"
