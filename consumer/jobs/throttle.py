@@ -2,15 +2,17 @@
 most what its cap and rate allow now; every other kind keeps the plain claim
 (``JobStore.claim``), unchanged and at its cost.
 
-The kind's ``job_flow`` row is what makes a cap global without a coordinator: concurrent
-``SKIP LOCKED`` claims do not see each other's uncommitted rows, so two of them could each count
-one running job under a cap of two and both take one. So a claim takes its jobs, then locks the
-kind's row (``SELECT ... FOR UPDATE``), counts the running jobs (its own included) and gives back
-the excess: the next claim of the kind reads the row only once this one has committed, and then
-counts the jobs it kept. On PostgreSQL the lock and the count are one statement
-(``flow.LOCK_AND_COUNT``: the count is taken once the row is locked). The rows are locked in
-kind order, so two claims never wait for each other in a circle. SQLite's single writer
-serialises claims already.
+Locked rows are what make a cap global without a coordinator: concurrent ``SKIP LOCKED``
+claims do not see each other's uncommitted rows, so two of them could each count one running job
+under a cap of two and both take one. So a claim takes its jobs, then locks rows of the kind,
+counts the running jobs (its own included) and gives back the excess. On PostgreSQL a capped
+kind has ``flow.SHARDS`` shard rows: near the cap a claim locks them all, so the next claim
+counts only once this one has committed; far from it a claim locks one and keeps room under the
+cap for what the holders of the others may not have committed yet (``SHARD_RESERVE``), so such
+claims commit side by side. The claim, the lock and the count travel in one round trip
+(``flow.CAP_LOCK``: the count is taken once the shards are locked). A rate's state is the kind's
+``job_flow`` row, locked before the shards; rows are locked in kind order, so two claims never
+wait for each other in a circle. SQLite's single writer serialises claims already.
 
 A kind held back is *throttled*: its jobs stay due (no attempt is used), the claim moves on to
 the other kinds, and ``held`` says which kinds and why (``cap`` or ``rate``).
