@@ -1,0 +1,48 @@
+"""Bounded slices of the push and import benchmarks, run as a user runs them: one short run of
+each server or mode. They prove the benchmarks start their servers, drive them and print every
+ratio they are read for; they assert no timing (the quiet machine's figures are in the README's
+Performance table). ``tests/core/test_sweep_bench.py`` and ``test_growth_bench.py`` do the same
+for the sweep and the growth benchmarks."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.postgres]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_bench(script: str, *args: str) -> str:
+    result = subprocess.run(
+        [sys.executable, f"bench/{script}", *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result.stdout
+
+
+def ratio(printed: str, label: str) -> float:
+    """The ratio printed after ``label`` (``ratio consumer/floor 0.55x``)."""
+    match = re.search(re.escape(label) + r" (\d+\.\d+)x", printed)
+    assert match is not None, f"{label!r} not printed:\n{printed}"
+    return float(match[1])
+
+
+def test_the_push_bench_prints_the_consumer_against_its_floors(postgres_admin: str) -> None:
+    printed = run_bench("push_bench.py", "--seconds", "1", "--repeat", "1", "--one-commit")
+    for label in ("ratio consumer/floor", "consumer/2-writes", "ratio 1-commit/floor"):
+        assert ratio(printed, label) > 0, printed
+    assert re.search(r"consumer\s+\d+ req/s .* non-2xx 0 ", printed), printed
+
+
+def test_the_import_bench_prints_each_mode_against_the_copy_floor(postgres_admin: str) -> None:
+    printed = run_bench("storage_bench.py", "--rows", "2000", "--repeat", "1")
+    for mode in ("handler in process", "e2e: upload -> jobs committed"):
+        line = next((line for line in printed.splitlines() if line.startswith(mode)), None)
+        assert line is not None, printed
+        assert float(line.split()[-1]) > 0, line
