@@ -110,16 +110,16 @@ def pipelined(connection: Connection, steps: Sequence[Step]) -> list[Any]:
     if not connection.in_transaction() and not autocommits(driver):
         connection.begin()
     cursors = _kept_cursors(pooled.info, driver, len(steps))
-    sent: list[tuple[str, Any]] = []
+    sent = [(prepared.sql, prepared.args(values)) for prepared, values, _ in steps]
     try:
         with driver.pipeline():
-            for cursor, (prepared, values, _) in zip(cursors, steps, strict=False):
-                sent.append((prepared.sql, prepared.args(values)))
-                cursor.execute(*sent[-1], binary=True)
-        return [read(cursor) for cursor, (_, _, read) in zip(cursors, steps, strict=False)]
+            for cursor, (sql, args) in zip(cursors, sent, strict=True):
+                cursor.execute(sql, args, binary=True)
+        return [read(cursor) for cursor, (_, _, read) in zip(cursors, steps, strict=True)]
     except connection.dialect.loaded_dbapi.Error as exc:
-        statement, args = sent[-1] if sent else ("", None)
-        raise translated(connection, driver, statement, args, exc) from exc
+        # A pipeline's fault surfaces at its end, whichever statement it came from: all are named.
+        statements = ";\n".join(sql for sql, _ in sent)
+        raise translated(connection, driver, statements, [args for _, args in sent], exc) from exc
 
 
 def autocommits(driver: Any) -> bool:

@@ -182,15 +182,12 @@ class JobStore(Store):
         params = {
             "token": token, "limit": limit, "kinds": [kind], "now": now, "lease": lease_until,
         }  # fmt: skip
-        claim, after = (
-            prepared(queries.claim, connection.dialect),
-            prepared(then, connection.dialect),
-        )
-        tuples, row = pipelined(
-            connection, [(claim, params, _fetchall), (after, values, _fetchone)]
-        )
-        claimed = [Job.from_driver_claim(row) for row in tuples]
-        return sorted(claimed, key=lambda job: (-job.priority, job.run_at, job.id)), row
+        claim = prepared(queries.claim, connection.dialect)
+        after = prepared(then, connection.dialect)
+        steps = [(claim, params, _fetchall), (after, values, _fetchone)]
+        tuples, first_row = pipelined(connection, steps)
+        claimed = [Job.from_driver_claim(found) for found in tuples]
+        return sorted(claimed, key=lambda job: (-job.priority, job.run_at, job.id)), first_row
 
     def renew(
         self, token: str, lease_until: datetime, *, connection: Connection | None = None

@@ -15,7 +15,7 @@ from sqlalchemy.exc import DBAPIError
 
 from consumer.config.settings import Settings
 from consumer.db.engine import make_engine, unavailable_on_db_fault
-from consumer.db.prepared import prepared
+from consumer.db.prepared import pipelined, prepared
 from consumer.errors import Unavailable
 from consumer.inbox.model import Status
 from consumer.inbox.queries import finish
@@ -32,6 +32,12 @@ END_OTHER_BACKENDS = """
     SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
     WHERE datname = current_database() AND pid <> pg_backend_pid()
 """
+
+FINISH_VALUES = {
+    "b_key": "k", "b_token": "t", "b_status": "done", "b_result": None, "b_error": None,
+    "b_now": None, "b_refund": 0, "b_finished_at": None,
+}  # fmt: skip
+"""A finish of a row that does not exist: it changes nothing, and fails only on a fault."""
 
 
 @pytest.fixture
@@ -94,11 +100,7 @@ def test_a_dead_connection_is_unavailable_and_a_bad_value_is_not(
 ) -> None:
     """Both faults come out as SQLAlchemy's ``DBAPIError``; only the dead connection is an
     outage (503, redelivered), and only it is invalidated."""
-    statement = prepared(finish, pg_engine.dialect)
-    values = {
-        "b_key": "k", "b_token": "t", "b_status": "done", "b_result": None, "b_error": None,
-        "b_now": None, "b_refund": 0, "b_finished_at": None,
-    }  # fmt: skip
+    statement, values = prepared(finish, pg_engine.dialect), FINISH_VALUES
     with pg_engine.connect() as connection:
         connection.exec_driver_sql("SELECT 1")
         end_other_backends(postgres_url)
@@ -109,3 +111,22 @@ def test_a_dead_connection_is_unavailable_and_a_bad_value_is_not(
         with pytest.raises(DBAPIError) as refused, unavailable_on_db_fault():
             statement.rowcount(connection, {**values, "b_error": "nul \x00 byte"})
         assert not refused.value.connection_invalidated and not connection.invalidated
+
+
+def test_a_pipelined_claim_on_a_connection_the_server_ended_is_unavailable_then_reconnects(
+    postgres_url: str, pg_engine: Engine
+) -> None:
+    """A capped kind's claim and its lock travel in one pipeline (``prepared.pipelined``): the
+    fault, surfacing at the pipeline's end, is translated and the connection invalidated, so
+    the sweep's retry runs on a new one."""
+    with pg_engine.connect() as connection:
+        connection.exec_driver_sql("SELECT 1")
+        connection.commit()
+        assert end_other_backends(postgres_url) >= 1
+        steps = [(prepared(finish, pg_engine.dialect), FINISH_VALUES, lambda c: c.rowcount)] * 2
+        with pytest.raises(Unavailable), unavailable_on_db_fault():
+            pipelined(connection, steps)
+        assert connection.invalidated
+        connection.rollback()
+        assert pipelined(connection, steps) == [0, 0]  # reconnected: no such row, no fault
+        connection.rollback()
