@@ -1,7 +1,11 @@
-"""The cap's count on PostgreSQL is taken once the kind's row is locked: a claim that waited for
-the lock counts the jobs the previous holder claimed and committed while it waited. A count from
-the statement's own snapshot (taken before the wait) would miss them and exceed the cap; the
-hammer tests catch that only when the timing falls badly, this test every time."""
+"""How a cap holds on PostgreSQL (consumer.jobs.throttle), each part proven where it would break.
+
+The count is taken once the kind's shards are locked: a claim that waited for the lock counts the
+jobs the previous holder claimed and committed while it waited. A count from the statement's own
+snapshot (taken before the wait) would miss them and exceed the cap; the hammer tests catch that
+only when the timing falls badly, the first test here every time. Claims far from the cap lock
+one shard each and keep room for the others' uncommitted claims: the shard hammer, with the room
+scaled down to its small claims, holds the cap, and exceeds it without the room."""
 
 from __future__ import annotations
 
@@ -52,7 +56,7 @@ def pg_engine(postgres_url: str) -> Iterator[Engine]:
 
 def claim(engine: Engine, locked: threading.Event, commit: threading.Event) -> list[Job]:
     """One sweeper's claim of up to ``TAKE`` jobs, in a transaction that commits once ``commit``
-    is set (``locked`` is set once the claim has returned, holding the kind's row)."""
+    is set (``locked`` is set once the claim has returned, holding the kind's shards)."""
     throttle = Throttle(JobStore(engine), {"call": JobLimit(cap=CAP)})
     now = utcnow()
     with engine.connect() as connection, connection.begin():
@@ -65,7 +69,7 @@ def claim(engine: Engine, locked: threading.Event, commit: threading.Event) -> l
 
 
 def wait_for_lock_waiter(engine: Engine) -> None:
-    """Until a backend waits for a row lock (the second claim, on the kind's row)."""
+    """Until a backend waits for a row lock (the second claim, on the kind's shards)."""
     query = text("SELECT count(*) FROM pg_locks WHERE NOT granted")
     deadline = time.monotonic() + 10
     with engine.connect() as connection:
@@ -89,11 +93,11 @@ def test_a_claim_that_waited_for_the_lock_counts_what_the_holder_committed(
     first.start()
     assert first_locked.wait(10)
     # The second claim glances (it sees HELD running: the first has not committed), takes the
-    # other TAKE jobs, then waits for the row the first holds.
+    # other TAKE jobs, then waits for the shards the first holds (near the cap: all of them).
     second = threading.Thread(target=run, args=("second", threading.Event(), commit_now))
     second.start()
     wait_for_lock_waiter(pg_engine)
-    commit_first.set()  # the first commits; the second gets the row and counts
+    commit_first.set()  # the first commits; the second gets the shards and counts
     first.join(10)
     second.join(10)
     assert len(results["first"]) == TAKE
