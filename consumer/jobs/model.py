@@ -138,6 +138,12 @@ class Job(NamedTuple):
         return cls(**values)
 
 
+def claim_order(job: Job) -> tuple[int, datetime, int]:
+    """The order a sweeper runs a claim's jobs in: higher priority first, then the earlier due,
+    then the older."""
+    return (-job.priority, job.run_at, job.id)
+
+
 @dataclass(frozen=True)
 class Failure:
     """A failed run to record: back to ``pending`` at ``run_at``, or ``dead``."""

@@ -18,7 +18,16 @@ from consumer.db.prepared import Build, pipelined, prepared
 from consumer.db.store import Store
 from consumer.jobs import queries, wake
 from consumer.jobs.kinds import BUILT_IN
-from consumer.jobs.model import EnqueueResult, Failure, Job, NewJob, Status, UnknownKind, Written
+from consumer.jobs.model import (
+    EnqueueResult,
+    Failure,
+    Job,
+    NewJob,
+    Status,
+    UnknownKind,
+    Written,
+    claim_order,
+)
 from consumer.observe import spans
 from consumer.wire.timeutil import utcnow
 
@@ -163,7 +172,7 @@ class JobStore(Store):
             else:
                 rows = conn.execute(queries.claim(self.dialect), params).all()
                 claimed = [Job.from_claim(row) for row in rows]
-        return sorted(claimed, key=lambda job: (-job.priority, job.run_at, job.id))
+        return sorted(claimed, key=claim_order)
 
     def claim_then(
         self,
@@ -187,7 +196,7 @@ class JobStore(Store):
         steps = [(claim, params, _fetchall), (after, values, _fetchone)]
         tuples, first_row = pipelined(connection, steps)
         claimed = [Job.from_driver_claim(found) for found in tuples]
-        return sorted(claimed, key=lambda job: (-job.priority, job.run_at, job.id)), first_row
+        return sorted(claimed, key=claim_order), first_row
 
     def renew(
         self, token: str, lease_until: datetime, *, connection: Connection | None = None

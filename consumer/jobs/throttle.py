@@ -32,7 +32,7 @@ from consumer.config.flow import JobLimit
 from consumer.db.dialect import POSTGRESQL
 from consumer.db.prepared import prepared
 from consumer.jobs import flow, limits, queries
-from consumer.jobs.model import Job
+from consumer.jobs.model import Job, claim_order
 from consumer.jobs.store import JobStore
 from consumer.observe import metrics
 from consumer.wire.timeutil import Clock, utcnow
@@ -135,10 +135,7 @@ class Throttle:
         nonempty = [part for part in parts if part]
         if len(nonempty) == 1:
             return nonempty[0]  # one claim's jobs, in the store's order already
-        return sorted(
-            (job for part in nonempty for job in part),
-            key=lambda job: (-job.priority, job.run_at, job.id),
-        )
+        return sorted((job for part in nonempty for job in part), key=claim_order)
 
     def wait(self, until: float) -> bool:
         """After a claim that took nothing: if it held kinds back, wait until one may start
@@ -268,7 +265,7 @@ class Throttle:
         no attempt used."""
         if allowed >= len(claimed):
             return claimed
-        ordered = sorted(claimed, key=lambda job: (-job.priority, job.run_at, job.id))
+        ordered = sorted(claimed, key=claim_order)
         kept, back = ordered[: max(0, allowed)], [job.id for job in ordered[max(0, allowed) :]]
         if back:
             params = {"token": token, "now": now, "ids": back}

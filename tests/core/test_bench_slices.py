@@ -1,8 +1,8 @@
-"""Bounded slices of the push and import benchmarks, run as a user runs them: one short run of
-each server or mode. They prove the benchmarks start their servers, drive them and print every
-ratio they are read for; they assert no timing (the quiet machine's figures are in the README's
-Performance table). ``tests/core/test_sweep_bench.py`` and ``test_growth_bench.py`` do the same
-for the sweep and the growth benchmarks."""
+"""Bounded slices of the push, sweep and import benchmarks, run as a user runs them: one short
+run of each server or mode. They prove the benchmarks start their servers, drive them, drain
+every job (the sweep bench checks) and print every ratio they are read for; they assert no timing
+(the quiet machine's figures are in the README's Performance table). ``test_growth_bench.py``
+does the same for the growth benchmark."""
 
 from __future__ import annotations
 
@@ -38,6 +38,34 @@ def test_the_push_bench_prints_the_consumer_against_its_floors(postgres_admin: s
     for label in ("ratio consumer/floor", "consumer/2-writes", "ratio 1-commit/floor"):
         assert ratio(printed, label) > 0, printed
     assert re.search(r"consumer\s+\d+ req/s .* non-2xx 0 ", printed), printed
+
+
+def sweep_ratios(printed: str, header: str) -> dict[int, float]:
+    """The ratio column under ``header`` in the sweep bench's table, by number of sweepers."""
+    found = {}
+    for line in printed[printed.index(header) :].splitlines()[1:]:
+        match = re.match(r"\s*(\d+)\s+(\d+\.\d+)", line)
+        if match is None:
+            break
+        found[int(match[1])] = float(match[2])
+    return found
+
+
+SWEEP_SLICE = ["--jobs", "3000", "--sweepers", "1,2", "--repeat", "1"]
+
+
+def test_the_sweep_bench_prints_the_ratio_to_direct_sql(postgres_admin: str) -> None:
+    printed = run_bench("sweep_bench.py", *SWEEP_SLICE, "--skip-procrastinate")
+    found = sweep_ratios(printed, "consumer/direct")
+    assert set(found) == {1, 2}, printed
+    assert all(ratio > 0 for ratio in found.values()), printed
+
+
+def test_the_sweep_bench_prints_what_a_cap_costs(postgres_admin: str) -> None:
+    printed = run_bench("sweep_bench.py", *SWEEP_SLICE, "--cap", "100000")
+    found = sweep_ratios(printed, "capped/consumer")
+    assert set(found) == {1, 2}, printed
+    assert all(ratio > 0 for ratio in found.values()), printed
 
 
 def test_the_import_bench_prints_each_mode_against_the_copy_floor(postgres_admin: str) -> None:

@@ -147,8 +147,6 @@ def test_a_backlog_drains_through_continuations_pushed_by_the_emulator(
 
 
 def kinds_engine(url: str) -> Engine:
-    from consumer.db.engine import make_engine
-
     engine = make_engine(url)
     kinds_plugin.runs_metadata.create_all(engine)
     return engine
