@@ -13,14 +13,17 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
+    ColumnElement,
     Delete,
     Insert,
     Select,
     Update,
     and_,
     bindparam,
+    case,
     delete,
-    func,
+    literal_column,
+    null,
     or_,
     select,
     update,
@@ -30,28 +33,30 @@ from consumer.db import dialect as sql
 from consumer.inbox.model import FINAL, Claim, Status
 from consumer.inbox.schema import inbox, tick_control, tick_progress, tick_runs
 
-RUNNING, FAILED = "running", "failed"
-"""Plain strings in the prepared statements: their constant binds reach the driver as they are."""
-CLAIMED_COLUMNS = (
-    "key", "route", "lease_until", "claimed_by", "message_id", "message", "created_at",
-    "updated_at",
-)  # fmt: skip
+RUNNING: ColumnElement[str] = literal_column("'running'")
+FAILED: ColumnElement[str] = literal_column("'failed'")
+"""Constants written into the hot statements' SQL: a bound constant costs the driver a value to
+adapt and send on every delivery."""
+ONE: ColumnElement[int] = literal_column("1")
+CLAIMED_COLUMNS = ("key", "route", "lease_until", "claimed_by", "message_id", "message")
 
 # --- a delivery: claim, finish (prepared), then what a retry or a long handler needs --------------
 
 
 def claim(dialect: str) -> Any:
     """Insert the key as running, or take over a failed or lease-expired row; returns the
-    attempt count (no row: held elsewhere, or finished). The lease is the one bound."""
+    attempt count (no row: held elsewhere, or finished). The lease is the one bound; ``now`` is
+    bound once, as both timestamps of a new row."""
     values = {name: bindparam(name, type_=inbox.c[name].type) for name in CLAIMED_COLUMNS}
+    now = bindparam("now", type_=inbox.c.updated_at.type)
     return sql.upsert(
         inbox,
         dialect,
-        {"status": RUNNING, "attempts": 1, **values},
+        {"status": RUNNING, "attempts": ONE, **values, "created_at": now, "updated_at": now},
         conflict=[inbox.c.key],
         set_=lambda excluded: {
             "status": RUNNING,
-            "attempts": inbox.c.attempts + 1,
+            "attempts": inbox.c.attempts + ONE,
             "lease_until": excluded.lease_until,
             "claimed_by": excluded.claimed_by,
             "message_id": excluded.message_id,
@@ -66,8 +71,10 @@ def claim(dialect: str) -> Any:
 
 
 def finish(dialect: str) -> Any:
-    """Record the outcome of a claim, guarded by its token; ``refund`` 1 gives the attempt back,
-    ``finished_at`` NULL keeps the column as it was."""
+    """Record the outcome of a claim, guarded by its token; ``refund`` 1 gives the attempt back.
+    A final status stamps ``finished_at``; any other keeps the column as it was."""
+    status = bindparam("b_status", type_=inbox.c.status.type)
+    now = bindparam("b_now", type_=inbox.c.updated_at.type)
     return (
         update(inbox)
         .where(
@@ -76,14 +83,15 @@ def finish(dialect: str) -> Any:
             inbox.c.status == RUNNING,
         )
         .values(
-            status=bindparam("b_status", type_=inbox.c.status.type),
+            status=status,
             result=bindparam("b_result", type_=inbox.c.result.type),
             error=bindparam("b_error", type_=inbox.c.error.type),
-            updated_at=bindparam("b_now", type_=inbox.c.updated_at.type),
-            lease_until=None,
+            updated_at=now,
+            lease_until=null(),
             attempts=inbox.c.attempts - bindparam("b_refund"),
-            finished_at=func.coalesce(
-                bindparam("b_finished_at", type_=inbox.c.finished_at.type), inbox.c.finished_at
+            finished_at=case(
+                (or_(*(status == literal_column(f"'{final}'") for final in sorted(FINAL))), now),
+                else_=inbox.c.finished_at,
             ),
         )
     )

@@ -17,7 +17,7 @@ from consumer.db.engine import unavailable_on_db_fault
 from consumer.db.prepared import on_autocommit, prepared
 from consumer.db.store import Store
 from consumer.inbox import queries
-from consumer.inbox.model import FINAL, Claim, Holder, InboxRow, Pause, Status
+from consumer.inbox.model import Claim, Holder, InboxRow, Pause, Status
 from consumer.wire.message import PushMessage
 
 
@@ -83,8 +83,7 @@ class Inbox(Store):
         token, lease_until = uuid.uuid4().hex, now + lease
         values = {
             "key": key, "route": route, "lease_until": lease_until, "claimed_by": token,
-            "message_id": message.message_id, "message": message.to_json(), "created_at": now,
-            "updated_at": now,
+            "message_id": message.message_id, "message": message.to_json(), "now": now,
         }  # fmt: skip
         with self._prepared(connection) as conn:
             row = self._claim.first(conn, values)
@@ -109,7 +108,6 @@ class Inbox(Store):
         values = {
             "b_key": claim.key, "b_token": claim.token, "b_status": status, "b_result": result,
             "b_error": error, "b_now": now, "b_refund": int(refund_attempt),
-            "b_finished_at": now if status in FINAL else None,
         }  # fmt: skip
         with self._prepared(connection) as conn:
             changed = self._finish.rowcount(conn, values)
