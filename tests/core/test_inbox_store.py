@@ -64,3 +64,24 @@ def test_a_bound_inbox_still_joins_a_connection_it_is_given(engine: Engine) -> N
         assert bound.get("k") is None
         assert bound.claim("k", "deploy", MESSAGE, NOW, LEASE) is not None  # own, committed
     assert Inbox(engine).get("k") is not None
+
+
+def test_the_finish_stamps_finished_at_for_final_statuses_only(engine: Engine) -> None:
+    """The finish derives ``finished_at`` from the status it writes: a failed attempt leaves the
+    column as it was, a final status stamps its own time (purge and the dashboard read it)."""
+    inbox, later = Inbox(engine), NOW + timedelta(minutes=5)
+    first = inbox.claim("k", "deploy", MESSAGE, NOW, LEASE)
+    assert first is not None and inbox.finish(first, Status.FAILED, NOW, error="blip")
+    failed = inbox.get("k")
+    assert failed is not None and failed.status is Status.FAILED and failed.finished_at is None
+    second = inbox.claim("k", "deploy", MESSAGE, later, LEASE)
+    assert second is not None and second.attempts == 2
+    assert inbox.finish(second, Status.DONE, later, {"ok": 1})
+    done = inbox.get("k")
+    assert done is not None and done.status is Status.DONE and done.finished_at == later
+    assert done.created_at == NOW and done.updated_at == later and done.lease_until is None
+    for status in (Status.DEAD, Status.SKIPPED, Status.UNROUTABLE):
+        claim = inbox.claim(status.value, "deploy", MESSAGE, NOW, LEASE)
+        assert claim is not None and inbox.finish(claim, status, later)
+        row = inbox.get(status.value)
+        assert row is not None and row.finished_at == later and row.created_at == NOW
