@@ -26,11 +26,12 @@ from consumer.errors import BodyTooLarge, ConsumerError
 from consumer.http import openapi, ticks
 from consumer.http import state_metrics as metrics_state
 from consumer.http.gate import Gate, GatedWsgi
+from consumer.http.push_route import PushRoute, decide_push
 from consumer.observe import exporting, logs, metrics, spans
 from consumer.pipeline.decisions import Source
 from consumer.pipeline.dispatch import Dispatcher
 from consumer.service import Service
-from consumer.wire.envelope import Limits, parse_push
+from consumer.wire.envelope import Limits
 from consumer.wire.outcomes import Outcome, from_error, from_http_status
 from consumer.wire.timeutil import Clock, utcnow
 
@@ -82,7 +83,8 @@ def create_app(
     app.add_url_rule("/metrics", "metrics", _metrics_view(state))
     app.add_url_rule("/openapi.yaml", "openapi", openapi.view)
     app.register_error_handler(HTTPException, json_http_error)
-    gated = GatedWsgi(Gate(settings, authenticate), app.wsgi_app)
+    push = PushRoute(dispatcher, limits, app.json, app.wsgi_app)  # /push served before Flask
+    gated = GatedWsgi(Gate(settings, authenticate), push)
     app.wsgi_app = gated  # type: ignore[method-assign]
     app.extensions["consumer"] = BuiltWith(settings, authenticate, gated)
     return app
@@ -108,16 +110,15 @@ def add_deliveries(
 
 
 def _push_view(dispatcher: Dispatcher, limits: Limits) -> Any:
-    """``POST /push`` (authenticated by the gate): read and parse; the dispatcher decides."""
+    """``POST /push`` (authenticated by the gate): read and parse; the dispatcher decides. The
+    view of an app that mounts the routes; ``create_app``'s own app answers a push before Flask,
+    alike (``consumer.http.push_route``)."""
     max_body_bytes = dispatcher.settings.server.max_body_bytes
 
     def push() -> Response:
         started = time.monotonic()
-        try:
-            message = parse_push(dict(request.headers), _body(max_body_bytes), limits)
-        except ConsumerError as error:
-            return respond(dispatcher.refuse(Source.PUSH, error, started))
-        return respond(dispatcher.dispatch(message, Source.PUSH, started))
+        read_body = lambda: _body(max_body_bytes)  # noqa: E731
+        return respond(decide_push(dispatcher, limits, dict(request.headers), read_body, started))
 
     return push
 

@@ -112,7 +112,7 @@ class Gate:
         try:
             declared_size(environ.get("CONTENT_LENGTH") or None, self.max_body_bytes)
             if source is not None:
-                self._delivery(source, _environ_headers(environ), environ.get("QUERY_STRING", ""))
+                self._delivery(source, environ_headers(environ), environ.get("QUERY_STRING", ""))
         except ConsumerError as error:
             return error
         return None
@@ -179,7 +179,7 @@ def scope_header(scope: Scope, name: bytes) -> bytes | None:
     return next((value for key, value in scope["headers"] if key == name), None)
 
 
-def _environ_headers(environ: Mapping[str, Any]) -> dict[str, str]:
+def environ_headers(environ: Mapping[str, Any]) -> dict[str, str]:
     """The request headers of a WSGI environ, lower-cased (every check compares names so)."""
     headers = {
         key[5:].replace("_", "-").lower(): value
