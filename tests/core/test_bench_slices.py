@@ -35,9 +35,12 @@ def ratio(printed: str, label: str) -> float:
 
 def test_the_push_bench_prints_the_consumer_against_its_floors(postgres_admin: str) -> None:
     printed = run_bench("push_bench.py", "--seconds", "1", "--repeat", "1", "--one-commit")
-    for label in ("ratio consumer/floor", "consumer/2-writes", "ratio 1-commit/floor"):
+    for label in (
+        "ratio consumer/floor", "consumer/2-writes", "consumer/2w-wsgi", "ratio 1-commit/floor",
+    ):  # fmt: skip
         assert ratio(printed, label) > 0, printed
-    assert re.search(r"consumer\s+\d+ req/s .* non-2xx 0 ", printed), printed
+    for server in ("consumer", "2w-wsgi"):
+        assert re.search(server + r"\s+\d+ req/s .* non-2xx 0 ", printed), printed
 
 
 def sweep_ratios(printed: str, header: str) -> dict[int, float]:
