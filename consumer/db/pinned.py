@@ -21,7 +21,8 @@ import contextlib
 import threading
 import weakref
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
+from types import TracebackType
 from typing import Any
 
 from sqlalchemy import Connection, Engine
@@ -59,42 +60,40 @@ class PinnedConnections:
         with self._lock:
             return len(self._by_thread)
 
-    @contextmanager
-    def connection(self) -> Iterator[Connection]:
+    def connection(self) -> AbstractContextManager[Connection]:
         """This thread's connection, in autocommit; dropped if anything raises while in use."""
-        with self._kept(autocommit=True) as connection:
-            yield connection
+        return self._kept(autocommit=True)
 
-    @contextmanager
-    def transaction(self) -> Iterator[Connection]:
+    def transaction(self) -> AbstractContextManager[Connection]:
         """This thread's connection out of autocommit, for a transaction block its caller
         begins and ends (a one-commit delivery); in autocommit again for the next delivery."""
-        with self._kept(autocommit=False) as connection:
-            yield connection
+        return self._kept(autocommit=False)
 
-    @contextmanager
-    def _kept(self, autocommit: bool) -> Iterator[Connection]:
+    def _kept(self, autocommit: bool) -> AbstractContextManager[Connection]:
         pinned: _Pinned | None = getattr(self._local, "pinned", None)
         if pinned is None or pinned.connection.closed:
             pinned = self._local.pinned = self._pin()
         if pinned is None:
-            with self.engine.connect() as connection:
-                if autocommit:
-                    connection.execution_options(isolation_level="AUTOCOMMIT")
-                yield connection
-            return
+            return self._checked_out(autocommit)
         if autocommit:
             pinned.autocommit()
         else:
             pinned.transactional()
-        try:
-            yield pinned.connection
-        except BaseException:
-            self._local.pinned = None
-            self._unpin(pinned.connection)
-            raise
-        if pinned.connection.in_transaction():  # one SQLAlchemy began and nobody ended
-            pinned.connection.rollback()
+        return pinned
+
+    @contextmanager
+    def _checked_out(self, autocommit: bool) -> Iterator[Connection]:
+        """A connection of the pool's for one delivery, when ``limit`` threads keep one."""
+        with self.engine.connect() as connection:
+            if autocommit:
+                connection.execution_options(isolation_level="AUTOCOMMIT")
+            yield connection
+
+    def _drop(self, pinned: _Pinned) -> None:
+        """A kept connection that met a fault: closed, and the thread's next delivery pins a
+        new one."""
+        self._local.pinned = None
+        self._unpin(pinned.connection)
 
     def _pin(self) -> _Pinned | None:
         """A new kept connection for this thread, or ``None`` when ``limit`` threads keep one.
@@ -108,7 +107,7 @@ class PinnedConnections:
             if len(self._by_thread) >= self.limit:
                 return None
             connection = self._by_thread[threading.get_ident()] = self.engine.connect()
-        return _Pinned(connection)
+        return _Pinned(self, connection)
 
     def _unpin(self, connection: Connection) -> None:
         with self._lock:
@@ -118,12 +117,26 @@ class PinnedConnections:
 
 
 class _Pinned:
-    """A kept connection, the driver connection it last set, and to which mode."""
+    """A kept connection, the driver connection it last set, and to which mode. A context
+    manager (a class: every delivery enters one) that yields the connection, drops it if
+    anything raises while in use, and rolls back a transaction left open."""
 
-    def __init__(self, connection: Connection) -> None:
+    def __init__(self, owner: PinnedConnections, connection: Connection) -> None:
+        self.owner = owner
         self.connection = connection
         self._driver: Any = None
         self._autocommit = False
+
+    def __enter__(self) -> Connection:
+        return self.connection
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, _: TracebackType | None
+    ) -> None:
+        if exc is not None:
+            self.owner._drop(self)
+        elif self.connection.in_transaction():  # one SQLAlchemy began and nobody ended
+            self.connection.rollback()
 
     def autocommit(self) -> None:
         """Autocommit on the current driver connection: a reconnection brings a new one, and a

@@ -6,10 +6,10 @@ bound to (``on``), or in a transaction of their own.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine
 
@@ -19,6 +19,8 @@ from consumer.db.store import Store
 from consumer.inbox import queries
 from consumer.inbox.model import Claim, Holder, InboxRow, Pause, Status
 from consumer.wire.message import PushMessage
+
+T = TypeVar("T")
 
 
 class Inbox(Store):
@@ -55,18 +57,17 @@ class Inbox(Store):
     # Reads too: on the bound connection a read must end its transaction before the next begins.
     _read = _write
 
-    @contextmanager
-    def _prepared(self, connection: Connection | None = None) -> Iterator[Connection]:
-        """Where a prepared statement runs: as ``_write``, except that on a bound connection in
-        autocommit it runs alone: it commits itself, and SQLAlchemy's transaction block around it
-        cost about 10 µs of CPU a statement."""
-        with unavailable_on_db_fault():
-            bound = self.connection
-            if connection is None and bound is not None and on_autocommit(bound):
-                yield bound
-            else:
-                with self._write(connection) as conn:
-                    yield conn
+    def _prepared(self, connection: Connection | None, run: Callable[[Connection], T]) -> T:
+        """``run`` a prepared statement where ``_write`` would, except that on a bound
+        connection in autocommit it runs alone: it commits itself, and SQLAlchemy's transaction
+        block around it cost about 10 µs of CPU a statement. A call, not a context manager:
+        every delivery passes here twice."""
+        bound = self.connection
+        if connection is None and bound is not None and on_autocommit(bound):
+            with unavailable_on_db_fault():
+                return run(bound)
+        with self._write(connection) as conn:
+            return run(conn)
 
     def claim(
         self,
@@ -85,8 +86,7 @@ class Inbox(Store):
             "key": key, "route": route, "lease_until": lease_until, "claimed_by": token,
             "message_id": message.message_id, "message": message.to_json(), "now": now,
         }  # fmt: skip
-        with self._prepared(connection) as conn:
-            row = self._claim.first(conn, values)
+        row = self._prepared(connection, lambda conn: self._claim.first(conn, values))
         if row is None:
             return None
         # Inserted or taken over, the row's lease is the one bound here.
@@ -109,8 +109,7 @@ class Inbox(Store):
             "b_key": claim.key, "b_token": claim.token, "b_status": status, "b_result": result,
             "b_error": error, "b_now": now, "b_refund": int(refund_attempt),
         }  # fmt: skip
-        with self._prepared(connection) as conn:
-            changed = self._finish.rowcount(conn, values)
+        changed = self._prepared(connection, lambda conn: self._finish.rowcount(conn, values))
         return changed == 1
 
     def finished_as(

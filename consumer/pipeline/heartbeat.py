@@ -13,9 +13,10 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from types import TracebackType
 
 log = logging.getLogger("consumer.heartbeat")
 EVERY_SECONDS = 1.0
@@ -43,20 +44,22 @@ class Heartbeats:
         self._running_in = 0
         """The process whose thread is running (0: none; a forked worker starts its own)."""
 
-    @contextmanager
-    def kept(self, renew: Callable[[], bool]) -> Iterator[None]:
+    def kept(self, renew: Callable[[], bool]) -> AbstractContextManager[None]:
         """Keep a claim's lease fresh while the block runs."""
+        return _Kept(self, renew)
+
+    def _hold(self, renew: Callable[[], bool]) -> int:
         number = next(self._numbers)
         with self._lock:
             self._beats[number] = Beat(renew, time.monotonic())
             if self._running_in != os.getpid():
                 self._running_in = os.getpid()
                 threading.Thread(target=self._run, name="inbox-lease", daemon=True).start()
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._beats.pop(number, None)
+        return number
+
+    def _release(self, number: int) -> None:
+        with self._lock:
+            self._beats.pop(number, None)
 
     def _run(self) -> None:
         while True:
@@ -81,3 +84,18 @@ class Heartbeats:
         if not kept:
             with self._lock:
                 self._beats.pop(number, None)
+
+
+class _Kept:
+    """One ``kept`` block: a class, not a generator, as every delivery enters one."""
+
+    def __init__(self, heartbeats: Heartbeats, renew: Callable[[], bool]) -> None:
+        self.heartbeats, self.renew, self.number = heartbeats, renew, -1
+
+    def __enter__(self) -> None:
+        self.number = self.heartbeats._hold(self.renew)
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, _: TracebackType | None
+    ) -> None:
+        self.heartbeats._release(self.number)
