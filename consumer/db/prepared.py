@@ -16,6 +16,7 @@ processing: aware datetimes in the session's zone on PostgreSQL).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -36,20 +37,22 @@ class Prepared:
     defaults: Mapping[str, Any]
     processors: Mapping[str, Callable[[Any], Any]]
     positions: tuple[str, ...] | None
-    """Bind names in order, for a positional paramstyle (SQLite's ``?``)."""
+    """Bind names in order, for a positional paramstyle (SQLite's ``?``, psycopg's ``%s``)."""
     binary: bool
     """psycopg: values and rows travel in PostgreSQL's binary format, on a kept cursor."""
 
     @classmethod
     def compile(cls, statement: Any, dialect: Dialect) -> Prepared:
-        compiled = statement.compile(dialect=dialect)
+        binary = dialect.driver == "psycopg"
+        # psycopg: positional placeholders, so a run passes a tuple the driver takes as it is
+        # (named ones are matched to the dictionary's keys on every run).
+        compiled = statement.compile(dialect=_positional(dialect) if binary else dialect)
         processors = {}
         for bind, name in compiled.bind_names.items():
             process = bind.type.dialect_impl(dialect).bind_processor(dialect)
             if process is not None:
                 processors[name] = process
         positions = tuple(compiled.positiontup) if compiled.positional else None
-        binary = dialect.driver == "psycopg"
         return cls(compiled.string, dict(compiled.params), processors, positions, binary)
 
     def first(self, connection: Connection, values: Mapping[str, Any]) -> Any:
@@ -172,6 +175,14 @@ def translated(
         statement, args, exc, dialect.loaded_dbapi.Error, connection_invalidated=gone,
         dialect=dialect,
     )  # fmt: skip
+
+
+def _positional(dialect: Dialect) -> Dialect:
+    """A copy of ``dialect`` (its server version and features included) with ``%s``
+    placeholders, which psycopg takes as well as named ones."""
+    twin = copy.copy(dialect)
+    twin.paramstyle, twin.positional = "format", True
+    return twin
 
 
 _COMPILED: dict[tuple[Build, str, str, str], Prepared] = {}

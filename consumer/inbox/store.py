@@ -5,7 +5,7 @@ bound to (``on``), or in a transaction of their own.
 
 from __future__ import annotations
 
-import uuid
+import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -81,7 +81,7 @@ class Inbox(Store):
     ) -> Claim | None:
         """Insert the key as running, or take over a failed or lease-expired row; ``None`` if
         another delivery holds it or it is finished."""
-        token, lease_until = uuid.uuid4().hex, now + lease
+        token, lease_until = os.urandom(16).hex(), now + lease
         values = {
             "key": key, "route": route, "lease_until": lease_until, "claimed_by": token,
             "message_id": message.message_id, "message": message.to_json(), "now": now,
