@@ -165,17 +165,33 @@ def wait_ready(url: str, process: subprocess.Popen[Any], timeout: float = 30) ->
     raise RuntimeError("gunicorn did not become ready")
 
 
-def measure(app: str, env: dict[str, str], args: argparse.Namespace, run: int) -> Run:
+def measure(
+    app: str, env: dict[str, str], args: argparse.Namespace, run: int, name: str = ""
+) -> Run:
+    """One server's run. Its pushes' ids carry ``name``: servers that share the inbox (the
+    consumer, ``traced``, ``1-commit``) must each push new events, not the same ids again,
+    which they would answer as duplicates."""
     with gunicorn(app, env, args.worker) as (url, pid):
         load = wrk_load if shutil.which("wrk") else python_load
-        load(url, args.connections, 2.0, f"warm{run}")  # warm-up: connections, caches
+        load(url, args.connections, 2.0, f"warm{run}{name}")  # warm-up: connections, caches
         conninfo = env["PUSH_FLOOR_CONNINFO"]
+        rows_before = inbox_rows(conninfo)
         app_before, db_before = cpu_seconds(children(pid)), cpu_seconds(backends(conninfo))
-        result = load(url, args.connections, args.seconds, f"run{run}")
+        result = load(url, args.connections, args.seconds, f"run{run}{name}")
         app_cpu = spent(app_before, cpu_seconds(children(pid)))
         db_cpu = spent(db_before, cpu_seconds(backends(conninfo)))
     requests_made = max(result.rps * args.seconds, 1.0)
+    new_rows = inbox_rows(conninfo) - rows_before
+    if app == APPS["consumer"] and new_rows < 0.98 * requests_made:
+        raise RuntimeError(f"{name}: {new_rows} new inbox rows for {requests_made:.0f} pushes: "
+                           "it measured duplicates, not new events")  # fmt: skip
     return Run(result, app_cpu * 1000 / requests_made, db_cpu * 1000 / requests_made)
+
+
+def inbox_rows(conninfo: str) -> int:
+    with psycopg.connect(conninfo, autocommit=True) as connection:
+        row = connection.execute("SELECT count(*) FROM inbox").fetchone()
+    return int(row[0]) if row else 0
 
 
 def children(pid: int) -> list[int]:
@@ -329,7 +345,7 @@ def main() -> None:
             results: dict[str, list[Run]] = {name: [] for name in servers}
             for run in range(args.repeat):
                 for name, (app, app_env) in servers.items():
-                    results[name].append(measure(app, app_env, args, run))
+                    results[name].append(measure(app, app_env, args, run, name))
                     last = results[name][-1]
                     cpu = f"CPU/request: app {last.app_cpu_ms:.2f} ms, db {last.db_cpu_ms:.2f} ms"
                     print(f"  run {run + 1} {name:<8} {last.result}  {cpu}", flush=True)
