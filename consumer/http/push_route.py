@@ -30,7 +30,8 @@ from consumer.pipeline.dispatch import Dispatcher
 from consumer.wire.envelope import Limits, parse_push
 from consumer.wire.outcomes import Outcome, from_http_status
 
-log = logging.getLogger("consumer.http")
+log = logging.getLogger("consumer")
+"""Flask's own logger for an app named ``consumer``: a 500 is logged where Flask logs one."""
 PATH = "/push"
 Wsgi = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
