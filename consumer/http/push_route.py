@@ -69,23 +69,27 @@ class PushRoute:
         started = time.monotonic()
         logs.bind_environ(environ)  # as the Flask hooks do: the request's trace on its lines
         span = spans.start_server("POST", PATH, environ)
-        error: Exception | None = None
+        status: int | None = None
+        error: BaseException | None = None
         try:
-            outcome = decide_push(
-                self.dispatcher, self.limits, environ_headers(environ),
-                lambda: self._body(environ), started,
-            )  # fmt: skip
-        except Exception as exc:  # as Flask answers an exception a view let out
-            log.exception("Exception on %s [POST]", PATH)
-            outcome, error = from_http_status(500, InternalServerError.description), exc
-        try:
-            body = self._json(outcome)
-            start_response(_status_line(outcome.http_status), [
+            try:
+                outcome = decide_push(
+                    self.dispatcher, self.limits, environ_headers(environ),
+                    lambda: self._body(environ), started,
+                )  # fmt: skip
+            except Exception as exc:  # as Flask answers an exception a view let out
+                log.exception("Exception on %s [POST]", PATH)
+                outcome, error = from_http_status(500, InternalServerError.description), exc
+            body, status = self._json(outcome), outcome.http_status
+            start_response(_status_line(status), [
                 ("Content-Type", "application/json"), ("Content-Length", str(len(body))),
             ])  # fmt: skip
             return [body]
+        except BaseException as exc:  # a worker stopping mid-request: the span still ends
+            error = exc
+            raise
         finally:
-            spans.end_server(span, outcome.http_status, error)
+            spans.end_server(span, status, error)
             logs.unbind_request()
 
     def _body(self, environ: dict[str, Any]) -> bytes:

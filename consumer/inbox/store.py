@@ -62,9 +62,9 @@ class Inbox(Store):
         connection in autocommit it runs alone: it commits itself, and SQLAlchemy's transaction
         block around it cost about 10 µs of CPU a statement. A call, not a context manager:
         every delivery passes here twice."""
-        bound = self.connection
-        if connection is None and bound is not None and on_autocommit(bound):
-            with unavailable_on_db_fault():
+        with unavailable_on_db_fault():  # the autocommit check may reconnect, and fail
+            bound = self.connection
+            if connection is None and bound is not None and on_autocommit(bound):
                 return run(bound)
         with self._write(connection) as conn:
             return run(conn)
