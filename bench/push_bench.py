@@ -59,6 +59,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.push_floor_app import TABLES
 from bench.push_load import Result, python_load, wrk_load
+from consumer.config.settings import Settings
+from consumer.db.migrate import upgrade
+from consumer.http.app import create_app
+from consumer.service import Service
 from tests.observe.otlp_receiver import Receiver
 
 ADMIN = os.environ.get("TESTS_PG_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -88,8 +92,6 @@ class Run(NamedTuple):
 @contextmanager
 def database() -> Iterator[str]:
     """A fresh, migrated database with the floor's table; yields its conninfo, dropped after."""
-    from consumer.db.migrate import upgrade
-
     name = f"push_bench_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(ADMIN, autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE "{name}"')
@@ -226,10 +228,6 @@ def spent(before: dict[int, float], after: dict[int, float]) -> float:
 
 def consumer_app(conninfo: str) -> Any:
     """The service in this process, as the benchmark serves it (the no-op deploy handler)."""
-    from consumer.config.settings import Settings
-    from consumer.http.app import create_app
-    from consumer.service import Service
-
     settings = Settings(
         database_url=sqlalchemy_url(conninfo), local_mode=True, plugins=("bench.noop_deploy",)
     )

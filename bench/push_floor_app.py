@@ -75,7 +75,8 @@ def two_writes() -> Flask:
 def two_writes_wsgi() -> Flask:
     """``two_writes()``'s statements, ``POST /push`` answered before Flask (``/healthz`` is
     Flask's, and the asyncio worker bridges the app like any Flask app)."""
-    flask_app = _floor_app("push-floor-two-writes-wsgi", lambda connection, key: None)
+    flask_app = Flask("push-floor-two-writes-wsgi")
+    flask_app.add_url_rule("/healthz", "healthz", lambda: jsonify(status="ok"))
     conninfo = os.environ["PUSH_FLOOR_CONNINFO"]
     local = threading.local()
     flask_wsgi = flask_app.wsgi_app

@@ -26,7 +26,7 @@ from consumer.errors import BodyTooLarge, ConsumerError
 from consumer.http import openapi, ticks
 from consumer.http import state_metrics as metrics_state
 from consumer.http.gate import Gate, GatedWsgi
-from consumer.http.push_route import PushRoute, decide_push
+from consumer.http.push_route import PushRoute, decide_push, read_body
 from consumer.observe import exporting, logs, metrics, spans
 from consumer.pipeline.decisions import Source
 from consumer.pipeline.dispatch import Dispatcher
@@ -63,7 +63,8 @@ def create_app(
     settings.validate()
     app = Flask("consumer")
     # One byte over the limit: Werkzeug cuts a chunked body (no Content-Length) off at this size
-    # without an error, so reading one byte more is how ``_body`` tells "at" from "over".
+    # without an error, so reading one byte more is how a reader tells "at" from "over" (the
+    # hook's and the ticks' bodies; a push's is read by ``push_route.read_body`` alike).
     app.config["MAX_CONTENT_LENGTH"] = settings.server.max_body_bytes + 1
     dispatcher = Dispatcher(settings, engine, service.registry, clock)
     authenticate = authenticate or authenticator_for(settings)
@@ -117,8 +118,8 @@ def _push_view(dispatcher: Dispatcher, limits: Limits) -> Any:
 
     def push() -> Response:
         started = time.monotonic()
-        read_body = lambda: _body(max_body_bytes)  # noqa: E731
-        return respond(decide_push(dispatcher, limits, dict(request.headers), read_body, started))
+        read = lambda: read_body(request.environ, max_body_bytes)  # noqa: E731
+        return respond(decide_push(dispatcher, limits, dict(request.headers), read, started))
 
     return push
 
@@ -158,17 +159,6 @@ def _ticks_view(dispatcher: Dispatcher) -> Any:
         return respond(dispatcher.dispatch(message, Source.TICKS, started))
 
     return tick
-
-
-def _body(limit: int) -> bytes:
-    """Read at most ``limit`` + 1 bytes (a larger Content-Length is refused unread); 413 if over."""
-    try:
-        body = request.get_data(cache=False)
-    except RequestEntityTooLarge:
-        raise BodyTooLarge() from None
-    if len(body) > limit:
-        raise BodyTooLarge()
-    return body
 
 
 def _hook_body() -> bytes:

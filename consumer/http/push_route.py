@@ -40,16 +40,29 @@ def decide_push(
     dispatcher: Dispatcher,
     limits: Limits,
     headers: Mapping[str, str],
-    read_body: Callable[[], bytes],
+    read: Callable[[], bytes],
     started: float,
 ) -> Outcome:
     """A push's decision, however it was served: parsed, then dispatched; refused (and recorded
     as refused) if its body cannot be read or parsed."""
     try:
-        message = parse_push(headers, read_body(), limits)
+        message = parse_push(headers, read(), limits)
     except ConsumerError as error:
         return dispatcher.refuse(Source.PUSH, error, started)
     return dispatcher.dispatch(message, Source.PUSH, started)
+
+
+def read_body(environ: dict[str, Any], limit: int) -> bytes:
+    """A push's body from its WSGI environ: at most ``limit`` + 1 bytes are read, and over
+    ``limit`` it is refused (413); a chunked body is read only if the server marks its end
+    (``wsgi.input_terminated``), as Werkzeug reads any body."""
+    try:
+        body = get_input_stream(environ, max_content_length=limit + 1).read()
+    except RequestEntityTooLarge:
+        raise BodyTooLarge() from None
+    if len(body) > limit:
+        raise BodyTooLarge()
+    return body
 
 
 class PushRoute:
@@ -75,7 +88,7 @@ class PushRoute:
             try:
                 outcome = decide_push(
                     self.dispatcher, self.limits, environ_headers(environ),
-                    lambda: self._body(environ), started,
+                    lambda: read_body(environ, self.max_body_bytes), started,
                 )  # fmt: skip
             except Exception as exc:  # as Flask answers an exception a view let out
                 log.exception("Exception on %s [POST]", PATH)
@@ -91,18 +104,6 @@ class PushRoute:
         finally:
             spans.end_server(span, status, error)
             logs.unbind_request()
-
-    def _body(self, environ: dict[str, Any]) -> bytes:
-        """At most the limit + 1 bytes, as the Flask view reads them (413 if over); a chunked
-        body is read only if the server marks its end (``wsgi.input_terminated``)."""
-        limit = self.max_body_bytes
-        try:
-            body = get_input_stream(environ, max_content_length=limit + 1).read()
-        except RequestEntityTooLarge:
-            raise BodyTooLarge() from None
-        if len(body) > limit:
-            raise BodyTooLarge()
-        return body
 
     def _json(self, outcome: Outcome) -> bytes:
         """``jsonify``'s bytes: Flask's JSON provider, compact, one line."""
