@@ -55,6 +55,39 @@ def _postgres_available() -> bool:
         return False
 
 
+PHASE = os.environ.get("TESTS_PHASE", "")
+"""``scripts/test`` runs the suite in two phases: ``parallel`` (pytest-xdist's workers, every
+test but the ``serial`` ones) and then ``serial`` (only those, alone on the machine). Unset: all."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Keep the tests of this phase (``TESTS_PHASE``), deselect the others."""
+    if PHASE not in ("parallel", "serial"):
+        return
+    wanted = PHASE == "serial"
+    kept: list[pytest.Item] = []
+    other: list[pytest.Item] = []
+    for item in items:
+        (kept if (item.get_closest_marker("serial") is not None) == wanted else other).append(item)
+    if other:
+        config.hook.pytest_deselected(items=other)
+        items[:] = kept
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Captured output reaches the report with lone surrogates escaped: tests feed the service
+    undecodable bytes on purpose, and pytest-xdist's workers cannot send such text to the
+    controller (the run would stop with an internal error)."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    report.sections = [(title, _encodable(text)) for title, text in report.sections]
+
+
+def _encodable(text: str) -> str:
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 @pytest.fixture(autouse=True)
 def consumer_logger_restored() -> Iterator[None]:
     """Each test starts with the ``consumer`` logger as the previous one found it: code that
