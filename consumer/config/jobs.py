@@ -27,7 +27,8 @@ class JobSettings(Section):
     sweep_flush_ms: int = setting(5, convert=whole, within=(0, 10_000), env="SWEEP_FLUSH_MS")
     """Results of fast jobs are recorded together at least this often; a job that takes longer
     than a commit is recorded before the next starts. A sweeper killed mid-batch re-runs at most
-    the job it was running plus those it finished in the last window."""
+    the job it was running plus those it finished in the last window (only the job it was
+    running, for a kind declared ``record_each``, like ``email``)."""
     lease_seconds: int = setting(3, convert=whole, within=(1, 3600))
     """Lease on a claimed job, renewed by the live sweeper every third of it: a killed sweeper's
     jobs are taken over after about this long."""

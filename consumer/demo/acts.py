@@ -38,10 +38,6 @@ ACK_DEADLINE_SECONDS = 10
 TICK_EVERY_SECONDS = 2
 SWEEP_BATCH = 100
 JOB_LEASE_SECONDS = 3
-SWEEP_FLUSH_MS = 0
-"""Every email is recorded before the next is sent. A local SMTP sink answers faster than a
-commit, so the default 5 ms window would hold a few sent emails unrecorded, and a kill would
-repeat them too; at 0 a killed sweep repeats at most the email it was sending."""
 WORKERS, THREADS = 2, 4
 """A pod's gunicorn workers and their handler threads: at most this many sweeps run in it."""
 
@@ -164,7 +160,7 @@ def _pod_env(port: int, url: str, smtp_port: int) -> dict[str, str]:
         CONSUMER_SMTP_SECURITY="none", CONSUMER_MAIL_FROM="reports@example.com",
         CONSUMER_ACK_DEADLINE_SECONDS=str(ACK_DEADLINE_SECONDS), CONSUMER_SAFETY_MARGIN_SECONDS="2",
         CONSUMER_TICK_PERIODS=f"sweep={TICK_EVERY_SECONDS}",
-        CONSUMER_SWEEP_BATCH_SIZE=str(SWEEP_BATCH), CONSUMER_SWEEP_FLUSH_MS=str(SWEEP_FLUSH_MS),
+        CONSUMER_SWEEP_BATCH_SIZE=str(SWEEP_BATCH),
         CONSUMER_JOB_LEASE_SECONDS=str(JOB_LEASE_SECONDS),
     )  # fmt: skip
 

@@ -5,7 +5,9 @@ Claims stay batched; results are not. A job that took longer than a commit is re
 the next one starts, and fast jobs' results at least every ``CONSUMER_SWEEP_FLUSH_MS``
 (``consumer.jobs.batch.Flushes``), on the sweep's own connection; the last results of a batch are
 recorded in the transaction that claims the next. A sweeper killed mid-batch therefore repeats, on
-takeover, at most the job it was running plus the fast jobs of one flush window.
+takeover, at most the job it was running plus the fast jobs of one flush window; a kind declared
+``record_each`` (the built-in ``email``) has each result recorded before the next job starts, so
+only the job it was running.
 
 The claimed batch is held by a short lease that a heartbeat renews (``consumer.jobs.lease``). A
 write that records effects is retried through an outage until the budget runs out, and nothing new
@@ -19,7 +21,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -128,6 +130,7 @@ class Sweeper:
         kinds: JobKinds,
         clock: Clock = utcnow,
         limits: Mapping[str, JobLimit] | None = None,
+        record_each: Collection[str] = (),
     ) -> None:
         self.settings = settings
         self.engine = engine
@@ -136,6 +139,8 @@ class Sweeper:
         self.clock = clock
         self.pace = Pace()
         self.flushes = Flushes(settings.jobs.sweep_flush_ms / 1000)
+        self.record_each = frozenset(record_each)
+        """Kinds whose results are recorded one by one (``Registry.job_kind(record_each=True)``)."""
         self.flow = Throttle(self.store, limits or {}, clock)
         self.worker = f"{socket.gethostname()[:24]}/{os.getpid()}"
 
@@ -283,7 +288,7 @@ class Sweeper:
         summary.claimed += len(batch.jobs)
         stop_at = deadline - self.pace.reserve()
         pace, fresh, run, monotonic = self.pace, self.lease.ensure_fresh, self._run, time.monotonic
-        due = self.flushes.due
+        due, each = self.flushes.due, self.record_each
         self.flushes.begin()
         with JobContext(self.settings, self.engine, deadline) as context:
             for job in batch.jobs:  # per job: a no-op job costs little more than this loop
@@ -293,7 +298,7 @@ class Sweeper:
                     batch.unrun.append(job.id)
                     continue
                 run(context, job, batch)
-                if due(started, monotonic()):
+                if due(started, monotonic()) or job.kind in each:
                     self._flush(connection, batch, deadline)
                 pace.observe_job(monotonic() - started)
 

@@ -26,14 +26,15 @@ SWEEP_PERIOD_SECONDS = 300
 
 
 def register(registry: Registry) -> None:
-    registry.job_kinds.add("email", kind(email.send, EMAIL_FIELDS))
+    registry.job_kind("email", record_each=True)(kind(email.send, EMAIL_FIELDS))
 
     def sweep(context: HandlerContext, event: TickEvent) -> dict[str, Any]:
         """The same sweep for a tick, a continuation and ``consumer sweep --once``."""
         settings = context.settings
         reserve = continuation.publish_reserve(settings.jobs.continuation_topic)
         limits = configured(registry, settings)
-        sweeper = Sweeper(settings, context.engine, registry.job_kinds, context.clock, limits)
+        sweeper = Sweeper(settings, context.engine, registry.job_kinds, context.clock, limits,
+                          record_each=registry.record_each_kinds)  # fmt: skip
         summary = sweeper.run(context.deadline - reserve)
         count = continuations_wanted(settings, event, summary)
         published = continuation.publish(

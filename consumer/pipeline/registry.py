@@ -75,6 +75,8 @@ class Registry:
         """Job kinds the sweep runs: ``@registry.job_kind("name")``."""
         self.job_limits: dict[str, JobLimit] = {}
         """Caps and rates job kinds declared (docs/flow-control.md)."""
+        self.record_each_kinds: set[str] = set()
+        """Job kinds whose every result the sweep records before the next job starts."""
         self.processors = Functions("file processor")
         """File processors a storage rule may name: ``@registry.processor("name")``."""
         self.warmers = Warmers()
@@ -122,13 +124,31 @@ class Registry:
         return register
 
     def job_kind(
-        self, name: str, *, replace: bool = False, cap: int | None = None, rate: Any = None
+        self,
+        name: str,
+        *,
+        replace: bool = False,
+        cap: int | None = None,
+        rate: Any = None,
+        record_each: bool = False,
     ) -> Callable[[H], H]:
         """A job kind; ``cap``: most of its jobs running at once across every pod; ``rate``:
-        most starts per interval (``"50/1s"``)."""
+        most starts per interval (``"50/1s"``); ``record_each``: each result is recorded before
+        the next job starts, however fast the job (a sweeper killed mid-batch then repeats at
+        most the job it was running: for effects that cannot be taken back, like an email)."""
         if cap is not None or rate is not None:
             self.job_limit(name, cap=cap, rate=rate)
-        return self.job_kinds.kind(name, replace=replace)
+        register = self.job_kinds.kind(name, replace=replace)
+
+        def declare(handler: H) -> H:
+            register(handler)  # raises if the name is taken: nothing else changes then
+            if record_each:
+                self.record_each_kinds.add(name)
+            else:
+                self.record_each_kinds.discard(name)  # a replaced kind declares its own
+            return handler
+
+        return declare
 
     def job_limit(self, name: str, *, cap: int | None = None, rate: Any = None) -> JobLimit:
         """Declare a job kind's cap and rate (for a kind added with ``job_kinds.add``)."""
