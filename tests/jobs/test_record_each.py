@@ -6,7 +6,6 @@ sent twice at a real SMTP sink that answers faster than a commit)."""
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import pytest
 from sqlalchemy import Engine, func, select
@@ -15,6 +14,7 @@ from consumer import Job, NewJob, enqueue_many
 from consumer.cli.jobs import run_sweep_once
 from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
+from consumer.errors import AlreadyRegistered
 from consumer.jobs.batch import Flushes
 from consumer.jobs.kinds import JobContext
 from consumer.jobs.schema import jobs
@@ -26,9 +26,9 @@ from consumer.service import Service
 JOBS = 60
 
 
-def add(engine: Engine, kind: str, count: int, **payload: Any) -> None:
+def add(engine: Engine, kind: str, count: int) -> None:
     with engine.begin() as connection:
-        new = [NewJob(kind, {**payload, "i": i}) for i in range(count)]
+        new = [NewJob(kind, {"i": i}) for i in range(count)]
         enqueue_many(connection, new, allow_unknown=True)
 
 
@@ -72,9 +72,7 @@ def test_a_kind_declared_record_each_finds_every_earlier_job_recorded(
     registry = Registry()
     registry.job_kind("noop", record_each=record_each)(observer)
     add(engine, "noop", JOBS)
-    settings = Settings.of(
-        database_url=database_url, local_mode=True, sweep_batch_size=JOBS, sweep_flush_ms=10_000
-    )
+    settings = Settings.of(database_url=database_url, local_mode=True, sweep_batch_size=JOBS)
     kinds, each = registry.job_kinds, registry.record_each_kinds
     try:
         summary = Sweeper(settings, engine, kinds, record_each=each).run(time.monotonic() + 60)
@@ -88,9 +86,12 @@ def test_a_kind_declared_record_each_finds_every_earlier_job_recorded(
         assert first == list(range(1, FIRST_BATCH)), observer.unrecorded
 
 
-def test_replacing_a_kind_replaces_its_declaration() -> None:
+def test_replacing_a_kind_replaces_its_declaration_and_a_refusal_changes_nothing() -> None:
     registry = Registry()
     registry.job_kind("sms", record_each=True)(lambda context, job: None)
+    assert registry.record_each_kinds == {"sms"}
+    with pytest.raises(AlreadyRegistered):
+        registry.job_kind("sms")(lambda context, job: None)
     assert registry.record_each_kinds == {"sms"}
     registry.job_kind("sms", replace=True)(lambda context, job: None)
     assert registry.record_each_kinds == set()
@@ -104,9 +105,7 @@ def test_the_email_kind_is_declared_record_each(settings: Settings) -> None:
 @pytest.mark.usefixtures("window_never_closes")
 def test_the_sweep_task_honours_the_declaration(postgres_url: str) -> None:
     """Through the registered sweep task (``consumer sweep --once``), as ticks run it."""
-    settings = Settings.of(
-        database_url=postgres_url, local_mode=True, sweep_batch_size=JOBS, sweep_flush_ms=10_000
-    )
+    settings = Settings.of(database_url=postgres_url, local_mode=True, sweep_batch_size=JOBS)
     service = Service.of(settings)
     observer = UnrecordedAtStart(make_engine(postgres_url))
     service.registry.job_kind("noop", record_each=True)(observer)
