@@ -16,6 +16,7 @@ from pathlib import Path
 from sqlalchemy import Engine
 
 from bench.chaos_cluster import Cluster
+from bench.chaos_diagnose import diagnosis
 from bench.chaos_emulators import emulators
 from bench.chaos_faults import Chaos, Window, plan
 from bench.chaos_ledger import Account, Records, account
@@ -107,7 +108,7 @@ def run(options: Options) -> int:
         print(f"machine: {os.cpu_count()} cores, load average {load_before:.1f} before the run, "
               f"{os.getloadavg()[0]:.1f} at its end; this process (balancer, sinks, load) used "
               f"{_cpu_seconds():.0f} CPU s")  # fmt: skip
-        status = _report(found, engine, mail, target, chaos, started, ended)
+        status = _report(found, engine, mail, target, chaos, started, ended, workdir)
     progress(f"chaos: everything stopped {time.time() - ended:.0f} s after the drain")
     return status
 
@@ -145,7 +146,7 @@ def _account(load: Load, engine: Engine, mail: TimedRecorder, target: Target,
 
 
 def _report(found: Account, engine: Engine, mail: TimedRecorder, target: Target, chaos: Chaos,
-            started: float, ended: float) -> int:  # fmt: skip
+            started: float, ended: float, workdir: Path) -> int:  # fmt: skip
     records = Records.read(engine)
     faults = sorted(chaos.faults, key=lambda fault: fault.start)
     timeline = Timeline.of(mail.stamped(), target.calls(), records)
@@ -153,6 +154,8 @@ def _report(found: Account, engine: Engine, mail: TimedRecorder, target: Target,
     print("\n".join(fault_lines(faults, recovered, found, started)), end="\n\n")
     print("\n".join(throughput(timeline, faults, started, ended)), end="\n\n")
     print("\n".join(ledger_lines(found, started)))
+    if found.lost:
+        print("\n".join(diagnosis(engine, workdir, started)))
     print(last_line(len(faults), found, recovered), flush=True)
     unattributed = len(found.duplicates) - found.attributed
     return 1 if found.lost or unattributed else 0

@@ -1,0 +1,65 @@
+"""What a chaos run that lost something prints about it, on a real PostgreSQL database with a
+session left waiting on a row lock (the stuck-owner case)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Connection, Engine, insert, text
+
+from bench.chaos_diagnose import diagnosis
+from consumer.db.engine import make_engine
+from consumer.inbox.schema import inbox
+
+pytestmark = pytest.mark.postgres
+STARTED = datetime(2026, 12, 3, 8, 41, 54, tzinfo=UTC)
+
+
+@pytest.fixture
+def db(postgres_url: str) -> Iterator[Engine]:
+    engine = make_engine(postgres_url)
+    yield engine
+    engine.dispose()
+
+
+def row(key: str, status: str, claimed_by: str | None = None) -> dict[str, object]:
+    at = STARTED + timedelta(seconds=59)
+    return {"key": key, "route": "tick", "status": status, "attempts": 1,
+            "claimed_by": claimed_by, "lease_until": at + timedelta(seconds=3),
+            "message_id": "m", "message": {}, "created_at": at, "updated_at": at}  # fmt: skip
+
+
+def waiting_on(connection: Connection, key: str) -> None:
+    """A second session that waits on the row the first one holds locked (stopped at 5 s)."""
+    connection.execute(text("SET lock_timeout = '5s'"))
+    connection.execute(text("SELECT 1 FROM inbox WHERE key = :key FOR UPDATE"), {"key": key})
+
+
+def test_the_unfinished_rows_a_waiting_session_and_the_pods_warnings_are_printed(
+    db: Engine, tmp_path: Path
+) -> None:
+    with db.begin() as connection:
+        connection.execute(insert(inbox), [row("tick:sweep:a", "running", "pod/1/x"),
+                                           row("tick:sweep:b", "done")])  # fmt: skip
+    warning = {"severity": "WARNING", "message": "recording results failed, retrying"}
+    local = {"severity": "WARNING", "message": "LOCAL MODE: push requests are NOT authenticated"}
+    (tmp_path / "pod-1.1.log").write_text(f"{json.dumps(local)}\n{json.dumps(warning)}\n")
+    with db.connect() as holder, db.connect() as waiter:
+        holder.execute(text("SELECT 1 FROM inbox WHERE key = 'tick:sweep:a' FOR UPDATE"))
+        blocked = threading.Thread(target=waiting_on, args=(waiter, "tick:sweep:a"))
+        blocked.start()
+        time.sleep(0.5)  # the waiter is now blocked on the lock
+        lines = diagnosis(db, tmp_path, STARTED.timestamp())
+        holder.rollback()
+        blocked.join()
+    report = "\n".join(lines)
+    assert "tick:sweep:a: running, attempts 1, claimed by pod/1/x" in report, report
+    assert "created t=59.0 s" in report and "tick:sweep:b" not in report, report
+    assert "active wait Lock/" in report and "FOR UPDATE" in report, report
+    assert "pod-1.1.log: 1 warnings" in report and "LOCAL MODE" not in report, report
