@@ -132,6 +132,14 @@ def postgres_url(postgres_admin: str) -> Iterator[str]:
 
 
 @pytest.fixture
+def pg_engine(postgres_url: str) -> Iterator[Engine]:
+    """An engine on ``postgres_url``, disposed afterwards."""
+    engine = make_engine(postgres_url)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:
     url = f"sqlite:///{tmp_path / 'consumer.db'}"
     upgrade(url)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -14,18 +13,10 @@ import pytest
 from sqlalchemy import Connection, Engine, insert, text
 
 from bench.chaos_diagnose import diagnosis
-from consumer.db.engine import make_engine
 from consumer.inbox.schema import inbox
 
 pytestmark = pytest.mark.postgres
 STARTED = datetime(2026, 12, 3, 8, 41, 54, tzinfo=UTC)
-
-
-@pytest.fixture
-def db(postgres_url: str) -> Iterator[Engine]:
-    engine = make_engine(postgres_url)
-    yield engine
-    engine.dispose()
 
 
 def row(key: str, status: str, claimed_by: str | None = None) -> dict[str, object]:
@@ -41,21 +32,33 @@ def waiting_on(connection: Connection, key: str) -> None:
     connection.execute(text("SELECT 1 FROM inbox WHERE key = :key FOR UPDATE"), {"key": key})
 
 
+def until_a_lock_wait(engine: Engine, timeout: float = 5.0) -> None:
+    """Until some session of this database waits on a lock (the waiter is blocked)."""
+    query = text("SELECT count(*) FROM pg_stat_activity "
+                 "WHERE datname = current_database() AND wait_event_type = 'Lock'")  # fmt: skip
+    deadline = time.monotonic() + timeout
+    with engine.connect() as connection:
+        while not connection.execute(query).scalar_one():
+            assert time.monotonic() < deadline, "the second session never waited on the lock"
+            connection.rollback()
+            time.sleep(0.02)
+
+
 def test_the_unfinished_rows_a_waiting_session_and_the_pods_warnings_are_printed(
-    db: Engine, tmp_path: Path
+    pg_engine: Engine, tmp_path: Path
 ) -> None:
-    with db.begin() as connection:
+    with pg_engine.begin() as connection:
         connection.execute(insert(inbox), [row("tick:sweep:a", "running", "pod/1/x"),
                                            row("tick:sweep:b", "done")])  # fmt: skip
     warning = {"severity": "WARNING", "message": "recording results failed, retrying"}
     local = {"severity": "WARNING", "message": "LOCAL MODE: push requests are NOT authenticated"}
     (tmp_path / "pod-1.1.log").write_text(f"{json.dumps(local)}\n{json.dumps(warning)}\n")
-    with db.connect() as holder, db.connect() as waiter:
+    with pg_engine.connect() as holder, pg_engine.connect() as waiter:
         holder.execute(text("SELECT 1 FROM inbox WHERE key = 'tick:sweep:a' FOR UPDATE"))
         blocked = threading.Thread(target=waiting_on, args=(waiter, "tick:sweep:a"))
         blocked.start()
-        time.sleep(0.5)  # the waiter is now blocked on the lock
-        lines = diagnosis(db, tmp_path, STARTED.timestamp())
+        until_a_lock_wait(pg_engine)
+        lines = diagnosis(pg_engine, tmp_path, STARTED.timestamp())
         holder.rollback()
         blocked.join()
     report = "\n".join(lines)

@@ -5,7 +5,6 @@ retried until it is recorded. Real PostgreSQL; the backends are ended by the ser
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -14,7 +13,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
 
 from consumer.config.settings import Settings
-from consumer.db.engine import make_engine, unavailable_on_db_fault
+from consumer.db.engine import unavailable_on_db_fault
 from consumer.db.prepared import pipelined, prepared
 from consumer.errors import Unavailable
 from consumer.inbox.model import Status
@@ -38,13 +37,6 @@ FINISH_VALUES = {
     "b_now": None, "b_refund": 0,
 }  # fmt: skip
 """A finish of a row that does not exist: it changes nothing, and fails only on a fault."""
-
-
-@pytest.fixture
-def pg_engine(postgres_url: str) -> Iterator[Engine]:
-    engine = make_engine(postgres_url)
-    yield engine
-    engine.dispose()
 
 
 def end_other_backends(postgres_url: str) -> int:

@@ -10,7 +10,7 @@ import time
 import pytest
 from sqlalchemy import Engine, func, select
 
-from consumer import Job, NewJob, enqueue_many
+from consumer import Job
 from consumer.cli.jobs import run_sweep_once
 from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
@@ -22,14 +22,9 @@ from consumer.jobs.sweep import FIRST_BATCH, Sweeper
 from consumer.pipeline.registry import Registry
 from consumer.plugins import build_registry
 from consumer.service import Service
+from tests.jobs.test_sweep import add
 
 JOBS = 60
-
-
-def add(engine: Engine, kind: str, count: int) -> None:
-    with engine.begin() as connection:
-        new = [NewJob(kind, {"i": i}) for i in range(count)]
-        enqueue_many(connection, new, allow_unknown=True)
 
 
 class UnrecordedAtStart:
@@ -71,7 +66,7 @@ def test_a_kind_declared_record_each_finds_every_earlier_job_recorded(
     observer = UnrecordedAtStart(make_engine(database_url))
     registry = Registry()
     registry.job_kind("noop", record_each=record_each)(observer)
-    add(engine, "noop", JOBS)
+    add(engine, JOBS, "noop")
     settings = Settings.of(database_url=database_url, local_mode=True, sweep_batch_size=JOBS)
     kinds, each = registry.job_kinds, registry.record_each_kinds
     try:
@@ -110,7 +105,7 @@ def test_the_sweep_task_honours_the_declaration(postgres_url: str) -> None:
     observer = UnrecordedAtStart(make_engine(postgres_url))
     service.registry.job_kind("noop", record_each=True)(observer)
     try:
-        add(service.engine, "noop", JOBS)
+        add(service.engine, JOBS, "noop")
         summary = run_sweep_once(service)
     finally:
         service.close()
