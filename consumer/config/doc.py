@@ -1,6 +1,6 @@
-"""The configuration reference, rendered from the settings sections themselves so the README
-cannot drift: one table per section, each field's variable, default and the docstring written
-under it."""
+"""The configuration reference (docs/configuration.md, ``consumer settings``), rendered from the
+settings sections themselves so the docs cannot drift: one table per section, each field's
+variable, default and the docstring written under it."""
 
 from __future__ import annotations
 
