@@ -64,6 +64,12 @@ def test_the_package_map_lists_every_package_of_consumer() -> None:
     assert len(listed) == len(set(listed)), "one line per package"
 
 
+def test_the_readme_leads_to_every_doc() -> None:
+    linked = {link.file() for link in docs.links(README) if link.local}
+    pages = {page.resolve() for page in (ROOT / "docs").glob("*.md")}
+    assert sorted(page.name for page in pages - linked) == [], "add it to Read on"
+
+
 def test_the_readme_carries_no_settings_table() -> None:
     """The generated reference lives in docs/configuration.md, not in the front page."""
     assert "<!-- settings:begin -->" not in README.read_text()
