@@ -4,7 +4,8 @@ redelivery without the run's workdir (CI keeps only the report).
 - the inbox rows that are not terminal: attempts, lease and claim, and when each last changed;
 - the database's sessions that are not idle: a ``running`` row whose owner is stuck shows here as
   a statement waiting (on a lock, say), and an owner that is gone does not show at all;
-- the pods' last warnings (they log at WARNING in the harness).
+- the pods' last warnings, errors and critical lines (they log at WARNING in the harness;
+  gunicorn's arbiter logs a worker that stopped beating, ``WORKER TIMEOUT``, at CRITICAL).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ ACTIVITY = text(
     "WHERE datname = current_database() AND state <> 'idle' AND pid <> pg_backend_pid()"
 )
 WARNINGS_PER_POD = 8
+LEVELS = ("WARNING", "ERROR", "CRITICAL")
 
 
 def diagnosis(engine: Engine, workdir: Path, started: float) -> list[str]:
@@ -48,14 +50,15 @@ def diagnosis(engine: Engine, workdir: Path, started: float) -> list[str]:
         ] or ["  none"]
     for log in sorted(workdir.glob("pod-*.log")):
         warnings = [line for line in log.read_text(errors="replace").splitlines() if _warns(line)]
-        lines.append(f"{log.name}: {len(warnings)} warnings, the last:")
+        lines.append(f"{log.name}: {len(warnings)} warnings or worse, the last:")
         lines += [f"  {line[:300]}" for line in warnings[-WARNINGS_PER_POD:]]
     return lines
 
 
 def _warns(line: str) -> bool:
-    """A warning or an error of a pod, but the local-mode banner every pod starts with."""
-    return ('"WARNING"' in line or '"ERROR"' in line) and "LOCAL MODE" not in line
+    """A warning, an error or a critical line of a pod, but the local-mode banner every pod
+    starts with."""
+    return any(f'"{level}"' in line for level in LEVELS) and "LOCAL MODE" not in line
 
 
 def _at(moment: datetime | None, started: float) -> str:

@@ -52,7 +52,9 @@ def test_the_unfinished_rows_a_waiting_session_and_the_pods_warnings_are_printed
                                            row("tick:sweep:b", "done")])  # fmt: skip
     warning = {"severity": "WARNING", "message": "recording results failed, retrying"}
     local = {"severity": "WARNING", "message": "LOCAL MODE: push requests are NOT authenticated"}
-    (tmp_path / "pod-1.1.log").write_text(f"{json.dumps(local)}\n{json.dumps(warning)}\n")
+    timeout = {"severity": "CRITICAL", "message": "WORKER TIMEOUT (pid:4242)"}  # gunicorn's
+    lines = [json.dumps(entry) for entry in (local, warning, timeout)]
+    (tmp_path / "pod-1.1.log").write_text("\n".join(lines) + "\n")
     with pg_engine.connect() as holder, pg_engine.connect() as waiter:
         holder.execute(text("SELECT 1 FROM inbox WHERE key = 'tick:sweep:a' FOR UPDATE"))
         blocked = threading.Thread(target=waiting_on, args=(waiter, "tick:sweep:a"))
@@ -65,4 +67,5 @@ def test_the_unfinished_rows_a_waiting_session_and_the_pods_warnings_are_printed
     assert "tick:sweep:a: running, attempts 1, claimed by pod/1/x" in report, report
     assert "created t=59.0 s" in report and "tick:sweep:b" not in report, report
     assert "active wait Lock/" in report and "FOR UPDATE" in report, report
-    assert "pod-1.1.log: 1 warnings" in report and "LOCAL MODE" not in report, report
+    assert "pod-1.1.log: 2 warnings" in report and "LOCAL MODE" not in report, report
+    assert "WORKER TIMEOUT (pid:4242)" in report, report
