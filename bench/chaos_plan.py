@@ -4,7 +4,7 @@ of different families overlap and those of one family never do.
 
 - ``kill``: SIGKILL a random pod every 15-30 s (scaled down for short runs), then start it again;
 - ``pod-pause``: SIGSTOP a pod (its whole process group, or one worker, alternately) and SIGCONT
-  it 10-30 s later, one every 150 s or so (at least one; at most a quarter of a short run);
+  it 10-30 s later, one per 100 s begun (at most a quarter of a short run long);
 - ``pg-restart`` (at least two per run, alternately ``fast`` and ``immediate``), ``db-cut``
   (every connection through the proxy cut for 1-10 s) and ``db-pause`` (every byte through the
   proxy held, as long as a pod's pause; one in six database faults, at least one);
@@ -13,6 +13,7 @@ of different families overlap and those of one family never do.
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 
@@ -22,7 +23,8 @@ KILL_EVERY = (15.0, 30.0)
 PAUSE_SECONDS = (10.0, 30.0)
 """Past the ack deadline (10 s) and the inbox lease (12 s): a frozen owner's claims are taken
 over, and it resumes after that."""
-PAUSE_EVERY_SECONDS = 150.0
+PAUSE_EVERY_SECONDS = 100.0
+"""A 60 s slice pauses one pod (the whole group), a 120 s run two (the group, then a worker)."""
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,7 @@ def _kills(window: Window, rng: random.Random) -> list[Planned]:
 
 
 def _pauses(window: Window, rng: random.Random) -> list[Planned]:
-    count = max(1, round(window.seconds / PAUSE_EVERY_SECONDS))
+    count = math.ceil(window.seconds / PAUSE_EVERY_SECONDS)
     return _in_slots(window, rng, ["pod-pause"] * count, {"pod-pause": window.pause_seconds})
 
 
