@@ -157,10 +157,10 @@ def _report(found: Account, engine: Engine, mail: TimedRecorder, target: Target,
     print("\n".join(fault_lines(faults, recovered, found, started)), end="\n\n")
     print("\n".join(throughput(timeline, faults, started, ended)), end="\n\n")
     print("\n".join(ledger_lines(found, started)))
-    if found.lost:
+    unattributed = len(found.duplicates) - found.attributed
+    if found.lost or unattributed:
         print("\n".join(diagnosis(engine, workdir, started)))
     print(last_line(len(faults), found, recovered), flush=True)
-    unattributed = len(found.duplicates) - found.attributed
     return 1 if found.lost or unattributed else 0
 
 
