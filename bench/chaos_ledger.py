@@ -2,9 +2,9 @@
 what the database recorded and what the SMTP sink and the target saw.
 
 - **lost**: an event with no terminal inbox row (``done`` or ``skipped``), a published tick whose
-  slot has no row (``bench.chaos_ticks``), a job that is missing
-  or not ``done``, a done email job whose Message-ID never reached the sink, a done call job or
-  deploy whose key never reached the target's effect.
+  slot has no row (``bench.chaos_ticks``), a job that is missing or not ``done``, a done email
+  job whose Message-ID never reached the sink, a done call job or deploy whose key never reached
+  the target's effect.
 - **duplicates**: each extra copy of an email (same Message-ID), each repeated call of a key the
   target had already done. A duplicate is **attributed** to a fault whose window lies between
   the first copy and the repeat: a SIGKILL or a pause of the pod that held the job (or any kill
