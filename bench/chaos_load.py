@@ -15,7 +15,7 @@ import json
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field
 
@@ -183,7 +183,7 @@ class Load:
             self._closing.wait(HOOK_RETRY_SECONDS)
 
 
-def _job_message(kind: str, key: str, payload: dict[str, object]) -> dict[str, object]:
+def _job_message(kind: str, key: str, payload: Mapping[str, object]) -> dict[str, object]:
     data = base64.b64encode(json.dumps(payload).encode()).decode()
     return {"attributes": {"job_kind": kind, "job_key": key}, "data": data}
 

@@ -8,13 +8,14 @@ second share their slot's row."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
 from bench.chaos_load import Tick
 
 GRACE_SECONDS = 30.0
-Events = dict[str, tuple[str, str, float | None]]
+Events = Mapping[str, tuple[str, str, float | None]]
 """key -> (route, status, finished_at), as ``bench.chaos_ledger.Records`` holds them."""
 
 

@@ -13,6 +13,7 @@ MAIL = ["mail-0-0", "mail-0-1"]
 
 
 def records(*jobs: JobRow) -> Records:
+    events: dict[str, tuple[str, str, float | None]]
     events = {f"job:{job.key}": ("job", "done", 1.0) for job in jobs}
     return Records(list(jobs), events)
 
