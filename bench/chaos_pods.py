@@ -78,6 +78,7 @@ def pod_env(port: int, wiring: Wiring) -> dict[str, str]:
         "CONSUMER_STORAGE_RULES": json.dumps(rules),
         "CONSUMER_HTTP_TARGETS": targets(wiring.target_url),
         "CONSUMER_DEPLOY_HOOK_SECRETS": HOOK_SECRET,
+        "TMPDIR": str(wiring.workdir / "tmp"),  # a killed pod's metrics directory goes with it
     }  # fmt: skip
 
 
@@ -112,6 +113,7 @@ class Pods:
         port = self.ports[index]
         self.starts[index] += 1
         log = self.wiring.workdir / f"pod-{index + 1}.{self.starts[index]}.log"
+        (self.wiring.workdir / "tmp").mkdir(exist_ok=True)
         command = [sys.executable, "-m", "consumer", "serve"]
         child = spawn(f"pod-{index + 1}", command, log, pod_env(port, self.wiring))
         wait_until(child, lambda: _healthy(port), timeout=max(1.0, timeout))

@@ -76,9 +76,12 @@ class ExitWatcher:
             self._scan()
 
     def _scan(self) -> None:
-        for log in sorted(self.workdir.glob("pod-*.log")):
-            for line in self._new_lines(log):
-                self._read(log.name.split(".")[0], line)
+        """Deaths are numbered in the order they happened, whichever pod's log told of them."""
+        found = [death for log in sorted(self.workdir.glob("pod-*.log"))
+                 for line in self._new_lines(log)
+                 if (death := self._read(log.name.split(".")[0], line))]  # fmt: skip
+        for pod, pid, how, at in sorted(found, key=lambda death: death[3]):
+            self._died(pod, pid, how, at)
 
     def _new_lines(self, log: Path) -> list[str]:
         start = self._offsets.get(log, 0)
@@ -89,19 +92,20 @@ class ExitWatcher:
         self._offsets[log] = start + len(complete)
         return complete.decode(errors="replace").splitlines()
 
-    def _read(self, pod: str, line: str) -> None:
+    def _read(self, pod: str, line: str) -> tuple[str, int, str, float] | None:
+        """``(pod, pid, how, when)`` for a line that tells of a death not yet seen."""
         try:
             entry = json.loads(line)
             found = death(entry)
             at = datetime.fromisoformat(entry["time"].replace("Z", "+00:00")).timestamp()
         except (ValueError, KeyError, TypeError, AttributeError):
-            return
+            return None
         if found is None:
-            return
+            return None
         pid, how = found
         last, self._seen[(pod, pid)] = self._seen.get((pod, pid)), at
-        if last is None or at - last > SAME_DEATH_SECONDS:
-            self._died(pod, pid, how, at)
+        fresh = last is None or at - last > SAME_DEATH_SECONDS
+        return (pod, pid, how, at) if fresh else None
 
     def _died(self, pod: str, pid: int, how: str, at: float) -> None:
         self._count += 1

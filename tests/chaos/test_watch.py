@@ -73,3 +73,10 @@ def test_gunicorn_s_worker_timeouts_kills_and_exits_are_each_one_death(tmp_path:
     ]
     assert all(f.kind == "worker-exit" and f.end == f.start for f in seen)
     assert [f.held_jobs for f in seen[:2]] == [frozenset({7}), frozenset()]
+
+
+def test_deaths_are_numbered_in_the_order_they_happened_across_pods(tmp_path: Path) -> None:
+    (tmp_path / "pod-1.1.log").write_text(line(5, "ERROR", WATCHDOG, pid=601) + "\n")
+    seen = watched(tmp_path, [line(2, "CRITICAL", "WORKER TIMEOUT (pid:602)")])
+    assert [f.name for f in seen] == ["worker-exit #1 (pod-2, observed: WORKER TIMEOUT)",
+                                      "worker-exit #2 (pod-1, observed: watchdog)"]  # fmt: skip
