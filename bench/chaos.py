@@ -1,9 +1,10 @@
 """The chaos harness (not a test): three consumer pods behind a balancer, fed by Google's Pub/Sub
 emulator (ticks, jobs, storage notifications from fake-gcs-server) and signed deploy hooks, with
 jobs sending email to a real SMTP sink and calling a real Node.js target, on a PostgreSQL cluster
-of its own reached through a TCP proxy. For the given time it SIGKILLs pods, restarts and cuts
-the database and makes the sinks stall or fail; then it drains (bounded) and accounts for every
-event, job, email and call (docs/faults.md, "The chaos harness").
+of its own reached through a TCP proxy. For the given time it SIGKILLs pods, pauses them
+(SIGSTOP, then SIGCONT 10-30 s later), restarts, cuts and pauses the database and makes the sinks
+stall or fail, and records every worker death the pods' logs tell of; then it drains (bounded)
+and accounts for every tick, event, job, email and call (docs/faults.md, "The chaos harness").
 
     python bench/chaos.py --seconds 600 [--drain-seconds 90] [--seed N] [--workdir DIR]
 

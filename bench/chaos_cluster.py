@@ -1,7 +1,8 @@
 """PostgreSQL as a cluster of its own for the chaos run, so it can be restarted without touching
 the shared server: ``initdb`` into a temporary directory (trust auth, 127.0.0.1 only, its own
 port), started and restarted with ``pg_ctl``, and a TCP proxy in front of it that the pods use,
-so the harness can also cut every connection for a while with the server untouched."""
+so the harness can also cut every connection for a while, or hold every byte on every connection
+(a pause: a frozen network path, the sessions stay open), with the server untouched."""
 
 from __future__ import annotations
 
@@ -9,9 +10,12 @@ import glob
 import os
 import pwd
 import shutil
+import socket
 import subprocess
 import tempfile
+import threading
 import time
+from contextlib import suppress
 from pathlib import Path
 
 import psycopg
@@ -46,7 +50,7 @@ class Cluster:
         self.root = Path(tempfile.mkdtemp(prefix="chaos-pg-"))
         self.data = self.root / "data"
         self.log = self.root / "server.log"
-        self.proxy = TcpProxy(self.port)
+        self.proxy = GatedProxy(self.port)
         self._user = _server_user()
 
     def __enter__(self) -> Cluster:
@@ -116,6 +120,38 @@ class Cluster:
         done = subprocess.run(command, user=user, capture_output=True, text=True, check=False)
         if check and done.returncode != 0:
             raise RuntimeError(f"{command[0]} failed: {done.stdout}{done.stderr}\n{self.tail()}")
+
+
+class GatedProxy(TcpProxy):
+    """The test proxy with a gate: ``pause()`` holds every chunk in either direction (new
+    connections are accepted, their first bytes held too) until ``resume()``, as a proxy that was
+    SIGSTOPped would; nothing is cut or lost."""
+
+    def __init__(self, target_port: int) -> None:
+        super().__init__(target_port)
+        self._open = threading.Event()
+        self._open.set()
+
+    def pause(self) -> None:
+        self._open.clear()
+
+    def resume(self) -> None:
+        self._open.set()
+
+    def stop(self) -> None:
+        self.resume()  # held chunks meet the cut, not a gate that never opens
+        super().stop()
+
+    def _pipe(self, source: socket.socket, sink: socket.socket, watched: bool) -> None:
+        """``TcpProxy._pipe``, waiting at the gate before each chunk is passed on."""
+        with suppress(OSError):
+            while chunk := source.recv(65536):
+                self._open.wait()
+                if watched and self.watch is not None:
+                    self.watch(chunk)
+                sink.sendall(chunk)
+        with suppress(OSError):
+            sink.shutdown(socket.SHUT_WR)
 
 
 def _server_user() -> pwd.struct_passwd | None:

@@ -1,34 +1,29 @@
-"""The faults of a chaos run, planned up front and played by one thread per family:
-
-- ``kill``: SIGKILL a random pod every 15-30 s (scaled down for short runs), then start it again;
-- ``pg-restart`` (at least two per run, alternately ``fast`` and ``immediate``) and ``db-cut``
-  (every connection through the proxy cut for 1-10 s), never two at once;
-- ``target-fail`` / ``target-stall`` and ``smtp-fail`` / ``smtp-stall``: short spells.
+"""The faults of a chaos run, played from the plan (``bench.chaos_plan``) by one thread per
+family. A pod is the subject of one fault at a time (a kill never meets a pause of the same pod).
 
 Every fault is recorded with its window (wall-clock seconds, comparable with the database's
-timestamps) and, for a kill, the jobs the killed pod held at that moment."""
+timestamps: a pause from SIGSTOP to SIGCONT) and, for a kill or a pod's pause, the jobs the pod's
+frozen or killed processes held at that moment."""
 
 from __future__ import annotations
 
 import random
 import threading
 import time
-from collections.abc import Callable
-from contextlib import suppress
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import SQLAlchemyError
 
 from bench.chaos_cluster import Cluster
+from bench.chaos_plan import Planned
 from bench.chaos_pods import Pods
 from bench.chaos_sinks import Target, TimedRecorder
 
 HELD = text("SELECT id, claimed_by FROM jobs WHERE status = 'running'")
 CLAIMED = text("SELECT key FROM inbox WHERE status = 'running' AND key NOT LIKE '%:continuation:%'")
-SPELL_SECONDS = (2.0, 5.0)
-CUT_SECONDS = (1.0, 10.0)
-KILL_EVERY = (15.0, 30.0)
 RESTART_DELAY_SECONDS = 1.0
 HELD_TRIES = 6
 
@@ -40,72 +35,12 @@ class Fault:
     start: float
     end: float = 0.0
     held_jobs: frozenset[int] | None = None
-    """For a kill: the running jobs claimed by the killed pod's workers (None: unknown)."""
+    """For a kill or a pause: the running jobs claimed by the pod's killed or frozen processes
+    (None: unknown)."""
     held_events: frozenset[str] = frozenset()
-    """For a kill: every inbox row running at that moment (an inbox claim does not say which
-    pod holds it, so this includes the live pods' claims, which finish within moments)."""
-
-
-@dataclass(frozen=True)
-class Planned:
-    at: float
-    """Seconds after the start of the run."""
-    kind: str
-    seconds: float = 0.0
-
-
-@dataclass(frozen=True)
-class Window:
-    """Faults start between ``first`` and ``last`` seconds into a run of ``seconds``."""
-
-    seconds: float
-    first: float
-    last: float
-
-    @classmethod
-    def of(cls, seconds: float) -> Window:
-        return cls(seconds, min(10.0, seconds / 6), seconds - min(15.0, seconds / 6))
-
-
-def plan(window: Window, rng: random.Random) -> list[list[Planned]]:
-    """One list per family, each in time order."""
-    return [_kills(window, rng), _database(window, rng), _spells(window, rng, "target"),
-            _spells(window, rng, "smtp")]  # fmt: skip
-
-
-def _kills(window: Window, rng: random.Random) -> list[Planned]:
-    scale = min(1.0, window.seconds / 90)
-    planned, at = [], window.first + rng.uniform(*KILL_EVERY) * scale / 2
-    while at < window.last:
-        planned.append(Planned(at, "kill"))
-        at += rng.uniform(*KILL_EVERY) * scale
-    return planned
-
-
-def _database(window: Window, rng: random.Random) -> list[Planned]:
-    """Evenly spread slots, each holding one restart or one cut at a random moment in it."""
-    count = max(4, round(window.seconds / 30))
-    kinds = ["pg-restart"] * max(2, count // 3)
-    kinds += ["db-cut"] * (count - len(kinds))
-    rng.shuffle(kinds)
-    return _in_slots(window, rng, kinds, CUT_SECONDS)
-
-
-def _spells(window: Window, rng: random.Random, family: str) -> list[Planned]:
-    count = max(2, round(window.seconds / 60))
-    kinds = [f"{family}-{'fail' if n % 2 == 0 else 'stall'}" for n in range(count)]
-    return _in_slots(window, rng, kinds, SPELL_SECONDS)
-
-
-def _in_slots(window: Window, rng: random.Random, kinds: list[str],
-              lengths: tuple[float, float]) -> list[Planned]:  # fmt: skip
-    slot = (window.last - window.first) / len(kinds)
-    planned = []
-    for n, kind in enumerate(kinds):
-        seconds = rng.uniform(*lengths) if kind != "pg-restart" else 0.0
-        room = max(0.0, slot - min(seconds, slot * 0.8))
-        planned.append(Planned(window.first + n * slot + rng.uniform(0, room), kind, seconds))
-    return planned
+    """For a kill or a pause: every inbox row running at that moment (an inbox claim does not
+    say which pod holds it, so this includes the live pods' claims, which finish within
+    moments)."""
 
 
 @dataclass
@@ -123,7 +58,10 @@ class Chaos:
     lock: threading.Lock = field(default_factory=threading.Lock)
     _stopping: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
+    _busy: set[int] = field(default_factory=set)
+    """Pods a kill or a pause is playing on."""
     _restarts: int = 0
+    _pauses: int = 0
 
     def start(self, families: list[list[Planned]], started: float) -> None:
         for family in families:
@@ -163,40 +101,79 @@ class Chaos:
             return sum(1 for fault in self.faults if fault.kind == kind)
 
     def _make(self, fault: Fault, planned: Planned) -> None:
-        kind = planned.kind
-        if kind == "kill":
-            self._kill(fault)
-        elif kind == "pg-restart":
-            self._restarts += 1
-            mode = "fast" if self._restarts % 2 else "immediate"
-            fault.name += f" ({mode})"
-            self.cluster.restart(mode)
-        elif kind == "db-cut":
-            self.cluster.proxy.stop()
+        makers = {"kill": self._kill, "pod-pause": self._pause, "pg-restart": self._restart,
+                  "db-cut": self._cut, "db-pause": self._hold}  # fmt: skip
+        makers.get(planned.kind, self._spell)(fault, planned)
+
+    @contextmanager
+    def _a_pod(self) -> Iterator[int]:
+        """A random pod no other fault is playing on, for the block."""
+        with self.lock:
+            index = self.rng.choice([n for n in range(len(self.pods.ports)) if n not in self._busy])
+            self._busy.add(index)
+        try:
+            yield index
+        finally:
+            with self.lock:
+                self._busy.discard(index)
+
+    def _kill(self, fault: Fault, _: Planned) -> None:
+        with self._a_pod() as index:
+            fault.name += f" (pod-{index + 1})"
+            pids = self.pods.kill(index)
+            fault.start = time.time()
+            fault.held_jobs, fault.held_events = held_by(self.ledger_engine, pids)
+            fault.end = fault.start  # the crash is the fault; the restart is recovery
+            time.sleep(RESTART_DELAY_SECONDS)
+            self.pods.start(index)
+
+    def _pause(self, fault: Fault, planned: Planned) -> None:
+        """The whole pod (odd pauses) or one of its workers (even ones), frozen: gunicorn's
+        arbiter ends a frozen worker that misses its heartbeat (``WORKER TIMEOUT``); a frozen
+        pod resumes with its arbiter after its claims were taken over."""
+        with self._a_pod() as index:
+            self._pauses += 1
+            workers = sorted(self.pods.workers(index))
+            worker = None if self._pauses % 2 or not workers else self.rng.choice(workers)
+            fault.name += f" (pod-{index + 1}, " + (f"worker {worker})" if worker else "whole pod)")
+            frozen = self.pods.freeze(index, worker)
+            fault.start = time.time()
             try:
-                time.sleep(planned.seconds)
+                fault.held_jobs, fault.held_events = held_by(self.ledger_engine, frozen)
+                time.sleep(max(0.0, fault.start + planned.seconds - time.time()))
             finally:
-                self.cluster.proxy.start()
-        else:
-            self._spell(fault, planned.seconds)
+                self.pods.thaw(index)
+            fault.end = time.time()
 
-    def _kill(self, fault: Fault) -> None:
-        index = self.rng.randrange(len(self.pods.ports))
-        fault.name += f" (pod-{index + 1})"
-        pids = self.pods.kill(index)
-        fault.start = time.time()
-        fault.held_jobs, fault.held_events = held_by(self.ledger_engine, pids)
-        fault.end = fault.start  # the crash is the fault; the restart is recovery
-        time.sleep(RESTART_DELAY_SECONDS)
-        self.pods.start(index)
+    def _restart(self, fault: Fault, _: Planned) -> None:
+        self._restarts += 1
+        mode = "fast" if self._restarts % 2 else "immediate"
+        fault.name += f" ({mode})"
+        self.cluster.restart(mode)
 
-    def _spell(self, fault: Fault, seconds: float) -> None:
+    def _cut(self, _: Fault, planned: Planned) -> None:
+        self.cluster.proxy.stop()
+        try:
+            time.sleep(planned.seconds)
+        finally:
+            self.cluster.proxy.start()
+
+    def _hold(self, _: Fault, planned: Planned) -> None:
+        """Every byte through the proxy held; the pods' sessions stay open, their statements
+        and commits wait (and the workers whose requests outlive the deadline exit)."""
+        self.cluster.proxy.pause()
+        try:
+            time.sleep(planned.seconds)
+        finally:
+            self.cluster.proxy.resume()
+
+    def _spell(self, fault: Fault, planned: Planned) -> None:
         """The window lasts until the answers stalled by the spell have landed."""
         family, mode = fault.kind.split("-", 1)
         sink: Target | TimedRecorder = self.target if family == "target" else self.mail
         sink.spell(mode)
         try:
-            time.sleep(seconds)
+            time.sleep(planned.seconds)
         finally:
             sink.heal()
         fault.end = time.time() + (sink.stall_seconds if mode == "stall" else 0.0)

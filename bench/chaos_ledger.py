@@ -1,23 +1,25 @@
 """The chaos run's ledger: every event, job, email and call the load asked for, checked against
 what the database recorded and what the SMTP sink and the target saw.
 
-- **lost**: an event with no terminal inbox row (``done`` or ``skipped``), a job that is missing
-  or not ``done``, a done email job whose Message-ID never reached the sink, a done call job or
-  deploy whose key never reached the target's effect.
+- **lost**: an event with no terminal inbox row (``done`` or ``skipped``), a published tick whose
+  slot has no row (``bench.chaos_ticks``), a job that is missing or not ``done``, a done email
+  job whose Message-ID never reached the sink, a done call job or deploy whose key never reached
+  the target's effect.
 - **duplicates**: each extra copy of an email (same Message-ID), each repeated call of a key the
   target had already done. A duplicate is **attributed** to a fault whose window lies between
-  the first copy and the repeat: a SIGKILL of the pod that held the job (or any kill when the
-  job is not known), a worker's own exit when a request outlived the ack deadline (observed in
-  the pods' logs) if it held the job, a database restart or cut, or a spell of the sink that
-  received it.
+  the first copy and the repeat: a SIGKILL or a pause of the pod that held the job (or any kill
+  or pause when the job is not known), a worker's death observed in the pods' logs if it held
+  the job, a database restart, cut or pause, or a spell of the sink that received it.
 """
 
 from __future__ import annotations
 
+import math
 import re
+import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Engine, text
@@ -26,14 +28,15 @@ from bench.chaos_faults import Fault
 from bench.chaos_load import Published
 from bench.chaos_pods import BUCKET, DEPLOY_SERVICE
 from bench.chaos_sinks import Call
+from bench.chaos_ticks import TickCount, count_ticks
 
 JOBS = text("SELECT id, kind, status, idempotency_key, finished_at, attempts, errors FROM jobs")
 EVENTS = text("SELECT key, route, status, finished_at FROM inbox")
 JOB_ID = re.compile(r"<job-(\d+)\.")
 TERMINAL = ("done", "skipped")
 CONTINUATION = ":continuation:"
-CRASHES = ("kill", "worker-exit")
-"""Faults that end a process mid-work: they explain the repeats of the jobs it held."""
+CRASHES = ("kill", "worker-exit", "pod-pause")
+"""Faults that end or freeze a process mid-work: they explain the repeats of the jobs it held."""
 EFFECTS = ("done", "lost")
 """Target outcomes that did the effect (``lost``: done, then the answer was cut)."""
 SLACK = {"email": 0.5, "call": 2.5}
@@ -59,14 +62,17 @@ class Records:
     jobs: list[JobRow]
     events: dict[str, tuple[str, str, float | None]]
     """key -> (route, status, finished_at)."""
+    read_at: float = math.inf
+    """When they were read (ticks published just before are not expected yet)."""
 
     @classmethod
     def read(cls, engine: Engine) -> Records:
+        read_at = time.time()
         with engine.connect() as connection:
             jobs = [_job(row) for row in connection.execute(JOBS)]
             events = {r.key: (r.route, r.status, _epoch(r.finished_at))
                       for r in connection.execute(EVENTS)}  # fmt: skip
-        return cls(jobs, events)
+        return cls(jobs, events, read_at)
 
 
 @dataclass(frozen=True)
@@ -89,8 +95,8 @@ class Account:
     duplicates: list[Duplicate] = field(default_factory=list)
     expected: Counter[str] = field(default_factory=Counter)
     unfinished_wakeups: int = 0
-    ticks: Counter[str] = field(default_factory=Counter)
-    """Tick rows by status (``skipped``: stale or a duplicate slot)."""
+    ticks: TickCount = field(default_factory=lambda: TickCount(0, Counter()))
+    """Ticks published against the slots' rows (``skipped``: stale or a duplicate slot)."""
 
     def lose(self, category: str, what: str) -> None:
         self.lost[category] += 1
@@ -118,14 +124,15 @@ def _events(found: Account, published: Published, records: Records) -> None:
     keys = [f"storage:{BUCKET}/{u.name}#{u.generation}:OBJECT_FINALIZE" for u in published.uploads]
     keys += [f"job:{key}" for key in (*published.mail_jobs, *published.call_jobs)]
     keys += [f"deploy:{DEPLOY_SERVICE}:{release}" for release in published.releases]
-    found.expected["events"] = len(keys) + published.ticks
+    found.expected["events"] = len(keys) + len(published.ticks)
     for key in keys:
         status = records.events.get(key, ("", "missing", None))[1]
         if status not in TERMINAL:
             found.lose("events", f"{key} is {status}")
+    found.ticks = count_ticks(published.ticks, records.events, records.read_at)
+    for tick in found.ticks.missing:
+        found.lose("events", f"the tick published at {_clock(tick.sent)} has no inbox row")
     for key, (route, status, _) in records.events.items():
-        if route == "tick" and CONTINUATION not in key:
-            found.ticks[status] += 1
         if route != "tick" or status in TERMINAL:
             continue
         if CONTINUATION in key:  # a pod's own wake-up: the next tick does its work
@@ -229,6 +236,10 @@ def _errors(history: object) -> tuple[str, ...]:
     if not isinstance(history, list):
         return ()
     return tuple(str(entry.get("error", ""))[:120] for entry in history if isinstance(entry, dict))
+
+
+def _clock(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%H:%M:%S.%f")[:-3] + " UTC"
 
 
 def _epoch(moment: datetime | None) -> float | None:

@@ -15,7 +15,7 @@ import json
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field
 
@@ -45,11 +45,22 @@ class Upload:
     rows: int
 
 
+@dataclass(frozen=True)
+class Tick:
+    """One tick published: the emulator stamps its ``publishTime`` (whose second is the tick's
+    slot) between ``sent`` and ``answered``."""
+
+    sent: float
+    answered: float
+    draining: bool = False
+    """Published after the load stopped (the scheduler goes on while the run drains)."""
+
+
 @dataclass
 class Published:
     """Everything the load asked for (the ledger's expectations)."""
 
-    ticks: int = 0
+    ticks: list[Tick] = field(default_factory=list)
     uploads: list[Upload] = field(default_factory=list)
     mail_jobs: list[str] = field(default_factory=list)
     call_jobs: list[str] = field(default_factory=list)
@@ -99,9 +110,11 @@ class Load:
                 self._publish_tick()
 
     def _publish_tick(self) -> None:
+        sent = time.time()
         self.emulators.publish(TICKS, [{"attributes": {"task": "sweep"}}])
+        tick = Tick(sent, time.time(), draining=self._stopping.is_set())
         with self.published.lock:
-            self.published.ticks += 1
+            self.published.ticks.append(tick)
 
     def _run(self) -> None:
         second = 0
@@ -170,7 +183,7 @@ class Load:
             self._closing.wait(HOOK_RETRY_SECONDS)
 
 
-def _job_message(kind: str, key: str, payload: dict[str, object]) -> dict[str, object]:
+def _job_message(kind: str, key: str, payload: Mapping[str, object]) -> dict[str, object]:
     data = base64.b64encode(json.dumps(payload).encode()).decode()
     return {"attributes": {"job_kind": kind, "job_key": key}, "data": data}
 

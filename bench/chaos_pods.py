@@ -1,14 +1,17 @@
 """The three consumer pods of the chaos run: ``consumer serve`` (gunicorn, two asyncio workers
 each) on fixed loopback ports behind the demo's round-robin balancer, started as the demo starts
-them, SIGKILLed by process group and started again on the same port."""
+them, SIGKILLed by process group and started again on the same port, or frozen (SIGSTOP: the
+whole group, or one worker) and thawed again (SIGCONT)."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,6 +78,7 @@ def pod_env(port: int, wiring: Wiring) -> dict[str, str]:
         "CONSUMER_STORAGE_RULES": json.dumps(rules),
         "CONSUMER_HTTP_TARGETS": targets(wiring.target_url),
         "CONSUMER_DEPLOY_HOOK_SECRETS": HOOK_SECRET,
+        "TMPDIR": str(wiring.workdir / "tmp"),  # a killed pod's metrics directory goes with it
     }  # fmt: skip
 
 
@@ -109,6 +113,7 @@ class Pods:
         port = self.ports[index]
         self.starts[index] += 1
         log = self.wiring.workdir / f"pod-{index + 1}.{self.starts[index]}.log"
+        (self.wiring.workdir / "tmp").mkdir(exist_ok=True)
         command = [sys.executable, "-m", "consumer", "serve"]
         child = spawn(f"pod-{index + 1}", command, log, pod_env(port, self.wiring))
         wait_until(child, lambda: _healthy(port), timeout=max(1.0, timeout))
@@ -123,6 +128,35 @@ class Pods:
         child.kill()
         self.children[index] = None
         return pids
+
+    def workers(self, index: int) -> set[int]:
+        """The PIDs of pod ``index``'s gunicorn workers now (none while it is down)."""
+        child = self.children[index]
+        return descendants(child.pid) if child is not None else set()
+
+    def freeze(self, index: int, worker: int | None = None) -> set[int]:
+        """SIGSTOP pod ``index``'s process group (the arbiter and its workers), or only
+        ``worker``; returns the PIDs frozen."""
+        child = self.children[index]
+        if child is None:
+            return set()
+        if worker is not None:
+            with suppress(ProcessLookupError):
+                os.kill(worker, signal.SIGSTOP)
+            return {worker}
+        frozen = {child.pid, *descendants(child.pid)}
+        with suppress(ProcessLookupError):
+            os.killpg(child.pid, signal.SIGSTOP)
+        return frozen
+
+    def thaw(self, index: int) -> None:
+        """SIGCONT to pod ``index``'s whole group: it resumes whatever was frozen, and a worker
+        that died meanwhile (gunicorn ends one that stops beating) is never signalled by a PID
+        that may have been reused; the group lives as long as its arbiter."""
+        child = self.children[index]
+        if child is not None:
+            with suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGCONT)
 
     def stop_all(self) -> None:
         live = [child for child in self.children if child is not None]

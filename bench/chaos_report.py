@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from bench.chaos_faults import Fault
 from bench.chaos_ledger import Account, Records
 from bench.chaos_sinks import Call
+from bench.chaos_ticks import tick_line
 
 BEFORE, WINDOW, STEP, SHARE = 10.0, 3.0, 0.25, 0.5
 TABLE_SECONDS = 10
@@ -115,7 +116,7 @@ def fault_lines(faults: Sequence[Fault], recovered: Sequence[float], found: Acco
 
 
 def ledger_lines(found: Account, started: float) -> list[str]:
-    lines = [f"expected: {_pairs(found.expected)}", f"tick slots: {_pairs(found.ticks)}",
+    lines = [f"expected: {_pairs(found.expected)}", tick_line(found.ticks),
              f"lost: {_pairs(found.lost) or 'none'}"]  # fmt: skip
     lines += [f"  lost {example}" for example in found.examples]
     kinds = ", ".join(sorted({d.fault.kind for d in found.duplicates if d.fault is not None}))

@@ -15,12 +15,14 @@ from pathlib import Path
 
 from sqlalchemy import Engine
 
+from bench.chaos_balancer import DeadlineBalancer
 from bench.chaos_cluster import Cluster
 from bench.chaos_diagnose import diagnosis
 from bench.chaos_emulators import emulators
-from bench.chaos_faults import Chaos, Window, plan
+from bench.chaos_faults import Chaos
 from bench.chaos_ledger import Account, Records, account
 from bench.chaos_load import Load, Rates
+from bench.chaos_plan import Window, plan
 from bench.chaos_pods import ACK_DEADLINE_SECONDS, BUCKET, Pods, Wiring
 from bench.chaos_report import (
     Timeline,
@@ -34,7 +36,6 @@ from bench.chaos_sinks import Target, TimedRecorder, mail_sink
 from bench.chaos_watch import ExitWatcher
 from consumer.db.engine import make_engine
 from consumer.db.migrate import upgrade
-from consumer.demo.balancer import Balancer
 from consumer.demo.processes import free_port
 
 DATABASE = "consumer"
@@ -77,7 +78,9 @@ def run(options: Options) -> int:
         target = Target()
         stack.callback(target.close)
         ports = [free_port() for _ in range(PODS)]
-        balancer = stack.enter_context(Balancer(ports, REDELIVER_EVERY))
+        balancer = stack.enter_context(
+            DeadlineBalancer(ports, REDELIVER_EVERY, ACK_DEADLINE_SECONDS)
+        )
         stubs = stack.enter_context(emulators(workdir, balancer.url, ACK_DEADLINE_SECONDS, BUCKET))
         progress("chaos: Pub/Sub emulator and fake-gcs-server up")
         wiring = Wiring(cluster.url(DATABASE, proxied=True), mail.port, target.url,
@@ -154,10 +157,10 @@ def _report(found: Account, engine: Engine, mail: TimedRecorder, target: Target,
     print("\n".join(fault_lines(faults, recovered, found, started)), end="\n\n")
     print("\n".join(throughput(timeline, faults, started, ended)), end="\n\n")
     print("\n".join(ledger_lines(found, started)))
-    if found.lost:
+    unattributed = len(found.duplicates) - found.attributed
+    if found.lost or unattributed:
         print("\n".join(diagnosis(engine, workdir, started)))
     print(last_line(len(faults), found, recovered), flush=True)
-    unattributed = len(found.duplicates) - found.attributed
     return 1 if found.lost or unattributed else 0
 
 

@@ -1,6 +1,7 @@
 """The CI slice of the chaos harness: ``bench/chaos.py --seconds 60`` in a subprocess, the same
 code as the ten-minute run. Three pods, the emulators, a PostgreSQL cluster of its own, and at
-least one fault of every kind; nothing may be lost and every duplicate must be attributed."""
+least one fault of every kind (a pause of a pod and one of the database among them); nothing may
+be lost, every published tick has its row, and every duplicate must be attributed."""
 
 from __future__ import annotations
 
@@ -26,7 +27,9 @@ LAST_LINE = re.compile(
     r"\((?P<attributed>\d+) attributed\), recovery p50 (?P<p50>[\d.]+) s max (?P<max>[\d.]+) s"
 )
 TIMEOUT_SECONDS = 240
-KINDS = ("kill", "pg-restart", "db-cut", "target-fail", "target-stall", "smtp-fail", "smtp-stall")
+KINDS = ("kill", "pod-pause", "pg-restart", "db-cut", "db-pause", "target-fail", "target-stall",
+         "smtp-fail", "smtp-stall")  # fmt: skip
+TICKS = re.compile(r"ticks: published (?P<published>\d+), rows \d+ .*, 0 without a row")
 
 
 def missing() -> str:
@@ -79,3 +82,5 @@ def test_a_minute_of_chaos_loses_nothing_and_explains_every_duplicate(tmp_path: 
     kinds = {name.split(" #")[0] for name in faults}
     assert set(KINDS) <= kinds <= {*KINDS, "worker-exit"}, report  # exits are observed, unplanned
     assert not [name for name in faults if "(failed:" in name], report
+    ticks = next(filter(None, map(TICKS.match, lines)), None)
+    assert ticks is not None and int(ticks["published"]) >= 30, report  # about one a second

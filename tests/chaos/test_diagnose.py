@@ -50,9 +50,20 @@ def test_the_unfinished_rows_a_waiting_session_and_the_pods_warnings_are_printed
     with pg_engine.begin() as connection:
         connection.execute(insert(inbox), [row("tick:sweep:a", "running", "pod/1/x"),
                                            row("tick:sweep:b", "done")])  # fmt: skip
-    warning = {"severity": "WARNING", "message": "recording results failed, retrying"}
+    at = "2026-12-03T08:42:54.123456Z"
+    warning = {"time": at, "severity": "WARNING", "message": "recording results failed, retrying"}
     local = {"severity": "WARNING", "message": "LOCAL MODE: push requests are NOT authenticated"}
-    (tmp_path / "pod-1.1.log").write_text(f"{json.dumps(local)}\n{json.dumps(warning)}\n")
+    timeout = {"time": at, "severity": "CRITICAL", "message": "WORKER TIMEOUT (pid:4242)"}
+    failed = {
+        "time": at,
+        "severity": "ERROR",
+        "message": "Exception on /push [POST]",
+        "exception": "Traceback (most recent call last):\n  ...\nFileNotFoundError: x.db",
+    }
+    info = {"time": at, "severity": "INFO", "message": "Booting worker with pid: 4243"}
+    entries = (local, warning, timeout, info, failed, failed)
+    lines = [json.dumps(entry) for entry in entries] + ['{"severity": "ERROR", "message": "cut']
+    (tmp_path / "pod-1.1.log").write_text("\n".join(lines) + "\n")
     with pg_engine.connect() as holder, pg_engine.connect() as waiter:
         holder.execute(text("SELECT 1 FROM inbox WHERE key = 'tick:sweep:a' FOR UPDATE"))
         blocked = threading.Thread(target=waiting_on, args=(waiter, "tick:sweep:a"))
@@ -65,4 +76,7 @@ def test_the_unfinished_rows_a_waiting_session_and_the_pods_warnings_are_printed
     assert "tick:sweep:a: running, attempts 1, claimed by pod/1/x" in report, report
     assert "created t=59.0 s" in report and "tick:sweep:b" not in report, report
     assert "active wait Lock/" in report and "FOR UPDATE" in report, report
-    assert "pod-1.1.log: 1 warnings" in report and "LOCAL MODE" not in report, report
+    assert "pod-1.1.log: 5 warnings or worse" in report and "LOCAL MODE" not in report, report
+    assert "  2 x ERROR Exception on /push [POST] | FileNotFoundError: x.db" in report, report
+    assert "    08:42:54.123 CRITICAL WORKER TIMEOUT (pid:4242)" in report, report
+    assert "Booting worker" not in report, report

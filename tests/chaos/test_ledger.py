@@ -3,23 +3,17 @@ explains a repeat, and how recovery is read from the effects' timeline."""
 
 from __future__ import annotations
 
-import json
-from datetime import UTC, datetime
-from pathlib import Path
-
-from sqlalchemy import create_engine
-
 from bench.chaos_faults import Fault
 from bench.chaos_ledger import JobRow, Records, account
 from bench.chaos_load import Published, Upload
 from bench.chaos_report import Timeline, recoveries
 from bench.chaos_sinks import Call
-from bench.chaos_watch import ExitWatcher
 
 MAIL = ["mail-0-0", "mail-0-1"]
 
 
 def records(*jobs: JobRow) -> Records:
+    events: dict[str, tuple[str, str, float | None]]
     events = {f"job:{job.key}": ("job", "done", 1.0) for job in jobs}
     return Records(list(jobs), events)
 
@@ -65,6 +59,9 @@ def test_a_repeat_is_attributed_only_to_a_fault_between_its_copies_that_explains
     assert attributed(Fault("pg-restart", "pg-restart #1", 2.0, 5.2)) == 1
     assert attributed(Fault("target-fail", "target-fail #1", 10.0, 12.0)) == 0  # not its sink
     assert attributed(Fault("smtp-stall", "smtp-stall #1", 10.0, 12.0)) == 1
+    assert attributed(Fault("pod-pause", "pod-pause #1", 8.0, 20.0, frozenset({1}))) == 1
+    assert attributed(Fault("pod-pause", "pod-pause #1", 8.0, 20.0, frozenset({2}))) == 0
+    assert attributed(Fault("db-pause", "db-pause #1", 8.0, 20.0)) == 1
 
 
 def test_a_repeated_call_of_a_done_key_is_a_duplicate() -> None:
@@ -98,22 +95,3 @@ def test_a_burst_before_a_fault_does_not_raise_the_rate_to_recover() -> None:
     timeline = Timeline(emails=sorted(steady + burst), calls=[], events=[])
     kill = Fault("kill", "kill #1", 30.0, 30.0, frozenset())
     assert recoveries([kill], timeline, Records([], {})) == [0.0]
-
-
-def test_a_worker_s_own_exit_in_a_pod_s_log_is_recorded_once_as_an_observed_fault(
-    tmp_path: Path,
-) -> None:
-    log = tmp_path / "pod-2.1.log"
-    exit_line = {"time": "2026-12-01T23:16:44.977510Z", "severity": "ERROR", "pid": 4242,
-                 "message": "a request outlived the ack deadline; the worker exits so it cannot "
-                 "run on"}  # fmt: skip
-    log.write_text('{"message": "LOCAL MODE"}\n' + json.dumps(exit_line) + "\n" + '{"time": ')
-    engine = create_engine(f"sqlite:///{tmp_path / 'empty.db'}")  # no jobs table: held unknown
-    seen: list[Fault] = []
-    watcher = ExitWatcher(tmp_path, engine, seen.append)
-    watcher.stop()  # one scan
-    watcher.stop()  # a second scan finds nothing new
-    assert [(f.kind, f.name, f.held_jobs) for f in seen] == [
-        ("worker-exit", "worker-exit #1 (pod-2, observed)", None)
-    ]
-    assert seen[0].start == datetime(2026, 12, 1, 23, 16, 44, 977510, UTC).timestamp()
