@@ -50,7 +50,8 @@ def test_a_dead_tick_replayed_runs_its_target_once_under_its_slot(
     env = target_env(database_url, target)
     clock = Clock(Clock()() - timedelta(hours=1))  # the ticks came an hour ago
     client = create_app(Service.of(Settings.from_env(env), engine), clock=clock).test_client()
-    target.replies = [Reply(422, b'{"error": "bad input"}'), Reply(200)]
+    refused = Reply(422, b'{"error": "bad input"}')
+    target.replies = [refused, Reply(200), refused, Reply(200)]
     dead = client.post("/push", json=tick_body(TASK, publish_time=clock.now)).get_json()
     assert dead["outcome"] == "dead" and "422" in dead["error"]
     clock.advance(PERIOD)  # the next slot completes: the dead one now precedes it
@@ -59,12 +60,16 @@ def test_a_dead_tick_replayed_runs_its_target_once_under_its_slot(
     )
     assert len(target.received) == 2
 
-    done = replay(env, dead["key"])
+    still_dead = replay(env, dead["key"])  # the target still refuses: said by the exit status
+    assert json.loads(still_dead.stdout)["outcome"] == "dead", still_dead.stdout
+    assert still_dead.returncode == 1
+    done = replay(env, dead["key"])  # fixed now
     assert done.returncode == 0, done.stdout + done.stderr
     assert json.loads(done.stdout)["outcome"] == "done", done.stdout
-    assert [call.headers["Idempotency-Key"] for call in target.received[2:]] == [f'"{dead["key"]}"']
+    key = f'"{dead["key"]}"'
+    assert [call.headers["Idempotency-Key"] for call in target.received[2:]] == [key, key]
     row = Inbox(engine).get(dead["key"])
     assert row is not None and row.status is Status.DONE
     again = replay(env, dead["key"])  # done is not replayable: the target is not called again
     assert again.returncode == 1 and "not dead, unroutable or failed" in again.stderr
-    assert len(target.received) == 3
+    assert len(target.received) == 4
