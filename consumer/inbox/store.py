@@ -163,10 +163,10 @@ class Inbox(Store):
 
     def lapsed(
         self, before: datetime, limit: int, *, connection: Connection | None = None
-    ) -> list[str]:
+    ) -> Sequence[str]:
         """Keys of ``running`` rows whose lease ran out before ``before``, longest lapsed first."""
         with self._read(connection) as conn:
-            return list(conn.execute(queries.lapsed(before, limit)).scalars())
+            return conn.execute(queries.lapsed(before, limit)).scalars().all()
 
     def bury(
         self, key: str, now: datetime, error: str, *, connection: Connection | None = None
