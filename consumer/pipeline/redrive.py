@@ -22,12 +22,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Sequence
 from datetime import timedelta
 
 from sqlalchemy import Engine
 
 from consumer.config.settings import Settings
-from consumer.errors import ConsumerError, NotReplayable
+from consumer.errors import ConsumerError, NotReplayable, Unavailable
 from consumer.inbox.model import Status
 from consumer.observe import metrics
 from consumer.pipeline.context import HandlerContext
@@ -39,7 +40,7 @@ from consumer.wire.timeutil import Clock
 
 log = logging.getLogger("consumer.redrive")
 BATCH = 100
-"""Keys read per run: a run that gets through them reads again, until its window closes."""
+"""Keys read at once: a run that gets through a full batch reads again, while its window is open."""
 NOT_RUN = frozenset({Kind.DUPLICATE, Kind.IN_PROGRESS, Kind.REJECTED, Kind.UNAVAILABLE})
 """Outcomes of a re-drive that claimed nothing: another delivery holds or finished the row."""
 _local = threading.local()
@@ -47,14 +48,22 @@ _local = threading.local()
 
 def redrive_in(context: HandlerContext, registry: Registry) -> int:
     """Re-drive the lapsed rows a handler's delivery has room for (the sweep's); how many ran.
-    None in a run that is itself re-driven (a sweep's row): the outer run goes on with them."""
+    None in a run that is itself re-driven (a sweep's row): the outer run goes on with them.
+    The first keys are read here, so a sweep with nothing to re-drive starts no thread."""
     settings = context.settings
     start_by = context.deadline - settings.handler_budget_seconds
     start_by += settings.inbox.safety_margin_seconds / 2
     if getattr(_local, "active", False) or time.monotonic() >= start_by:
         return 0
     redrive = Redrive(settings, context.engine, registry, context.clock, start_by)
-    thread = threading.Thread(target=redrive.run, name="inbox-redrive", daemon=True)
+    try:
+        keys = redrive.lapsed()
+    except Unavailable as exc:  # the sweep's own work meets the fault, or not: its call
+        log.warning("the re-drive could not read the inbox: %s", exc.message)
+        return 0
+    if not keys:
+        return 0
+    thread = threading.Thread(target=redrive.run, args=(keys,), name="inbox-redrive", daemon=True)
     thread.start()
     thread.join(max(context.remaining(), 0.0))
     return redrive.ran
@@ -70,27 +79,31 @@ class Redrive:
         self.start_by = start_by
         self.ran = 0
 
-    def run(self) -> None:
-        """On the run's own thread; a fault ends the run (the next sweep tries again)."""
+    def lapsed(self) -> Sequence[str]:
+        """A batch of keys of rows lapsed longer than the setting, longest lapsed first."""
+        after = timedelta(seconds=self.dispatcher.settings.inbox.redrive_after)
+        return self.dispatcher.inbox.lapsed(self.dispatcher.clock() - after, BATCH)
+
+    def run(self, keys: Sequence[str] | None = None) -> None:
+        """On the run's own thread, from ``keys`` (default: read them) batch after batch while
+        the window is open; a fault ends the run (the next sweep tries again)."""
         _local.active = True
         try:
-            while time.monotonic() < self.start_by and self._batch():
-                pass
+            keys = self.lapsed() if keys is None else keys
+            while self._through(keys) and len(keys) == BATCH:
+                keys = self.lapsed()
         except ConsumerError as exc:
             log.warning("the re-drive stopped: %s", exc.message)
         except Exception:
             log.exception("the re-drive failed")
 
-    def _batch(self) -> bool:
-        """One batch of lapsed keys; ``False`` when it was the last (short, or the window shut)."""
-        inbox, settings = self.dispatcher.inbox, self.dispatcher.settings
-        before = self.dispatcher.clock() - timedelta(seconds=settings.inbox.redrive_after)
-        keys = inbox.lapsed(before, BATCH)
+    def _through(self, keys: Sequence[str]) -> bool:
+        """Each key in turn; ``False`` if the window shut first."""
         for key in keys:
             if time.monotonic() >= self.start_by:
                 return False
             self.ran += self.one(key)
-        return len(keys) == BATCH
+        return True
 
     def one(self, key: str) -> bool:
         """Run ``key``'s stored message again; whether this run claimed it (and counted it).
