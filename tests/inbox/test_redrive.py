@@ -19,7 +19,8 @@ from consumer.http.app import create_app
 from consumer.inbox.model import Status
 from consumer.inbox.store import Inbox
 from consumer.pipeline.dispatch import Dispatcher
-from consumer.pipeline.redrive import Redrive
+from consumer.pipeline.redrive import Redrive, redrive_in
+from consumer.pipeline.running import context_for
 from consumer.service import Service
 from consumer.wire.envelope import parse_push
 from consumer.wire.envelopes_out import storage_body, tick_body
@@ -47,9 +48,9 @@ def left_running(service: Service, clock: Clock, body: dict[str, Any], key: str 
     return key
 
 
-def slow(body: dict[str, Any]) -> dict[str, Any]:
-    """The effect sleeps a little first: the racing re-drives overlap on it."""
-    body["message"].setdefault("attributes", {})["sleep"] = "0.01"
+def slow(body: dict[str, Any], seconds: float = 0.01) -> dict[str, Any]:
+    """The effect sleeps first (racing re-drives overlap on it)."""
+    body["message"].setdefault("attributes", {})["sleep"] = str(seconds)
     return body
 
 
@@ -170,3 +171,23 @@ def race(service: Service, clock: Clock, threads: int) -> list[Redrive]:
     for worker in workers:
         worker.join(120)
     return runs
+
+
+def test_a_run_starts_rows_only_while_its_window_is_open(
+    service: Service, engine: Engine, clock: Clock
+) -> None:
+    """Each re-driven row has a handler budget of its own: rows start only early in the sweep's
+    delivery, so they end before its ack deadline; the rest wait for the next sweep."""
+    keys = [left_running(service, clock, slow(storage_body("b", f"{n}.csv", "1"), 0.3))
+            for n in range(5)]  # fmt: skip
+    clock.advance(AFTER + 60)
+    settings, registry = service.settings, service.registry
+    late = context_for(
+        settings, engine, "tick:sweep:x", 1, budget=settings.handler_budget_seconds - 6
+    )
+    assert redrive_in(late, registry) == 0  # a sweep past the first half of its safety margin
+    redrive = Redrive(settings, engine, registry, clock, time.monotonic() + 0.5)
+    redrive.run()
+    assert 1 <= redrive.ran <= 2
+    statuses = [row.status for key in keys if (row := Inbox(engine).get(key)) is not None]
+    assert statuses.count(Status.RUNNING) == len(keys) - redrive.ran
