@@ -35,6 +35,7 @@ from consumer.inbox.store import Inbox
 from consumer.service import compose, compose_registry
 from consumer.sources.replay import replay
 from consumer.wire import envelopes_out
+from consumer.wire.outcomes import Kind
 
 TIMEOUT_SECONDS = 30
 
@@ -250,10 +251,11 @@ def inbox_show(cli: CliContext, key: str) -> None:
 @click.argument("key")
 @pass_cli
 def inbox_replay(cli: CliContext, key: str) -> None:
-    """Run a dead, unroutable or failed event again, in this process, with fresh attempts."""
+    """Run a dead, unroutable or failed event again, in this process, with fresh attempts (a
+    tick under its own slot); exit 1 unless it ends done."""
     outcome = replay(cli.service, key)
     click.echo(json.dumps(outcome.body(), default=str))
-    if outcome.http_status != 200:
+    if outcome.kind is not Kind.DONE:
         sys.exit(1)
 
 

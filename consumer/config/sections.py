@@ -105,13 +105,28 @@ class InboxSettings(Section):
         7 * DAY, convert=whole, within=(60, 3650 * DAY), env="INBOX_RETENTION_SECONDS"
     )
     """``cleanup`` purges finished inbox rows older than this (their keys can then recur)."""
+    redrive_after_seconds: int = setting(
+        0, convert=whole, within=(0, 30 * DAY), env="INBOX_REDRIVE_AFTER_SECONDS"
+    )
+    """A ``running`` row whose lease ran out this long ago, and that no redelivery took over, is
+    run again by the sweep from its stored message; 0: two ack deadlines."""
+
+    @property
+    def redrive_after(self) -> int:
+        """``redrive_after_seconds``, its default resolved."""
+        return self.redrive_after_seconds or 2 * self.ack_deadline_seconds
 
     def checks(self) -> list[Rule]:
         return [
             (
                 self.safety_margin_seconds < self.ack_deadline_seconds,
                 "CONSUMER_SAFETY_MARGIN_SECONDS must be below the ack deadline",
-            )
+            ),
+            (
+                self.redrive_after >= self.ack_deadline_seconds,
+                "CONSUMER_INBOX_REDRIVE_AFTER_SECONDS must be 0 or at least the ack deadline "
+                "(a redelivery comes first)",
+            ),
         ]
 
 

@@ -150,6 +150,30 @@ def rearmed(key: str, now: datetime) -> Update:
     )
 
 
+def lapsed(before: datetime, limit: int) -> Select[Any]:
+    """Keys of ``running`` rows whose lease ran out before ``before``, the longest lapsed first:
+    a delivery died and no redelivery took its row over (the re-drive)."""
+    return (
+        select(inbox.c.key)
+        .where(inbox.c.status == Status.RUNNING, inbox.c.lease_until < before)
+        .order_by(inbox.c.lease_until)
+        .limit(limit)
+    )
+
+
+def buried(key: str, now: datetime, error: str) -> Update:
+    """A ``running`` row whose lease ran out, recorded ``dead`` with ``error`` and the attempt it
+    was; guarded like a claim's take-over, so a delivery that took the row over keeps it."""
+    return (
+        update(inbox)
+        .where(inbox.c.key == key, inbox.c.status == Status.RUNNING, inbox.c.lease_until < now)
+        .values(
+            status=Status.DEAD, error=error, attempts=inbox.c.attempts + 1, lease_until=null(),
+            updated_at=now, finished_at=now,
+        )
+    )  # fmt: skip
+
+
 def purged(finished_before: datetime, limit: int | None) -> Delete:
     """Finished rows, failed rows nobody retried and expired running rows, older than
     ``finished_before``; at most ``limit`` of them."""

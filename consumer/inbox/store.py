@@ -161,6 +161,21 @@ class Inbox(Store):
         with self._write(connection) as conn:
             return conn.execute(queries.rearmed(key, now)).rowcount == 1
 
+    def lapsed(
+        self, before: datetime, limit: int, *, connection: Connection | None = None
+    ) -> Sequence[str]:
+        """Keys of ``running`` rows whose lease ran out before ``before``, longest lapsed first."""
+        with self._read(connection) as conn:
+            return conn.execute(queries.lapsed(before, limit)).scalars().all()
+
+    def bury(
+        self, key: str, now: datetime, error: str, *, connection: Connection | None = None
+    ) -> bool:
+        """Record a lapsed ``running`` row ``dead`` (its message can no longer run); ``False``
+        if a delivery took it over first."""
+        with self._write(connection) as conn:
+            return conn.execute(queries.buried(key, now, error)).rowcount == 1
+
     def purge(
         self,
         finished_before: datetime,

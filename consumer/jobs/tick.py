@@ -5,7 +5,10 @@ A sweep that stops on its budget with jobs still due hands the backlog on as con
 fans out
 up to ``CONSUMER_CONTINUATION_FANOUT`` of them (as many as the backlog needs at this sweep's
 pace), and each continuation's sweep publishes one more while work is left, so at most that many
-chains drain a tick's backlog in parallel on whichever pods receive them."""
+chains drain a tick's backlog in parallel on whichever pods receive them.
+
+Each sweep first re-drives the inbox rows a dead delivery left ``running`` and nobody redelivered
+(``consumer.pipeline.redrive``): the sweep's tick is what brings it, so no pod polls for them."""
 
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ from consumer.jobs.limits import configured
 from consumer.jobs.sweep import Sweeper, SweepSummary
 from consumer.pipeline import continuation
 from consumer.pipeline.context import HandlerContext
+from consumer.pipeline.redrive import redrive_in
 from consumer.pipeline.registry import Registry
 from consumer.wire.events import TickEvent
 
@@ -31,6 +35,7 @@ def register(registry: Registry) -> None:
     def sweep(context: HandlerContext, event: TickEvent) -> dict[str, Any]:
         """The same sweep for a tick, a continuation and ``consumer sweep --once``."""
         settings = context.settings
+        redriven = redrive_in(context, registry)
         reserve = continuation.publish_reserve(settings.jobs.continuation_topic)
         limits = configured(registry, settings)
         sweeper = Sweeper(settings, context.engine, registry.job_kinds, context.clock, limits,
@@ -40,7 +45,10 @@ def register(registry: Registry) -> None:
         published = continuation.publish(
             settings.jobs.continuation_topic, {"task": event.task}, count, context.remaining()
         )
-        return {"task": event.task, **summary.as_dict(), "continuations": len(published)}
+        return {
+            "task": event.task, **summary.as_dict(), "continuations": len(published),
+            "redriven": redriven,
+        }  # fmt: skip
 
     registry.tick("sweep", period_seconds=SWEEP_PERIOD_SECONDS)(sweep)
 

@@ -95,6 +95,12 @@ WARM_TARGETS = Counter(
     "Cache-warming targets, by warmer and result (ok, failed, not_reached)",
     ["warmer", "result"],
 )
+REDRIVES = Counter(
+    "consumer_inbox_redrives_total",
+    "Running inbox rows nobody redelivered, run again by the service from their stored message, "
+    "by route",
+    ["route"],
+)
 CERT_FETCH_FAILURES = Counter(
     "consumer_oidc_cert_fetch_failures_total",
     "Failed fetches of Google's OIDC signing certificates (a push fails if no copy is cached)",
@@ -169,6 +175,10 @@ def warm_run(report: Any) -> None:
     WARM_TARGETS.labels(report.warmer, "ok").inc(report.ok)
     WARM_TARGETS.labels(report.warmer, "failed").inc(len(report.failed))
     WARM_TARGETS.labels(report.warmer, "not_reached").inc(len(report.not_reached))
+
+
+def redriven(route: str) -> None:
+    REDRIVES.labels(route).inc()
 
 
 def cert_fetch_failed() -> None:

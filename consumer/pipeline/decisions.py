@@ -24,6 +24,8 @@ class Source(StrEnum):
     """``POST /ticks/<task>``: a tick from a scheduler that calls HTTP (``consumer.http.ticks``)."""
     PULL = "pull"
     REPLAY = "replay"
+    REDRIVE = "redrive"
+    """The service's run of a stored message nobody redelivered (``consumer.pipeline.redrive``)."""
     CLI = "cli"
     """A manual run from the command line (``consumer sweep --once``)."""
 

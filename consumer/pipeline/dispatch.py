@@ -442,9 +442,16 @@ class Dispatcher:
         tolerance = self.settings.ticks.future_tolerance_seconds
         return schedule.future_reason(event.slot, self.clock(), tolerance)
 
+    coalesces = True
+    """Whether ticks from a backlog are coalesced (``_stale_reason``); a rerun's dispatcher
+    (``consumer.pipeline.rerun``: an operator's replay, the service's re-drive) runs the slot it
+    is given, which was claimed while it was current and never ran to its end."""
+
     def _stale_reason(self, inbox: Inbox, event: Event) -> str:
         """Ticks from a backlog are coalesced: only the current slots run."""
-        if not isinstance(event, TickEvent) or event.continuation or event.run_now:
+        if not self.coalesces or not isinstance(event, TickEvent):
+            return ""
+        if event.continuation or event.run_now:
             return ""  # a continuation carries on a run that was current; a run now is now
         max_age = self.settings.ticks.max_age_periods
         if old := schedule.stale_reason(event.schedule, event.slot, self.clock(), max_age):

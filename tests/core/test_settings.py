@@ -89,6 +89,7 @@ VARIABLES += ["TICK_HOOK_TOLERANCE_SECONDS"]  # new with POST /ticks: no older n
 VARIABLES += ["TRACES_EXPORTER", "TRACES_ENDPOINT", "TRACES_SAMPLE_PERCENT"]  # OpenTelemetry
 VARIABLES += ["TRACES_PROJECT"]  # new with the Cloud Trace exporter
 VARIABLES += ["TICK_POLICIES"]  # new with the tick tasks' overlap and catch-up policies
+VARIABLES += ["INBOX_REDRIVE_AFTER_SECONDS"]  # new with the re-drive of rows nobody redelivered
 VARIABLES += ["SWEEP_FLUSH_MS", "INBOX_LEASE_SECONDS"]  # new with the one-effect crash bound
 VARIABLES += ["JOB_LIMITS"]  # new with flow control (docs/flow-control.md)
 

@@ -49,6 +49,7 @@ SLOT = "consumer_tick_last_slot_timestamp_seconds"
 DEAD_JOBS = 'consumer_job_results_total{kind="%s",result="dead",instance="%s"}'
 DONE_JOBS = 'consumer_job_results_total{kind="record",result="done",instance="pod-a"}'
 INBOX = 'consumer_inbox_rows{route="%s",status="%s"}'
+REDRIVES = 'consumer_inbox_redrives_total{route="%s",instance="%s"}'
 DURATION = "$value | humanizeDuration"
 PERCENT = "$value | humanizePercentage"
 
@@ -156,6 +157,27 @@ CASES: dict[str, tuple[Case, Case]] = {
                 (INBOX % ("storage", "dead"), "3x44"),
                 (INBOX % ("tick", "dead"), "1 2x43"),
                 (INBOX % ("storage", "failed"), "0+1x44"),
+            ],
+            "40m",
+        ),
+    ),
+    "ConsumerInboxRedrives": (
+        # A pod re-drove a row of route tick 5 minutes ago; another pod's first re-drive of route
+        # storage creates its series at 1.
+        fire(
+            [
+                (REDRIVES % ("tick", "pod-a"), "0x34 1x5"),
+                (REDRIVES % ("storage", "pod-b"), "_x34 1x5"),
+            ],
+            "39m",
+            {"route": "storage"},
+            {"route": "tick"},
+        ),
+        # Re-drives 38 minutes ago and none since.
+        silent(
+            [
+                (REDRIVES % ("tick", "pod-a"), "0 2x44"),
+                (REDRIVES % ("storage", "pod-b"), "_ 1x43"),
             ],
             "40m",
         ),
