@@ -68,7 +68,9 @@ def create_app(
     views = {
         Handler.HEALTHZ: lambda: jsonify(status="ok"),
         Handler.READYZ: _ready_view(engine),
-        Handler.METRICS: _metrics_view(metrics_state.collector_for(engine, service.registry, clock)),
+        Handler.METRICS: _metrics_view(
+            metrics_state.collector_for(engine, service.registry, clock)
+        ),
         Handler.OPENAPI: openapi.view,
     }
     for route in routes.PROBES:  # the deliveries are the door's (consumer.http.deliveries)

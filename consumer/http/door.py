@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
 
@@ -79,9 +79,9 @@ class GatedWsgi:
         view = RequestView.of_environ(environ)
         try:
             admission = self.gate.admit(view)
-            if admission.route is not None and view.chunked():
-                if "wsgi.input_terminated" not in environ:
-                    raise LengthRequired("this server cannot read a chunked body: send its length")
+            undelimited = view.chunked() and "wsgi.input_terminated" not in environ
+            if admission.route is not None and undelimited:
+                raise LengthRequired("this server cannot read a chunked body: send its length")
         except ConsumerError as error:
             with logs.trace_of_environ(environ):  # the decision line carries the request's trace
                 return refusal(self.gate, view, error, started)

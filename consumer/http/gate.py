@@ -28,7 +28,6 @@ The refusal of a delivery (a push, a hook, a tick) is that delivery's one decisi
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any

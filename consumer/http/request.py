@@ -4,6 +4,8 @@ Every check reads this view, so no two layers can read a request differently (on
 ``Authorization`` header, another the comma-joined pair):
 
 - the method upper-cased (``post`` is ``POST``: Werkzeug routes it so, so the checks must too);
+- leading slashes of the path collapsed to one (``//push`` is ``/push``), as Python's
+  ``http.server`` (wsgiref, Werkzeug's server) does before the app sees it and gunicorn does not;
 - header names lower-cased, a repeated header joined with ``,`` (RFC 9110), as every WSGI server
   does already, so the view is the same however the request was served;
 - the headers authentication reads are single-valued: a comma in one (a second copy, or junk no
@@ -45,7 +47,7 @@ class RequestView:
             name, value = raw_name.decode("latin-1").lower(), raw_value.decode("latin-1").strip()
             headers[name] = f"{headers[name]},{value}" if name in headers else value
         query = scope.get("query_string", b"").decode("latin-1")
-        return cls(scope["method"].upper(), scope["path"], query, headers)
+        return cls(scope["method"].upper(), _path(scope["path"]), query, headers)
 
     @classmethod
     def of_environ(cls, environ: Mapping[str, Any]) -> RequestView:
@@ -58,7 +60,8 @@ class RequestView:
             if environ.get(key):
                 headers[key.replace("_", "-").lower()] = environ[key]
         method = str(environ.get("REQUEST_METHOD", "")).upper()
-        return cls(method, environ.get("PATH_INFO", ""), environ.get("QUERY_STRING", ""), headers)
+        path = _path(environ.get("PATH_INFO", ""))
+        return cls(method, path, environ.get("QUERY_STRING", ""), headers)
 
     def header(self, name: str) -> str:
         """The value of ``name`` (lower-case), stripped; "" when absent."""
@@ -77,3 +80,7 @@ class RequestView:
         for name, value in parse_qsl(self.query, keep_blank_values=True):
             values.setdefault(name, value)
         return values
+
+
+def _path(path: str) -> str:
+    return "/" + path.lstrip("/") if path.startswith("//") else path

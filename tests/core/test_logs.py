@@ -14,8 +14,8 @@ from sqlalchemy import Engine
 
 from consumer.config.settings import Settings
 from consumer.http.app import create_app
-from consumer.observe import tracing
 from consumer.http.routes import access_patterns
+from consumer.observe import tracing
 from consumer.observe.logs import JsonFormatter, SkipDecidedRequests, TextFormatter, resolve_format
 from consumer.observe.tracing import Trace
 from consumer.service import Service

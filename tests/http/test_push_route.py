@@ -107,7 +107,9 @@ def chunked(body: bytes) -> Send:
     )  # fmt: skip
 
 
-def test_the_plain_and_the_embedded_app_answer_every_push_alike(pair: tuple[Served, Served]) -> None:
+def test_the_plain_and_the_embedded_app_answer_every_push_alike(
+    pair: tuple[Served, Served],
+) -> None:
     served, flask = pair
     _, first_body, _ = load_case(CASES[0])
     wrapped = json.loads(first_body) if first_body.startswith(b"{") else None
