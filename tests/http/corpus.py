@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 
 from consumer.deploy.signature import sign
 from consumer.wire.envelopes_out import wrapped_body
-from tests.auth.tokens import AUDIENCE, ACCOUNT, SigningKey, claims, unsigned
+from tests.auth.tokens import ACCOUNT, AUDIENCE, SigningKey, claims, unsigned
 
 TICK_SECRET = "tick-secret-0123456789"
 HOOK_SECRET = "hook-secret-0123456789"
@@ -295,4 +295,4 @@ def controls(kit: Kit) -> list[Probe]:
     ]  # fmt: skip
 
 
-__all__ = ["ACCOUNT", "AUDIENCE", "Probe", "Kit", "hostile", "controls"]
+__all__ = ["ACCOUNT", "AUDIENCE", "Kit", "Probe", "controls", "hostile"]

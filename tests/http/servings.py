@@ -139,7 +139,9 @@ def parse(response: bytes) -> Answer:
     if not lines[0]:
         return Answer(0, b"(no answer)")
     status = int(lines[0].split()[1])
-    headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(b":") for line in lines[1:])}
+    headers = {
+        k.strip().lower(): v.strip() for k, _, v in (line.partition(b":") for line in lines[1:])
+    }
     if b"chunked" in headers.get(b"transfer-encoding", b"").lower():
         body = dechunk(body)
     return Answer(status, body)

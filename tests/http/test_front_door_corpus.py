@@ -20,7 +20,14 @@ import pytest
 from tests.auth.tokens import ACCOUNT, AUDIENCE, CertsServer, SigningKey
 from tests.conftest import PG_ADMIN_DSN, Server, migrated_postgres_database
 from tests.http.corpus import (
-    HOOK_SECRET, SCHEDULER, TICK_AUDIENCE, TICK_SECRET, Kit, Probe, controls, hostile,
+    HOOK_SECRET,
+    SCHEDULER,
+    TICK_AUDIENCE,
+    TICK_SECRET,
+    Kit,
+    Probe,
+    controls,
+    hostile,
 )  # fmt: skip
 from tests.http.servings import SERVINGS, Answer, Serving, servings
 from tests.targets.servers import PyTarget
