@@ -47,7 +47,8 @@ class Probe:
 
     def raw(self, prefix: str) -> bytes:
         lines = [f"{self.method} {self.target(prefix)} HTTP/1.1", "Host: 127.0.0.1",
-                 "Connection: close", *(f"{name}: {value}" for name, value in self.headers)]  # fmt: skip
+                 "Connection: close"]  # fmt: skip
+        lines += [f"{name}: {value}" for name, value in self.headers]
         if self.chunked:
             lines.append("Transfer-Encoding: chunked")
             pieces = [self.body[i : i + 16384] for i in range(0, len(self.body), 16384)]
@@ -180,7 +181,8 @@ def forged_slots(kit: Kit) -> list[Probe]:
     body = tick_body("sweep")
     future = kit.now + 7 * 24 * 3600
     return [
-        Probe(cls, "schedule time, no token", "POST", "/ticks/sweep", (kit.schedule(future),), body),
+        Probe(cls, "schedule time, no token", "POST", "/ticks/sweep", (kit.schedule(future),),
+              body),
         Probe(cls, "signed by a wrong secret", "POST", "/ticks/sweep",
               kit.signed("not-the-secret-0123456789", body), body),
         Probe(cls, "a future timestamp, wrong secret", "POST", "/ticks/sweep",
@@ -236,8 +238,8 @@ def bad_tokens(kit: Kit) -> list[Probe]:
         value = token if token.startswith("Basic") else f"Bearer {token}"
         probes.append(Probe(cls, f"push: {name}", "POST", "/push",
                             (("Authorization", value), *JSON), push_body()))  # fmt: skip
-        probes.append(Probe(cls, f"tick: {name}", "POST", "/ticks/sweep",
-                            (("Authorization", value), kit.schedule()), tick_body("sweep")))  # fmt: skip
+        tick = (("Authorization", value), kit.schedule())
+        probes.append(Probe(cls, f"tick: {name}", "POST", "/ticks/sweep", tick, tick_body("sweep")))
     return probes
 
 

@@ -56,11 +56,12 @@ class Serving:
         """Rows per table: what a refused request must leave as it found it."""
         with self.engine.connect() as connection:
             names = inspect(connection).get_table_names()
+            count = lambda name: select(func.count()).select_from(table(name))  # noqa: E731
             return {
-                name: int(connection.execute(select(func.count()).select_from(table(name))).scalar_one())
+                name: int(connection.execute(count(name)).scalar_one())
                 for name in names
                 if name != "alembic_version"
-            }  # fmt: skip
+            }
 
 
 class QuietWsgiref(WSGIRequestHandler):
@@ -101,7 +102,9 @@ def servings(
             prefixes = ("", "", "", PREFIX)
             yield {
                 name: Serving(name, port, prefix, engine)
-                for name, port, prefix, engine in zip(SERVINGS, ports, prefixes, engines)
+                for name, port, prefix, engine in zip(
+                    SERVINGS, ports, prefixes, engines, strict=True
+                )
             }
     finally:
         for engine in engines:

@@ -27,7 +27,10 @@ from tests.http.conftest import SCHEDULER, SECRET, TICK_AUDIENCE
 
 TOKEN = "push-token-0123456789abcdef"
 HOOK_SECRET = "hook-secret-0123456789abcdef"
-JUNK_SIGNED = [(b"x-consumer-timestamp", b"1700000000"), (b"x-consumer-signature", b"v1=" + b"ab" * 32)]  # fmt: skip
+JUNK_SIGNED = [
+    (b"x-consumer-timestamp", b"1700000000"),
+    (b"x-consumer-signature", b"v1=" + b"ab" * 32),
+]
 TASKS = ("sweep", "cleanup", "invented-task")
 
 
@@ -148,7 +151,8 @@ def test_a_chunked_unauthenticated_body_is_cut_off_at_the_routes_limit(
     monkeypatch.setattr(bridge_module, "large_body_slot", recorded)
     app, engine = served
     feed = Feed(4 * 1024 * 1024)
-    status, answer = through_bridge(app, "POST", path, [*JUNK_SIGNED, (b"transfer-encoding", b"chunked")], feed)  # fmt: skip
+    headers = [*JUNK_SIGNED, (b"transfer-encoding", b"chunked")]
+    status, answer = through_bridge(app, "POST", path, headers, feed)
     assert (status, answer["outcome"]) == (413, "rejected")
     assert feed.taken <= 64 * 1024 + 16384
     assert taken == []

@@ -37,7 +37,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
 def env_of(certs: str, target: str) -> Callable[[str], dict[str, str]]:
     billing = {"name": "billing", "url": f"{target}/tick", "auth": {"type": "none"},
-               "serves": {"tick": "billing", "period_seconds": 60}, "timeout_seconds": 1}  # fmt: skip
+               "serves": {"tick": "billing", "period_seconds": 60},
+               "timeout_seconds": 1}  # fmt: skip
 
     def env(database_url: str) -> dict[str, str]:
         return {
