@@ -256,7 +256,7 @@ PHASES = (
     ("consumer.db.prepared", "Prepared.rowcount", "the finish statement"),
     ("consumer.pipeline.dispatch", "Dispatcher._handle", "claim, handler, finish"),
     ("consumer.pipeline.dispatch", "Dispatcher.dispatch", "the whole decision"),
-    ("consumer.http.door", "GatedWsgi.__call__", "the request inside the front door"),
+    ("consumer.http.door", "GatedWsgi.__call__", "the request in the door"),
     ("consumer.http.door", "answer", "the JSON answer"),
 )
 """(module, attribute, label) of what ``--phases`` times."""

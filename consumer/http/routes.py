@@ -27,7 +27,7 @@ SERVER_LIMIT = -1
 
 
 class Auth(StrEnum):
-    """How a row's caller proves who it is (``consumer.http.admit``)."""
+    """How a row's caller proves who it is (checked by ``consumer.http.gate``)."""
 
     PUSH = "push"  # OIDC token from Pub/Sub, the legacy ?token=, or nothing in local mode
     HOOK = "hook"  # HMAC signature over the body (X-Consumer-Timestamp / X-Consumer-Signature)
