@@ -256,8 +256,8 @@ PHASES = (
     ("consumer.db.prepared", "Prepared.rowcount", "the finish statement"),
     ("consumer.pipeline.dispatch", "Dispatcher._handle", "claim, handler, finish"),
     ("consumer.pipeline.dispatch", "Dispatcher.dispatch", "the whole decision"),
-    ("consumer.http.gate", "GatedWsgi.__call__", "the request inside the gate"),
-    ("consumer.http.app", "respond", "the JSON answer"),
+    ("consumer.http.door", "GatedWsgi.__call__", "the request in the door"),
+    ("consumer.http.door", "answer", "the JSON answer"),
 )
 """(module, attribute, label) of what ``--phases`` times."""
 

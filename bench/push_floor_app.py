@@ -10,8 +10,8 @@ which must not queue on one connection). Served by gunicorn exactly like the rea
   ratio to ``app()`` is the ceiling of the consumer's, whatever the Python around them costs;
 - ``bench.push_floor_app:two_writes_wsgi()``: the same two writes answered by WSGI middleware in
   front of Flask (the JSON parsed and written by hand, no request context, no ``Response``), as
-  the consumer serves ``/push`` (``consumer.http.push_route``): the floor that framework
-  savings cannot beat;
+  the consumer serves ``/push`` (``consumer.http.deliveries``, behind the front door): the floor
+  that framework savings cannot beat;
 - ``bench.push_floor_app:one_commit()``: the same two statements in one transaction (``BEGIN``,
   claim, outcome, ``COMMIT``), as a one-commit handler writes them: one WAL flush, two more round
   trips. The ceiling of the consumer's one-commit push.

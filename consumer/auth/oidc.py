@@ -75,11 +75,16 @@ class OidcAuthenticator:
         )
 
     def __call__(self, headers: Mapping[str, str], query: Mapping[str, str]) -> None:
+        self.identity(headers)
+
+    def identity(self, headers: Mapping[str, str]) -> str:
+        """The verified, allowed account the token names; ``Unauthorized``/``Forbidden``."""
         claims = self.claims_of(headers)
         email = str(claims.get("email", "")).lower()
         if email not in self.accounts:
             log.warning("push refused: account not allowed", extra={"email": email})
             raise Forbidden("this caller may not push here")
+        return email
 
     def claims_of(self, headers: Mapping[str, str]) -> Mapping[str, Any]:
         """The verified claims, or ``Unauthorized``. Any unexpected exception (a verifier bug a

@@ -15,4 +15,7 @@ _logging = or_exit(lambda: compose(os.environ, serves_push=False)).settings.logg
 
 accesslog = "-"
 access_log_format = logs.ACCESS_LOG_FORMAT
-logconfig_dict = logs.gunicorn_logconfig(_logging.level, _logging.format, _logging.project_id)
+_PROBES = {"routine": ["/healthz", "/readyz"]}  # the dashboard's own probes
+logconfig_dict = logs.gunicorn_logconfig(
+    _logging.level, _logging.format, _logging.project_id, _PROBES
+)

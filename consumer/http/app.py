@@ -1,34 +1,32 @@
-"""The Flask application: the route table, and the single mapping from errors to responses.
+"""The Flask application behind the front door, and the single mapping from errors to responses.
 
-The views read and parse; the dispatcher decides. What the request line and headers alone
-refuse (authentication included) is refused before any view by the header gate
-(``consumer.http.gate``), installed around the WSGI app here.
+Every request meets the front door first (``consumer.http.door``, installed around the WSGI app
+here): it matches the route table (``consumer.http.routes``), authenticates, and answers the
+deliveries itself (``consumer.http.deliveries``). Flask serves the probes and documents only.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any
 
-from flask import Blueprint, Flask, Response, jsonify, request
+from flask import Flask, Response, jsonify, request
 from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy import Engine
-from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
+from werkzeug.exceptions import HTTPException
 
 from consumer.auth.push import Authenticator, authenticator_for
 from consumer.config.settings import Settings
 from consumer.db.engine import unavailable_on_db_fault
 from consumer.db.migrate import require_schema_at_head
-from consumer.deploy.hook import HOOK_MAX_BYTES, parse_hook
-from consumer.deploy.signature import Verifier
-from consumer.errors import BodyTooLarge, ConsumerError
-from consumer.http import openapi, ticks
+from consumer.errors import ConsumerError
+from consumer.http import openapi, routes
 from consumer.http import state_metrics as metrics_state
-from consumer.http.gate import Gate, GatedWsgi
-from consumer.http.push_route import PushRoute, decide_push, read_body
-from consumer.observe import exporting, logs, metrics, spans
-from consumer.pipeline.decisions import Source
+from consumer.http.deliveries import Deliveries
+from consumer.http.door import GatedWsgi
+from consumer.http.gate import Gate
+from consumer.http.routes import Handler
+from consumer.observe import exporting, metrics, spans
 from consumer.pipeline.dispatch import Dispatcher
 from consumer.service import Service
 from consumer.wire.envelope import Limits
@@ -45,7 +43,7 @@ class BuiltWith:
     settings: Settings
     authenticate: Authenticator
     gated: GatedWsgi
-    """The app's WSGI callable: its header gate around the Flask app."""
+    """The app's WSGI callable: its front door around the Flask app."""
 
 
 def built_with(app: Flask) -> BuiltWith | None:
@@ -62,119 +60,27 @@ def create_app(
     settings, engine = service.settings, service.engine
     settings.validate()
     app = Flask("consumer")
-    # One byte over the limit: Werkzeug cuts a chunked body (no Content-Length) off at this size
-    # without an error, so reading one byte more is how a reader tells "at" from "over" (the
-    # hook's and the ticks' bodies; a push's is read by ``push_route.read_body`` alike).
-    app.config["MAX_CONTENT_LENGTH"] = settings.server.max_body_bytes + 1
     dispatcher = Dispatcher(settings, engine, service.registry, clock)
     authenticate = authenticate or authenticator_for(settings)
-    limits = Limits(
-        settings.inbox.max_attributes, settings.inbox.max_json_depth, settings.inbox.max_json_nodes
-    )
-    app.before_request(logs.bind_request)  # trace ids for this request's log lines
-    app.teardown_request(logs.unbind_request)
     exporting.configure(settings.tracing)
     if spans.enabled():  # off: not even a hook per request
         trace_requests(app)
-
-    add_deliveries(app, dispatcher, limits)
-    app.add_url_rule("/healthz", "healthz", lambda: jsonify(status="ok"))
-    app.add_url_rule("/readyz", "readyz", _ready_view(engine))
-    state = metrics_state.collector_for(engine, dispatcher.registry, clock)
-    app.add_url_rule("/metrics", "metrics", _metrics_view(state))
-    app.add_url_rule("/openapi.yaml", "openapi", openapi.view)
+    views = {
+        Handler.HEALTHZ: lambda: jsonify(status="ok"),
+        Handler.READYZ: _ready_view(engine),
+        Handler.METRICS: _metrics_view(
+            metrics_state.collector_for(engine, service.registry, clock)
+        ),
+        Handler.OPENAPI: openapi.view,
+    }
+    for route in routes.PROBES:  # the deliveries are the door's (consumer.http.deliveries)
+        app.add_url_rule(route.path, route.handler.value, views[route.handler])
     app.register_error_handler(HTTPException, json_http_error)
-    push = PushRoute(dispatcher, limits, app.json, app.wsgi_app)  # /push served before Flask
-    gated = GatedWsgi(Gate(settings, authenticate), push)
+    deliveries = Deliveries(dispatcher, limits_of(settings))
+    gated = GatedWsgi(Gate(settings, authenticate), app.wsgi_app, deliveries)
     app.wsgi_app = gated  # type: ignore[method-assign]
     app.extensions["consumer"] = BuiltWith(settings, authenticate, gated)
     return app
-
-
-def add_deliveries(
-    target: Flask | Blueprint,
-    dispatcher: Dispatcher,
-    limits: Limits,
-    *,
-    hook: bool = True,
-    tick: bool = True,
-) -> None:
-    """The delivery routes, the same views wherever they are mounted (here, or in another
-    team's app: ``consumer.http.embed``); ``/push`` always, the deploy hook and ``/ticks``
-    unless left out."""
-    target.add_url_rule("/push", "push", _push_view(dispatcher, limits), methods=["POST"])
-    if hook:
-        hook_view = _hook_view(dispatcher)
-        target.add_url_rule("/hooks/deploy", "deploy_hook", hook_view, methods=["POST"])
-    if tick:
-        target.add_url_rule("/ticks/<task>", "ticks", _ticks_view(dispatcher), methods=["POST"])
-
-
-def _push_view(dispatcher: Dispatcher, limits: Limits) -> Any:
-    """``POST /push`` (authenticated by the gate): read and parse; the dispatcher decides. The
-    view of an app that mounts the routes; ``create_app``'s own app answers a push before Flask,
-    alike (``consumer.http.push_route``)."""
-    max_body_bytes = dispatcher.settings.server.max_body_bytes
-
-    def push() -> Response:
-        started = time.monotonic()
-        read = lambda: read_body(request.environ, max_body_bytes)  # noqa: E731
-        return respond(decide_push(dispatcher, limits, dict(request.headers), read, started))
-
-    return push
-
-
-def _hook_view(dispatcher: Dispatcher) -> Any:
-    """``POST /hooks/deploy`` (its headers checked by the gate): verify the signature, which
-    covers the body, then parse; the dispatcher decides."""
-    settings = dispatcher.settings
-    verifier = Verifier(settings.deploy_hook.secrets, settings.deploy_hook.tolerance_seconds)
-
-    def deploy_hook() -> Response:
-        started = time.monotonic()
-        try:
-            body = _hook_body()
-            verifier.verify(dict(request.headers), body, dispatcher.clock().timestamp())
-            event = parse_hook(body, dispatcher.clock(), dispatcher.registry.period_of)
-        except ConsumerError as error:
-            return respond(dispatcher.refuse(Source.HOOK, error, started))
-        return respond(dispatcher.handle(event, Source.HOOK, started))
-
-    return deploy_hook
-
-
-def _ticks_view(dispatcher: Dispatcher) -> Any:
-    """``POST /ticks/<task>`` (its token or signature headers checked by the gate): verify a
-    signature, which covers the body, then build the tick; the dispatcher decides."""
-    settings = dispatcher.settings.tick_hook
-
-    def tick(task: str) -> Response:
-        started = time.monotonic()
-        try:
-            headers, body = dict(request.headers), _hook_body()
-            scheduled = ticks.slot_clock(settings, headers, body, dispatcher.clock())
-            message = ticks.tick_message(task, body, scheduled, headers)
-        except ConsumerError as error:
-            return respond(dispatcher.refuse(Source.TICKS, error, started))
-        return respond(dispatcher.dispatch(message, Source.TICKS, started))
-
-    return tick
-
-
-def _hook_body() -> bytes:
-    """The raw body, refused over ``HOOK_MAX_BYTES`` (an announcement is a few lines): a declared
-    size over it was refused by the gate; a chunked body is read only one byte past the limit,
-    not up to the push limit."""
-    chunks, size = [], 0
-    try:
-        while size <= HOOK_MAX_BYTES and (chunk := request.stream.read(HOOK_MAX_BYTES + 1 - size)):
-            chunks.append(chunk)
-            size += len(chunk)
-    except RequestEntityTooLarge:
-        raise BodyTooLarge() from None
-    if size > HOOK_MAX_BYTES:
-        raise BodyTooLarge(f"hook body is over {HOOK_MAX_BYTES} bytes")
-    return b"".join(chunks)
 
 
 _SPAN, _STATUS = "consumer.span", "consumer.status"
@@ -200,6 +106,11 @@ def _span_status(response: Response) -> Response:
 
 def _end_span(error: BaseException | None = None) -> None:
     spans.end_server(request.environ.pop(_SPAN, None), request.environ.get(_STATUS), error)
+
+
+def limits_of(settings: Settings) -> Limits:
+    inbox = settings.inbox
+    return Limits(inbox.max_attributes, inbox.max_json_depth, inbox.max_json_nodes)
 
 
 def respond(outcome: Outcome) -> Response:

@@ -2,13 +2,16 @@
 
 gunicorn's asyncio worker reads every connection on its event loop, so a client that dribbles
 its headers or body costs a few kilobytes of buffer, never a thread. This bridge buffers the
-whole body under a deadline (``body_timeout``: 408) and a size limit, then runs the Flask app on a
-small thread pool. Before a byte of the body is read, the header gate (``consumer.http.gate``)
-refuses what the headers alone condemn (an oversized ``Content-Length``, an unauthenticated push,
-a hook without its signature headers). Bodies over ``LARGE_BODY_BYTES`` take the server-wide slot
-(``consumer.http.large_slot``) for their read *and* their handling, so the memory spent on request
-bodies stays bounded however many clients send large ones (503 when it stays taken). Every
-refusal's status and body come from the outcome table (``consumer.wire.outcomes``).
+whole body under a deadline (``body_timeout``: 408) and its route's size limit, then runs the app
+on a small thread pool. Before a byte of the body is read, the front door (``consumer.http.gate``)
+admits the request from its one view (``consumer.http.request``): it refuses what the request line
+and headers condemn (no such route, a wrong method, an ambiguous or missing credential, an
+oversized ``Content-Length``) and fixes the route's limit, so a chunked body to ``/ticks/*`` or
+``/hooks/deploy`` is cut off at 64 KiB, not at the push limit. Only an admitted body that may be
+over ``LARGE_BODY_BYTES`` (a push) takes the server-wide slot (``consumer.http.large_slot``) for
+its read *and* its handling, so the memory spent on request bodies stays bounded however many
+clients send large ones (503 when it stays taken), and no unauthenticated request ever holds it.
+Every refusal's status and body come from the outcome table (``consumer.wire.outcomes``).
 
 The bridge also keeps the start time of every request in flight: the worker's watchdog
 (``consumer.http.worker``) ends a worker whose request outlived the ack deadline, as gunicorn's sync
@@ -19,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -28,9 +30,11 @@ from itertools import count
 from typing import Any
 
 from consumer.errors import BodyTimeout, BodyTooLarge, ConsumerError, Unavailable
+from consumer.http.door import Answer, refusal
 from consumer.http.environ import Scope, wsgi_environ
-from consumer.http.gate import Gate, WsgiApp, declared_size, scope_header
+from consumer.http.gate import ADMISSION, Admission, Gate, WsgiApp, declared_size
 from consumer.http.large_slot import SlotTimeout, large_body_slot
+from consumer.http.request import RequestView
 
 LARGE_BODY_BYTES = 1024 * 1024  # Pub/Sub's pushes are far below; a 14 MiB body is the outlier
 Receive = Callable[[], Any]
@@ -52,9 +56,9 @@ class BridgeLimits:
 class BufferedWsgi:
     """An ASGI application serving a WSGI one from a thread pool, whole requests only.
 
-    ``gate`` (``consumer.http.gate``) runs before any body is read; ``app`` is what it guards,
-    ungated (for an app ``create_app`` built, the callable inside its own gate): each request
-    meets the gate once."""
+    ``gate`` (``consumer.http.gate``) admits each request before any body is read; ``app`` is
+    called with the admission in the environ (``ADMISSION``), so the door in it
+    (``consumer.http.door``) does not admit the request again."""
 
     def __init__(self, app: WsgiApp, limits: BridgeLimits, gate: Gate) -> None:
         self._app = app
@@ -81,27 +85,27 @@ class BufferedWsgi:
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = time.monotonic()
+        view = RequestView.of_scope(scope)
         try:
-            await self._check_headers(scope)
+            admission = await self._admit(view)
             deadline = time.monotonic() + self.limits.body_timeout_seconds
-            if _is_small(scope, self.limits.max_body_bytes):
-                await self._serve(scope, await self._read(receive, deadline), send)
+            if _is_small(view, admission.limit):
+                body = await self._read(receive, deadline, admission.limit)
+                await self._serve(scope, admission, body, send)
                 return
             async with self._large_slot(deadline):
-                await self._serve(scope, await self._read(receive, deadline), send)
-        except ConsumerError as error:  # refused by the gate, or while the body was read
-            outcome = self.gate.refuse(scope["method"], scope["path"], error, started)
-            await send_json(send, outcome.http_status, outcome.body())
+                body = await self._read(receive, deadline, admission.limit)
+                await self._serve(scope, admission, body, send)
+        except ConsumerError as error:  # refused by the door, or while the body was read
+            await send_answer(send, refusal(self.gate, view, error, started))
         except Disconnected:
             return
 
-    async def _check_headers(self, scope: Scope) -> None:
-        """The gate, on a handler thread (verifying a token may fetch certificates), before any
+    async def _admit(self, view: RequestView) -> Admission:
+        """The door, on a handler thread (verifying a token may fetch certificates), before any
         body is read: raises what refuses the request."""
         loop = asyncio.get_running_loop()
-        error = await loop.run_in_executor(self._executor, self.gate.check_scope, scope)
-        if error is not None:
-            raise error
+        return await loop.run_in_executor(self._executor, self.gate.admit, view)
 
     @contextlib.asynccontextmanager
     async def _large_slot(self, deadline: float) -> AsyncIterator[None]:
@@ -112,9 +116,10 @@ class BufferedWsgi:
         except SlotTimeout:
             raise Unavailable("Busy with another large request; retry later.") from None
 
-    async def _serve(self, scope: Scope, body: bytes, send: Send) -> None:
+    async def _serve(self, scope: Scope, admission: Admission, body: bytes, send: Send) -> None:
         loop = asyncio.get_running_loop()
         environ = wsgi_environ(scope, body)
+        environ[ADMISSION] = admission
         status, headers, chunks = await loop.run_in_executor(self._executor, self._run, environ)
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": chunks})
@@ -128,22 +133,24 @@ class BufferedWsgi:
         finally:
             del self.in_flight[request]
 
-    async def _read(self, receive: Receive, deadline: float) -> bytes:
+    async def _read(self, receive: Receive, deadline: float, limit: int) -> bytes:
         remaining = max(0.0, deadline - time.monotonic())
         try:
-            return await asyncio.wait_for(_body(receive, self.limits.max_body_bytes), remaining)
+            return await asyncio.wait_for(_body(receive, limit), remaining)
         except TimeoutError:
             seconds = self.limits.body_timeout_seconds
             raise BodyTimeout(f"The request body did not arrive within {seconds:g} s.") from None
 
 
-def _is_small(scope: Scope, limit: int) -> bool:
-    """A body known to be small: a small Content-Length, or none and not chunked (no body).
-    (The gate has refused a Content-Length that is not a number or is over ``limit``.)"""
-    declared = declared_size(scope_header(scope, b"content-length"), limit)
+def _is_small(view: RequestView, limit: int) -> bool:
+    """A body known to be small: the route takes no large one, or a small Content-Length, or none
+    and not chunked (no body). (The door refused a Content-Length over ``limit``.)"""
+    if limit <= LARGE_BODY_BYTES:
+        return True
+    declared = declared_size(view.headers.get("content-length"), limit)
     if declared is not None:
         return declared <= LARGE_BODY_BYTES
-    return not any(name == b"transfer-encoding" for name, _ in scope["headers"])
+    return not view.chunked()
 
 
 async def _body(receive: Receive, limit: int) -> bytes:
@@ -157,7 +164,7 @@ async def _body(receive: Receive, limit: int) -> bytes:
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:
-            raise BodyTooLarge()
+            raise BodyTooLarge(f"the body is over {limit} bytes")
         chunks.append(chunk)
         if not message.get("more_body"):
             return chunks[0] if len(chunks) == 1 else b"".join(chunks)
@@ -186,10 +193,10 @@ def _call(app: WsgiApp, environ: dict[str, Any]) -> tuple[int, list[tuple[bytes,
     return int(status.split(" ", 1)[0]), encoded, body
 
 
-async def send_json(send: Send, status: int, document: dict[str, Any]) -> None:
-    body = json.dumps(document).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
+async def send_answer(send: Send, answered: Answer) -> None:
+    status, headers, body = answered
+    encoded = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers]
+    await send({"type": "http.response.start", "status": status, "headers": encoded})
     await send({"type": "http.response.body", "body": body})
 
 

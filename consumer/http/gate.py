@@ -1,163 +1,180 @@
-"""The header gate: every refusal the request line and headers alone decide, before a body is read.
+"""The front door: every request is matched against the route table and its caller authenticated
+once, from one view of the request, before a byte of its body is read.
 
-One gate, however the app is served, so no view authenticates and nothing marks a request as
-checked:
+One door, however the app is served:
 
-- the ASGI bridge (``consumer.http.bridge``) runs it before it reads (or waits for) a body, and
-  then calls the app's ungated WSGI callable;
-- the plain WSGI app (``consumer.http.wsgi:app()``, Flask's test client) has it as the WSGI
-  middleware ``create_app`` installs (``GatedWsgi``): a WSGI app reads no body until it asks for
-  one, so there too the gate runs before the body.
+- the ASGI bridge (``consumer.http.bridge``) builds the view from the scope, runs ``Gate.admit``
+  before it reads (or waits for) a body, reads at most the route's limit, and hands the request
+  to ``GatedWsgi`` with the admission in its environ: the door does not run twice;
+- the plain WSGI app (``consumer.http.wsgi:app()``, Flask's test client) and an app that mounts
+  the routes (``consumer.http.embed``) have ``GatedWsgi`` as their WSGI callable: it builds the
+  view from the environ and admits the request itself (a WSGI app reads no body until it asks).
 
-What it refuses:
+What ``admit`` refuses, in this order: a ``Content-Length`` that is not a number (400) or over the
+server's limit (413); a path no row matches (404) and a method its row does not take (405, any
+case of the method: ``post`` is ``POST``); a single-valued authentication header sent twice
+(400); a declared body over the route's own limit (413); then the route's authentication (401,
+403; 503 when there are no certificates to check a token against). Its decision
+(``consumer.http.credentials``) travels with the request in the environ (``ADMISSION``): the
+handlers read it and decide nothing about the caller again.
 
-- any request: a ``Content-Length`` that is not a number (400) or over the body limit (413);
-- ``POST /push``: the push authentication (OIDC token or ``?token=``): 401 or 403, and 503 when
-  there are no certificates to check a token against;
-- ``POST /hooks/deploy``: the hook's own header checks (``consumer.deploy.hook.check_headers``);
-- ``POST /ticks/<task>``: the tick's OIDC token or signature headers (``consumer.http.ticks``).
+An app that embeds the routes has a door for the paths under its prefix only: every other request
+is the host's, passed untouched.
 
-An app that embeds the routes (``consumer.http.embed``) has a gate for its own paths only, under
-its prefix: every other request passes untouched, unchecked.
-
-The refusal of a delivery (a push or a hook) is that delivery's one decision
-(``consumer.pipeline.decisions.refuse``); any other request refused here is logged.
+The refusal of a delivery (a push, a hook, a tick) is that delivery's one decision
+(``consumer.pipeline.decisions.refuse``); any other refused request is logged.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import time
 from collections.abc import Callable, Iterable, Mapping
-from http import HTTPStatus
+from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qsl
+
+from werkzeug.exceptions import MethodNotAllowed, NotFound
 
 from consumer.auth.oidc import OidcAuthenticator
-from consumer.auth.push import Authenticator
+from consumer.auth.push import Authenticator, allow_all
 from consumer.config.settings import Settings
 from consumer.deploy import hook
+from consumer.deploy.signature import SIGNATURE_HEADER, TIMESTAMP_HEADER, Verifier
 from consumer.errors import BadRequest, BodyTooLarge, ConsumerError
 from consumer.http import ticks
-from consumer.http.environ import Scope
-from consumer.observe import logs
+from consumer.http.credentials import NOBODY, Credentials, Scheme
+from consumer.http.request import RequestView
+from consumer.http.routes import TABLE, Auth, Route, match
 from consumer.pipeline import decisions
 from consumer.pipeline.decisions import Source
 from consumer.wire.outcomes import Outcome, from_error
 
 log = logging.getLogger("consumer.gate")
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
-PUSH, HOOK = "/push", "/hooks/deploy"
-DELIVERIES = {PUSH: Source.PUSH, HOOK: Source.HOOK}
-"""The paths whose requests are deliveries (and every path under ``/ticks/``): a refusal of one
-is its decision."""
+ADMISSION = "consumer.admission"
+"""The environ key of a request's ``Admission``: no client can set a key without ``HTTP_``."""
 
 
-def delivery_source(path: str) -> Source | None:
-    """The delivery a POST to ``path`` is, or None."""
-    source = DELIVERIES.get(path)
-    if source is None and path.startswith(ticks.PATH):
-        return Source.TICKS
-    return source
+class NoRoute(BadRequest):
+    status = 404
+
+
+class NotAllowed(BadRequest):
+    status = 405
+
+    def __init__(self, allowed: Iterable[str]) -> None:
+        super().__init__(MethodNotAllowed.description)
+        self.allow = ", ".join(sorted(allowed))
+
+
+class LengthRequired(BadRequest):
+    """A chunked body the WSGI server cannot delimit (wsgiref): refused, never read as empty."""
+
+    status = 411
+
+
+@dataclass(frozen=True)
+class Admission:
+    """What the door decided: the row (None: not the consumer's request, the host's), its path
+    parameters, the caller's credentials, and the most body bytes the request may bring."""
+
+    route: Route | None
+    view: RequestView
+    limit: int
+    credentials: Credentials = NOBODY
+    params: Mapping[str, str] = field(default_factory=dict)
 
 
 class Gate:
-    """The checks, chosen once per app from its settings and its authenticator."""
+    """The checks, chosen once per app from its settings, its authenticator and its rows."""
 
     def __init__(
         self,
         settings: Settings,
         authenticate: Authenticator,
         *,
+        routes: tuple[Route, ...] = TABLE,
         prefix: str = "",
         embedded: bool = False,
     ) -> None:
         """``authenticate``: the app's own, so one certificate cache serves every request.
-        ``prefix``: where the routes are mounted; ``embedded``: only the deliveries are this
-        gate's, every other request is the host app's (``consumer.http.embed``)."""
+        ``prefix``: where the routes are mounted; ``embedded``: a request outside the prefix is
+        the host app's (``consumer.http.embed``)."""
         self.max_body_bytes = settings.server.max_body_bytes
-        self.prefix = prefix
-        self.embedded = embedded
+        self.routes, self.prefix, self.embedded = routes, prefix, embedded
         self._authenticate = authenticate
-        self._hook_enabled = bool(settings.deploy_hook.secrets)
+        self._push_scheme = _push_scheme(authenticate)
+        hooks = settings.deploy_hook
+        self._hook = Verifier(hooks.secrets, hooks.tolerance_seconds) if hooks.secrets else None
         certs = authenticate.certs if isinstance(authenticate, OidcAuthenticator) else None
         self._ticks = ticks.TickGate.of(settings, certs)
 
-    def source_of(self, method: str, path: str) -> Source | None:
+    def admit(self, view: RequestView) -> Admission:
+        """The request's admission; raises the ``ConsumerError`` that refuses it unread."""
+        path = self._inside(view.path)
+        found = match(self.routes, path) if path is not None else None
+        if found is None and self.embedded and (path is None or not self.prefix):
+            return Admission(None, view, self.max_body_bytes)  # the host's request
+        declared = declared_size(view.headers.get("content-length"), self.max_body_bytes)
+        if found is None:
+            raise NoRoute(NotFound.description)
+        route = found.route
+        if view.method not in route.methods:
+            raise NotAllowed(route.methods)
+        if ambiguous := view.ambiguous():
+            raise BadRequest(f"repeated {ambiguous} header: it must be sent once")
+        limit = route.limit(self.max_body_bytes)
+        if declared is not None and declared > limit:
+            raise BodyTooLarge(f"the body is over {limit} bytes")
+        credentials = self._credentials(route.auth, view)
+        return Admission(route, view, limit, credentials, found.params)
+
+    def source_of(self, view: RequestView) -> Source | None:
         """The delivery a request is, or None."""
-        if method != "POST" or not path.startswith(self.prefix):
+        path = self._inside(view.path)
+        found = match(self.routes, path) if path is not None else None
+        if found is None or view.method not in found.route.methods:
             return None
-        return delivery_source(path[len(self.prefix) :])
+        return found.route.source
 
-    def check_scope(self, scope: Scope) -> ConsumerError | None:
-        """Why an ASGI request must be refused unread, or None."""
-        source = self.source_of(scope["method"], scope["path"])
-        if source is None and self.embedded:
-            return None
-        try:
-            declared_size(scope_header(scope, b"content-length"), self.max_body_bytes)
-            if source is not None:
-                headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-                self._delivery(source, headers, scope.get("query_string", b"").decode("latin-1"))
-        except ConsumerError as error:
-            return error
-        return None
-
-    def check_environ(self, environ: Mapping[str, Any]) -> ConsumerError | None:
-        """Why a WSGI request must be refused unread, or None."""
-        source = self.source_of(environ.get("REQUEST_METHOD", ""), environ.get("PATH_INFO", ""))
-        if source is None and self.embedded:
-            return None
-        try:
-            declared_size(environ.get("CONTENT_LENGTH") or None, self.max_body_bytes)
-            if source is not None:
-                self._delivery(source, environ_headers(environ), environ.get("QUERY_STRING", ""))
-        except ConsumerError as error:
-            return error
-        return None
-
-    def refuse(self, method: str, path: str, error: ConsumerError, started: float) -> Outcome:
-        """The answer to a request refused before any view (by this gate, or by the bridge while
-        it read the body): a delivery's decision, recorded once, or for any other request a
-        refusal logged as such."""
-        source = self.source_of(method, path)
+    def refuse(self, view: RequestView, error: ConsumerError, started: float) -> Outcome:
+        """The answer to a request refused before any handler (by this door, or by the bridge
+        while it read the body): a delivery's decision, recorded once, or for any other request
+        a refusal logged as such."""
+        source = self.source_of(view)
         if source is not None:
             return decisions.refuse(source, error, started)
         outcome = from_error(error)
         log.info("request refused", extra={"status": outcome.http_status, "error": error.message})
         return outcome
 
-    def _delivery(self, source: Source, headers: Mapping[str, str], query: str) -> None:
-        if source is Source.PUSH:
-            self._authenticate(headers, _first_values(query))
-        elif source is Source.HOOK:
-            hook.check_headers(headers, self._hook_enabled)
-        else:
-            self._ticks.check(headers)
+    def _inside(self, path: str) -> str | None:
+        """``path`` below the prefix, or None when it is not under it (an embedded host's)."""
+        if not self.prefix:
+            return path
+        if path != self.prefix and not path.startswith(self.prefix + "/"):
+            return None
+        return path[len(self.prefix) :]
+
+    def _credentials(self, auth: Auth, view: RequestView) -> Credentials:
+        if auth is Auth.PUSH:
+            self._authenticate(view.headers, view.query_values())
+            return Credentials(self._push_scheme)
+        if auth is Auth.HOOK:
+            hook.check_headers(view.headers, self._hook is not None)
+            signed = {name: view.header(name.lower()) for name in SIGNED}
+            return Credentials(Scheme.HMAC, verifier=self._hook, signed=signed)
+        if auth is Auth.TICK:
+            return self._ticks.check(view.headers)
+        return NOBODY
 
 
-class GatedWsgi:
-    """The gate in front of a WSGI app served without the bridge. ``app`` is the ungated app,
-    which the bridge calls directly once it has run the gate itself."""
+SIGNED = (TIMESTAMP_HEADER, SIGNATURE_HEADER)
 
-    def __init__(self, gate: Gate, app: WsgiApp) -> None:
-        self.gate = gate
-        self.app = app
 
-    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
-        started = time.monotonic()
-        error = self.gate.check_environ(environ)
-        if error is None:
-            return self.app(environ, start_response)
-        with logs.trace_of_environ(environ):  # the decision line carries the request's trace
-            outcome = self.gate.refuse(environ["REQUEST_METHOD"], environ["PATH_INFO"], error,
-                                       started)  # fmt: skip
-        body = json.dumps(outcome.body()).encode()
-        status = outcome.http_status
-        headers = [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
-        start_response(f"{status} {HTTPStatus(status).phrase}", headers)
-        return [body]
+def _push_scheme(authenticate: Authenticator) -> Scheme:
+    if isinstance(authenticate, OidcAuthenticator):
+        return Scheme.OIDC
+    return Scheme.LOCAL if authenticate is allow_all else Scheme.TOKEN
 
 
 def declared_size(raw: str | bytes | None, limit: int) -> int | None:
@@ -169,32 +186,8 @@ def declared_size(raw: str | bytes | None, limit: int) -> int | None:
         size = int(raw)
     except ValueError:
         raise BadRequest("Content-Length is not a number.") from None
+    if size < 0:
+        raise BadRequest("Content-Length is not a number.")
     if size > limit:
         raise BodyTooLarge()
     return size
-
-
-def scope_header(scope: Scope, name: bytes) -> bytes | None:
-    """The value of header ``name`` (lower-case) in an ASGI scope, or None."""
-    return next((value for key, value in scope["headers"] if key == name), None)
-
-
-def environ_headers(environ: Mapping[str, Any]) -> dict[str, str]:
-    """The request headers of a WSGI environ, lower-cased (every check compares names so)."""
-    headers = {
-        key[5:].replace("_", "-").lower(): value
-        for key, value in environ.items()
-        if key.startswith("HTTP_")
-    }
-    for key in ("CONTENT_TYPE", "CONTENT_LENGTH"):
-        if environ.get(key):
-            headers[key.replace("_", "-").lower()] = environ[key]
-    return headers
-
-
-def _first_values(query: str) -> dict[str, str]:
-    """The query's parameters, the first value of each (as Flask's ``request.args.get``)."""
-    values: dict[str, str] = {}
-    for name, value in parse_qsl(query, keep_blank_values=True):
-        values.setdefault(name, value)
-    return values

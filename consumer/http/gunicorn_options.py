@@ -16,6 +16,7 @@ from typing import Any
 from prometheus_client import multiprocess
 
 from consumer.config.settings import Settings
+from consumer.http.routes import access_patterns
 from consumer.observe.logs import ACCESS_LOG_FORMAT, gunicorn_logconfig
 
 WORKER_CLASS = "consumer.http.worker.ConsumerWorker"
@@ -41,7 +42,10 @@ def options(settings: Settings) -> dict[str, Any]:
         "access_log_format": ACCESS_LOG_FORMAT,  # the path without the query: no ?token= logged
         # gunicorn's own lines (access lines included) in the service's format: JSON in a pod.
         "logconfig_dict": gunicorn_logconfig(
-            settings.logging.level, settings.logging.format, settings.logging.project_id
+            settings.logging.level,
+            settings.logging.format,
+            settings.logging.project_id,
+            access_patterns(),  # the route table's deliveries and probes
         ),
         # No runtime control socket: nothing in a pod uses it, its default home is not writable.
         "control_socket_disable": True,

@@ -1,5 +1,5 @@
 """``POST /ticks/<task>``: a tick from any scheduler that can make an HTTP call (docs/ticks.md).
-Pure: no Flask, no I/O but the token check; the view is in ``consumer.http.app``.
+Pure: no Flask, no I/O but the token check; the handler is in ``consumer.http.deliveries``.
 
 A tick sent here becomes the same ``PushMessage`` a Pub/Sub tick is (attribute ``task``), with
 the *scheduled* time as its ``publish_time``, so it is classified, keyed (``tick:TASK:SLOT``),
@@ -7,11 +7,12 @@ coalesced and refused from the future exactly as one: a tick of one slot sent th
 and through ``/ticks`` is one run. Two ways in, chosen per request by what it carries:
 
 - ``Authorization: Bearer <ID token>`` (Cloud Scheduler's HTTP target with an OIDC token): the
-  token is checked by the header gate, for ``CONSUMER_TICK_HOOK_AUDIENCE`` and one of
+  token is checked by the front door, for ``CONSUMER_TICK_HOOK_AUDIENCE`` and one of
   ``CONSUMER_TICK_HOOK_SERVICE_ACCOUNTS``. The slot clock is ``X-CloudScheduler-ScheduleTime``
   (RFC 3339, UTC); without it (a forced run, another OIDC caller), the time we received it.
 - otherwise the deploy hook's HMAC scheme (``consumer.deploy.signature``) under
-  ``CONSUMER_TICK_HOOK_SECRETS``: the gate checks the headers, the view the signature. The slot
+  ``CONSUMER_TICK_HOOK_SECRETS``: the door checks the headers, the handler the signature over the
+  body with the scheme and header values the door decided (``consumer.http.credentials``). The slot
   clock is the signed ``X-Consumer-Timestamp``: a forger cannot choose it without a secret, the
   verifier refuses one further than the tolerance from our clock, and a slot that has not begun is
   refused by the dispatcher, unrecorded. The signature covers the body, not the path, so a signed
@@ -23,8 +24,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Mapping
-from datetime import UTC, datetime
-from enum import StrEnum
+from datetime import datetime
 from typing import Any
 
 from consumer.auth.certs import CachedCerts
@@ -32,8 +32,9 @@ from consumer.auth.oidc import OidcAuthenticator
 from consumer.config.settings import Settings
 from consumer.config.ticks import TickHookSettings
 from consumer.deploy import hook
-from consumer.deploy.signature import TIMESTAMP_HEADER, Verifier
-from consumer.errors import BadRequest, BodyTooLarge, InvalidEvent, Unauthorized
+from consumer.deploy.signature import SIGNATURE_HEADER, TIMESTAMP_HEADER, Verifier
+from consumer.errors import BadRequest, InvalidEvent, Unauthorized
+from consumer.http.credentials import Credentials, Scheme
 from consumer.wire.envelope import Limits, load_json_object
 from consumer.wire.message import Format, PushMessage
 from consumer.wire.text import is_storable
@@ -42,82 +43,64 @@ from consumer.wire.timeutil import parse_rfc3339
 PATH = "/ticks/"
 SCHEDULE_TIME_HEADER = "X-CloudScheduler-ScheduleTime"
 JOB_NAME_HEADER = "X-CloudScheduler-JobName"
-MAX_BYTES = hook.HOOK_MAX_BYTES
-"""A tick's body is a few fields; the view reads no more (the hook's reader and limit)."""
 SUBSCRIPTION = "ticks"
 MAX_HEADER_LENGTH = 500
-
-
-class Scheme(StrEnum):
-    OIDC = "oidc"
-    HMAC = "hmac"
-
-
-def scheme_of(headers: Mapping[str, str]) -> Scheme:
-    """How a request authenticates, by what it carries: a token is OIDC, anything else must be
-    signed. The gate and the view both ask this, so they agree on the scheme (and the clock)."""
-    return Scheme.OIDC if _header(headers, "Authorization") else Scheme.HMAC
+SIGNED_HEADERS = (TIMESTAMP_HEADER, SIGNATURE_HEADER)
 
 
 class TickGate:
-    """The header gate's checks of a tick (``consumer.http.gate``), before its body is read."""
+    """The front door's checks of a tick (``consumer.http.gate``), before its body is read: they
+    decide the scheme once, and the handler reads that decision (``Credentials``)."""
 
-    def __init__(self, settings: TickHookSettings, oidc: OidcAuthenticator | None) -> None:
+    def __init__(
+        self, settings: TickHookSettings, oidc: OidcAuthenticator | None, verifier: Verifier
+    ) -> None:
         self.settings = settings
         self._oidc = oidc
+        self._verifier = verifier
 
     @classmethod
     def of(cls, settings: Settings, certs: CachedCerts | None = None) -> TickGate:
         """``certs``: the push authenticator's cache when it has one (the same Google keys)."""
         ticks = settings.tick_hook
+        verifier = Verifier(ticks.secrets, ticks.tolerance_seconds)
         if not ticks.oidc:
-            return cls(ticks, None)
+            return cls(ticks, None, verifier)
         oidc = OidcAuthenticator(
             audience=ticks.audience,
             accounts=ticks.service_accounts,
             certs=certs or CachedCerts(settings.auth.oidc_certs_url),
             clock_skew_seconds=settings.auth.oidc_clock_skew_seconds,
         )
-        return cls(ticks, oidc)
+        return cls(ticks, oidc, verifier)
 
-    def check(self, headers: Mapping[str, str]) -> None:
-        """``Unauthorized``/``Forbidden`` for a caller the headers do not show allowed; 400 for a
-        malformed scheduled time; 413 for a declared body over ``MAX_BYTES``."""
+    def check(self, headers: Mapping[str, str]) -> Credentials:
+        """The caller's credentials: a token is OIDC (verified here), anything else must be
+        signed (headers checked here, the signature over the body by the handler).
+        ``Unauthorized``/``Forbidden`` for a caller the headers do not show allowed; 400 for a
+        malformed scheduled time. ``headers``: the request's one view, names lower-case."""
         if not self.settings.enabled:
             raise Unauthorized("tick endpoint is disabled: no credentials are configured")
-        if scheme_of(headers) is Scheme.HMAC:
+        if not headers.get("authorization", "").strip():
             if not self.settings.secrets:
                 raise Unauthorized("missing Authorization header (signed ticks are not enabled)")
             hook.check_headers(headers, enabled=True)
-            return
+            signed = {name: headers.get(name.lower(), "") for name in SIGNED_HEADERS}
+            return Credentials(Scheme.HMAC, verifier=self._verifier, signed=signed)
         if self._oidc is None:
             raise Unauthorized("OIDC tokens are not accepted for ticks here")
-        self._oidc(headers, {})
-        scheduled_time(headers)
-        declared = _header(headers, "Content-Length")
-        if declared.isascii() and declared.isdigit() and int(declared) > MAX_BYTES:
-            raise BodyTooLarge(f"tick body is over {MAX_BYTES} bytes")
-
-
-def slot_clock(
-    settings: TickHookSettings, headers: Mapping[str, str], body: bytes, now: datetime
-) -> datetime:
-    """When the tick was scheduled (its slot is the schedule's at this time), once the body is
-    in: a signed tick's verified timestamp, or an OIDC tick's scheduled time (else ``now``)."""
-    if scheme_of(headers) is Scheme.OIDC:  # its token was checked by the gate
-        return scheduled_time(headers) or now
-    Verifier(settings.secrets, settings.tolerance_seconds).verify(headers, body, now.timestamp())
-    return datetime.fromtimestamp(int(_header(headers, TIMESTAMP_HEADER)), UTC)
+        identity = self._oidc.identity(headers)
+        return Credentials(Scheme.OIDC, identity, scheduled=scheduled_time(headers))
 
 
 def tick_message(
-    task: str, body: bytes, scheduled: datetime, headers: Mapping[str, str]
+    task: str, body: bytes, scheduled: datetime, headers: Mapping[str, str], signed: bool
 ) -> PushMessage:
     """The message a Pub/Sub tick for ``task`` published at ``scheduled`` would be; 400 when the
-    body is not a JSON object naming the same task (a signed one must name it)."""
+    body is not a JSON object naming the same task (a ``signed`` one must name it)."""
     document = _document(body)
     named = document.get("task")
-    if named is None and scheme_of(headers) is Scheme.HMAC:
+    if named is None and signed:
         raise InvalidEvent(
             f'a signed tick\'s body must name its task: {{"task": "{task}"}} '
             "(the signature covers the body, not the path)"

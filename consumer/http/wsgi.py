@@ -22,6 +22,7 @@ from consumer.auth.push import authenticator_for
 from consumer.config.settings import Settings
 from consumer.http.app import built_with, create_app
 from consumer.http.bridge import BridgeLimits, BufferedWsgi
+from consumer.http.door import GatedWsgi
 from consumer.http.gate import Gate
 from consumer.observe.logs import configure_logging
 from consumer.service import Service, compose, or_exit
@@ -50,16 +51,19 @@ def _app(service: Service) -> Flask:
 
 
 def bridged(flask_app: Flask) -> BufferedWsgi:
-    """``flask_app`` behind the buffering bridge. An app ``create_app`` built brings its settings
-    and its header gate (one certificate cache per worker, and the plain
-    ``consumer.http.wsgi:app()`` under ``consumer.http.worker`` reads its settings once): the
-    bridge runs that gate, then the app inside it, so no request meets the gate twice."""
+    """``flask_app`` behind the buffering bridge. An app ``create_app`` built (or one that mounts
+    the routes) brings its settings and its front door (one certificate cache per worker, and the
+    plain ``consumer.http.wsgi:app()`` under ``consumer.http.worker`` reads its settings once):
+    the bridge admits each request with that door's gate, then calls the door with the
+    admission, so no request is admitted twice."""
     built = built_with(flask_app)
     if built is not None:
-        return BufferedWsgi(built.gated.app, _limits(built.settings), built.gated.gate)
-    settings = _composed().settings  # a Flask app of someone else's: settings from the environment
-    gate = Gate(settings, authenticator_for(settings))
-    return BufferedWsgi(flask_app, _limits(settings), gate)
+        return BufferedWsgi(built.gated, _limits(built.settings), built.gated.gate)
+    # A Flask app of someone else's, with no consumer route: settings from the environment, a
+    # door with no rows (every request is the app's, under the body limit and deadline).
+    settings = _composed().settings
+    gate = Gate(settings, authenticator_for(settings), routes=(), embedded=True)
+    return BufferedWsgi(GatedWsgi(gate, flask_app), _limits(settings), gate)
 
 
 def _limits(settings: Settings) -> BridgeLimits:

@@ -21,12 +21,10 @@ import json
 import logging
 import re
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, TextIO
-
-from flask import request
 
 from consumer.observe import tracing
 
@@ -35,10 +33,6 @@ STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskNa
 # gunicorn's default access log writes the request line, query included, so a legacy ?token=
 # would be logged. %(U)s is the path without the query.
 ACCESS_LOG_FORMAT = '%(h)s %(t)s "%(m)s %(U)s %(H)s" %(s)s %(b)s %(L)ss "%(a)s"'
-DECISION_REQUESTS = {("POST", "/push"), ("POST", "/hooks/deploy")}
-"""Requests whose decision line already says all the access line would."""
-ROUTINE_REQUESTS = {("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/metrics")}
-"""Probes and scrapes: logged only when they fail (every few seconds per pod otherwise)."""
 SECRETS = (
     (re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{16,}"), r"\1[redacted]"),
     (re.compile(r"\b(Basic\s+)[A-Za-z0-9+/=]{8,}"), r"\1[redacted]"),
@@ -103,16 +97,30 @@ class TextFormatter(logging.Formatter):
 
 
 class SkipDecidedRequests(logging.Filter):
-    """Drops gunicorn's access line of a push or deploy hook (its decision line was written)
-    and of a successful probe or scrape."""
+    """Drops gunicorn's access line of a delivery (a POST whose path is one of ``decided``: its
+    decision line was written) and of a successful GET of a ``routine`` path (a probe or scrape,
+    every few seconds per pod). The paths are regular expressions the transport passes in from
+    its route table (``consumer.http.routes.access_patterns``)."""
+
+    def __init__(self, decided: Iterable[str] = (), routine: Iterable[str] = ()) -> None:
+        super().__init__()
+        self.decided = _any_of(decided)
+        self.routine = _any_of(routine)
 
     def filter(self, record: logging.LogRecord) -> bool:
         atoms = access_atoms(record)
         if atoms is None:
             return True
-        request = (atoms.get("m"), atoms.get("U"))
-        routine = request in ROUTINE_REQUESTS and str(atoms.get("s", "")).startswith("2")
-        return request not in DECISION_REQUESTS and not routine
+        method, path = str(atoms.get("m", "")).upper(), str(atoms.get("U", ""))
+        if method == "POST" and self.decided.fullmatch(path):
+            return False
+        ok = str(atoms.get("s", "")).startswith("2")
+        return not (ok and method == "GET" and self.routine.fullmatch(path))
+
+
+def _any_of(patterns: Iterable[str]) -> re.Pattern[str]:
+    joined = "|".join(f"(?:{pattern})" for pattern in patterns)
+    return re.compile(joined or "(?!)")
 
 
 def access_atoms(record: logging.LogRecord) -> dict[str, Any] | None:
@@ -150,13 +158,9 @@ _ENVIRON_KEYS = {
 }
 
 
-def bind_request() -> None:
-    """Flask ``before_request`` hook: this request's trace, for every line it logs."""
-    bind_environ(request.environ)  # the headers read straight from it: a third of the cost
-
-
 def bind_environ(environ: Mapping[str, Any]) -> None:
-    """The trace a WSGI request names, for every line logged until ``unbind_request``."""
+    """The trace a WSGI request names, for every line logged until ``unbind_request`` (the
+    transport binds it: ``consumer.http.door``)."""
     tracing.current.set(tracing.from_headers(lambda name: environ.get(_ENVIRON_KEYS[name])))
 
 
@@ -172,7 +176,7 @@ def trace_of_environ(environ: Mapping[str, Any]) -> Iterator[None]:
 
 
 def unbind_request(_error: BaseException | None = None) -> None:
-    """Flask ``teardown_request`` hook: later lines of this thread belong to no request."""
+    """Later lines of this thread belong to no request."""
     tracing.current.set(None)
 
 
@@ -198,9 +202,12 @@ def configure_logging(level: str = "INFO", fmt: str = "auto", project: str = "")
     root.propagate = False
 
 
-def gunicorn_logconfig(level: str, fmt: str, project: str) -> dict[str, Any]:
+def gunicorn_logconfig(
+    level: str, fmt: str, project: str, routes: Mapping[str, list[str]] | None = None
+) -> dict[str, Any]:
     """gunicorn's ``logconfig_dict``: its error and access lines, and any library's, in ``fmt``
-    on stderr (gunicorn applies it after its own set-up, replacing its handlers)."""
+    on stderr (gunicorn applies it after its own set-up, replacing its handlers). ``routes``:
+    the ``decided`` and ``routine`` path patterns of ``SkipDecidedRequests``."""
     chosen = resolve_format(fmt)
     factory = (
         "consumer.observe.logs.JsonFormatter"
@@ -213,7 +220,9 @@ def gunicorn_logconfig(level: str, fmt: str, project: str) -> dict[str, Any]:
         "version": 1,
         "disable_existing_loggers": False,
         "formatters": {"line": {"()": factory, **options}},
-        "filters": {"decided": {"()": "consumer.observe.logs.SkipDecidedRequests"}},
+        "filters": {
+            "decided": {"()": "consumer.observe.logs.SkipDecidedRequests", **(routes or {})}
+        },
         "handlers": {
             "stderr": stderr,
             "access": {**stderr, "filters": ["decided"]},

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import io
+import json
 import logging
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from flask import Flask
@@ -12,7 +14,9 @@ from flask import Flask
 from consumer.config.settings import Settings
 from consumer.http.app import create_app
 from consumer.observe.logs import JsonFormatter, redact
+from consumer.pipeline.dispatch import Dispatcher
 from consumer.service import Service
+from consumer.wire.envelopes_out import wrapped_body
 from tests.auth.tokens import SigningKey, claims
 
 SECRET = "pV8sQ2-super-secret-push-token-7Kd"
@@ -20,13 +24,11 @@ SECRET = "pV8sQ2-super-secret-push-token-7Kd"
 
 @pytest.fixture
 def app(sqlite_url: str) -> Flask:
-    app = create_app(Service.of(Settings(database_url=sqlite_url, local_mode=True)))
+    return create_app(Service.of(Settings(database_url=sqlite_url, local_mode=True)))
 
-    def boom() -> str:
-        raise RuntimeError(f"bug while handling Bearer {SECRET} and /push?token={SECRET}")
 
-    app.add_url_rule("/boom", "boom", boom, methods=["GET", "POST"])
-    return app
+def boom(*_: Any, **__: Any) -> Any:
+    raise RuntimeError(f"bug while handling Bearer {SECRET} and /push?token={SECRET}")
 
 
 @pytest.fixture
@@ -42,10 +44,13 @@ def log_output() -> Iterator[io.StringIO]:
 
 
 def test_an_unexpected_exception_is_a_json_500_without_a_trace(
-    app: Flask, log_output: io.StringIO
+    app: Flask, log_output: io.StringIO, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A bug in a handler (every route is the table's: the dispatcher a push reaches here)."""
+    monkeypatch.setattr(Dispatcher, "dispatch", boom)
+    body = json.dumps(wrapped_body(data=b"x", message_id="m-1")).encode()
     response = app.test_client().post(
-        "/boom?token=" + SECRET, headers={"Authorization": f"Bearer {SECRET}"}
+        "/push?token=" + SECRET, data=body, headers={"Authorization": f"Bearer {SECRET}"}
     )
     assert response.status_code == 500
     assert response.json is not None and response.json["outcome"] == "error"

@@ -22,6 +22,7 @@ from consumer.db.engine import make_engine
 from consumer.http.app import built_with, create_app
 from consumer.http.bridge import BridgeLimits, BufferedWsgi
 from consumer.http.gate import Gate
+from consumer.http.request import RequestView
 from consumer.http.wsgi import bridged
 from consumer.inbox.schema import inbox
 from consumer.service import Service
@@ -134,21 +135,21 @@ def test_a_refused_push_is_one_decision_line_however_it_is_served(
 def test_the_bridge_runs_the_gate_once_per_request(
     served: tuple[Flask, Engine], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    calls: list[str] = []
-    for name in ("check_scope", "check_environ"):
-        real = getattr(Gate, name)
+    """The bridge admits the request and the door inside it reads that admission: one call."""
+    calls: list[RequestView] = []
+    real = Gate.admit
 
-        def counted(self: Gate, request: Any, real: Any = real, name: str = name) -> Any:
-            calls.append(name)
-            return real(self, request)
+    def counted(self: Gate, view: RequestView) -> Any:
+        calls.append(view)
+        return real(self, view)
 
-        monkeypatch.setattr(Gate, name, counted)
+    monkeypatch.setattr(Gate, "admit", counted)
     app, engine = served
     body = json.dumps(wrapped_body(data=b"x", message_id="m-1")).encode()
     assert asgi_post(bridged(app), "/push", f"token={TOKEN}", body)[0] == 200
-    assert calls == ["check_scope"] and stored(engine) == 1
+    assert len(calls) == 1 and stored(engine) == 1
     assert app.test_client().post(f"/push?token={TOKEN}", data=body).status_code == 200
-    assert calls == ["check_scope", "check_environ"]  # the plain app: its middleware's
+    assert len(calls) == 2  # the plain app: its door's
 
 
 def test_a_body_too_slow_is_a_408_from_the_outcome_table(
@@ -161,7 +162,7 @@ def test_a_body_too_slow_is_a_408_from_the_outcome_table(
     assert built is not None
     limits = BridgeLimits(max_body_bytes=1000, body_timeout_seconds=0.2,
                           header_timeout_seconds=1, threads=1)  # fmt: skip
-    bridge = BufferedWsgi(built.gated.app, limits, built.gated.gate)
+    bridge = BufferedWsgi(built.gated, limits, built.gated.gate)
     scope = {
         "type": "http", "method": "POST", "path": "/push", "http_version": "1.1",
         "query_string": f"token={TOKEN}".encode(), "headers": [(b"content-length", b"10")],

@@ -14,6 +14,7 @@ from sqlalchemy import Engine
 
 from consumer.config.settings import Settings
 from consumer.http.app import create_app
+from consumer.http.routes import access_patterns
 from consumer.observe import tracing
 from consumer.observe.logs import JsonFormatter, SkipDecidedRequests, TextFormatter, resolve_format
 from consumer.observe.tracing import Trace
@@ -147,6 +148,8 @@ def access(method: str, path: str, status: str) -> logging.LogRecord:
     [
         ("POST", "/push", "200", False),  # the decision line says it all
         ("POST", "/hooks/deploy", "401", False),
+        ("POST", "/ticks/sweep", "200", False),  # a row of the route table like any other
+        ("POST", "/ticks/", "404", True),
         ("GET", "/healthz", "200", False),  # a probe every few seconds
         ("GET", "/metrics", "200", False),
         ("GET", "/readyz", "503", True),  # a failing probe is news
@@ -155,7 +158,7 @@ def access(method: str, path: str, status: str) -> logging.LogRecord:
     ],
 )
 def test_access_lines_kept(method: str, path: str, status: str, kept: bool) -> None:
-    assert SkipDecidedRequests().filter(access(method, path, status)) is kept
+    assert SkipDecidedRequests(**access_patterns()).filter(access(method, path, status)) is kept
 
 
 def test_an_access_line_has_the_http_request_object() -> None:

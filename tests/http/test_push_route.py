@@ -1,7 +1,7 @@
-"""``POST /push`` served before Flask (``consumer.http.push_route``) answers exactly as the Flask
-view does: the same sequence of pushes, sent to two apps on two fresh databases, one through the
-route and one through the Flask view behind it, gets the same statuses, headers and body bytes,
-and leaves the same inbox rows."""
+"""``POST /push`` has one implementation (``consumer.http.deliveries``), answered by the front door
+however it is mounted: the same sequence of pushes, sent to two apps on two fresh databases, the
+plain app and a host app with the extension mounted under a prefix, gets the same statuses,
+headers and body bytes, and leaves the same inbox rows."""
 
 from __future__ import annotations
 
@@ -13,14 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from flask import Flask
 from werkzeug.test import Client
 
 from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
 from consumer.db.migrate import upgrade
 from consumer.http.app import built_with, create_app
-from consumer.http.gate import GatedWsgi
-from consumer.http.push_route import PushRoute
+from consumer.http.door import GatedWsgi
+from consumer.http.embed import Consumer
 from consumer.inbox.store import Inbox
 from consumer.pipeline.dispatch import Dispatcher
 from consumer.service import Service
@@ -28,21 +29,28 @@ from tests.conftest import PG_ADMIN_DSN, Clock, migrated_postgres_database
 from tests.core.test_golden_formats import CASES, load_case
 
 LIMIT = 4096
-Send = Callable[[Client], Any]
+Send = Callable[[Client, str], Any]
+PREFIX = "/consumer"
 
 
 class Served:
-    """One app on its own SQLite database, its pushes answered by the route or by Flask."""
+    """One app on its own SQLite database: the plain app, or a host with the extension."""
 
-    def __init__(self, settings: Settings, clock: Clock, url: str, by_flask: bool) -> None:
+    def __init__(self, settings: Settings, clock: Clock, url: str, embedded: bool) -> None:
         self.engine = make_engine(url)
-        app = create_app(Service.of(settings.with_values(database_url=url), self.engine), clock)
+        service = Service.of(settings.with_values(database_url=url), self.engine)
+        if embedded:
+            app = Flask("host")
+            Consumer(app, service, url_prefix=PREFIX, clock=clock)
+        else:
+            app = create_app(service, clock)
         built = built_with(app)
-        assert built is not None and isinstance(built.gated.app, PushRoute)
-        self.route = built.gated.app
-        # Behind the same gate, the Flask app the route hands everything else to.
-        wsgi = GatedWsgi(built.gated.gate, self.route.app) if by_flask else built.gated
-        self.client = Client(wsgi)
+        assert built is not None and isinstance(built.gated, GatedWsgi)
+        self.prefix = PREFIX if embedded else ""
+        self.client = Client(app)
+
+    def send(self, send: Send) -> Any:
+        return send(self.client, self.prefix)
 
     def rows(self) -> list[tuple[str, str, int]]:
         rows = Inbox(self.engine).list()
@@ -65,15 +73,15 @@ def another_database(url: str, tmp_path: Path) -> Iterator[str]:
 def pair(settings: Settings, clock: Clock, tmp_path: Path) -> Iterator[tuple[Served, Served]]:
     settings = settings.with_values(max_body_bytes=LIMIT)
     with another_database(settings.database_url, tmp_path) as other:
-        served = Served(settings, clock, settings.database_url, by_flask=False)
-        flask = Served(settings, clock, other, by_flask=True)
+        served = Served(settings, clock, settings.database_url, embedded=False)
+        flask = Served(settings, clock, other, embedded=True)
         yield served, flask
         served.engine.dispose()
         flask.engine.dispose()
 
 
-def answered(client: Client, send: Send) -> tuple[int, str | None, str | None, bytes]:
-    response = send(client)
+def answered(served: Served, send: Send) -> tuple[int, str | None, str | None, bytes]:
+    response = served.send(send)
     headers = response.headers
     return (response.status_code, headers.get("Content-Type"), headers.get("Content-Length"),
             response.get_data())  # fmt: skip
@@ -81,23 +89,27 @@ def answered(client: Client, send: Send) -> tuple[int, str | None, str | None, b
 
 def golden(name: str) -> Send:
     headers, body, _ = load_case(name)
-    return lambda client: client.post("/push", data=body, headers=headers)
+    return lambda client, prefix: client.post(f"{prefix}/push", data=body, headers=headers)
 
 
 def raw(body: bytes, content_type: str = "application/json") -> Send:
-    return lambda client: client.post("/push", data=body, content_type=content_type)
+    return lambda client, prefix: client.post(
+        f"{prefix}/push", data=body, content_type=content_type
+    )
 
 
 def chunked(body: bytes) -> Send:
     """No Content-Length: the body ends where the server says (as gunicorn marks a chunked one)."""
     overrides = {"wsgi.input_terminated": True}
-    return lambda client: client.post(
-        "/push", input_stream=io.BytesIO(body), environ_overrides=overrides,
+    return lambda client, prefix: client.post(
+        f"{prefix}/push", input_stream=io.BytesIO(body), environ_overrides=overrides,
         content_type="application/json",
     )  # fmt: skip
 
 
-def test_the_route_answers_every_push_as_the_flask_view_does(pair: tuple[Served, Served]) -> None:
+def test_the_plain_and_the_embedded_app_answer_every_push_alike(
+    pair: tuple[Served, Served],
+) -> None:
     served, flask = pair
     _, first_body, _ = load_case(CASES[0])
     wrapped = json.loads(first_body) if first_body.startswith(b"{") else None
@@ -110,17 +122,18 @@ def test_the_route_answers_every_push_as_the_flask_view_does(pair: tuple[Served,
         raw(b""),
         chunked(b" " * (LIMIT + 1)),  # over the limit without a declared size: 413 (the gate)
         chunked(b'{"message": {"data": "' + b"A" * (LIMIT - 40) + b'"}}'),  # at the limit
-        lambda client: client.get("/push"),  # not the route's: Flask's 405
-        lambda client: client.post("/push/", data=b"{}"),
+        lambda client, prefix: client.get(f"{prefix}/push"),  # the route table's 405
+        lambda client, prefix: client.open(f"{prefix}/push", method="post", data=b"{}"),
+        lambda client, prefix: client.post(f"{prefix}/push/", data=b"{}"),  # no row: 404
     ]
     if wrapped is not None:
         sends.append(raw(json.dumps(wrapped).encode(), content_type="text/plain"))
     seen = set()
     for send in sends:
-        ours, theirs = answered(served.client, send), answered(flask.client, send)
+        ours, theirs = answered(served, send), answered(flask, send)
         assert ours == theirs
         seen.add(ours[0])
-    assert {200, 400, 405, 413} <= seen  # the cases reach what they are meant to
+    assert {200, 400, 404, 405, 413} <= seen  # the cases reach what they are meant to
     keys = {load_case(name)[2]["key"] for name in CASES}
     assert served.rows() == flask.rows() and {key for key, *_ in served.rows()} == keys
 
@@ -134,6 +147,6 @@ def test_an_unexpected_exception_is_the_same_json_500(
     monkeypatch.setattr(Dispatcher, "dispatch", broken)
     served, flask = pair
     send = golden(CASES[0])
-    ours, theirs = answered(served.client, send), answered(flask.client, send)
+    ours, theirs = answered(served, send), answered(flask, send)
     assert ours == theirs and ours[0] == 500
     assert json.loads(ours[3])["outcome"] == "error"

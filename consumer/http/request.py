@@ -1,0 +1,86 @@
+"""One view of a request, made once at the edge from an ASGI scope or a WSGI environ.
+
+Every check reads this view, so no two layers can read a request differently (one taking the last
+``Authorization`` header, another the comma-joined pair):
+
+- the method upper-cased (``post`` is ``POST``: Werkzeug routes it so, so the checks must too);
+- leading slashes of the path collapsed to one (``//push`` is ``/push``), as Python's
+  ``http.server`` (wsgiref, Werkzeug's server) does before the app sees it and gunicorn does not;
+- header names lower-cased, a repeated header joined with ``,`` (RFC 9110), as every WSGI server
+  does already, so the view is the same however the request was served;
+- the headers authentication reads are single-valued: a comma in one (a second copy, or junk no
+  token, timestamp or schedule time contains) is named by ``ambiguous`` and refused with 400.
+  ``X-Consumer-Signature`` is a list by design (``v1=a,v1=b`` during a rotation): each entry is
+  checked against the body, so a second copy adds only candidates that must verify.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl
+
+SINGLE_VALUED = (
+    "authorization",
+    "x-consumer-timestamp",
+    "x-cloudscheduler-scheduletime",
+    "x-cloudscheduler-jobname",
+    "x-goog-iap-jwt-assertion",
+)
+"""Headers authentication reads whose value never holds a comma (a JWT, Unix seconds, an RFC 3339
+time, a job's resource name)."""
+
+
+@dataclass(frozen=True)
+class RequestView:
+    method: str
+    path: str
+    """As the server decoded it (``%2F`` is ``/``); never normalised further."""
+    query: str
+    headers: Mapping[str, str]
+
+    @classmethod
+    def of_scope(cls, scope: Mapping[str, Any]) -> RequestView:
+        headers: dict[str, str] = {}
+        for raw_name, raw_value in scope["headers"]:
+            name, value = raw_name.decode("latin-1").lower(), raw_value.decode("latin-1").strip()
+            headers[name] = f"{headers[name]},{value}" if name in headers else value
+        query = scope.get("query_string", b"").decode("latin-1")
+        return cls(scope["method"].upper(), _path(scope["path"]), query, headers)
+
+    @classmethod
+    def of_environ(cls, environ: Mapping[str, Any]) -> RequestView:
+        headers = {
+            key[5:].replace("_", "-").lower(): str(value).strip()
+            for key, value in environ.items()
+            if key.startswith("HTTP_")
+        }
+        for key in ("CONTENT_TYPE", "CONTENT_LENGTH"):
+            if environ.get(key):
+                headers[key.replace("_", "-").lower()] = environ[key]
+        method = str(environ.get("REQUEST_METHOD", "")).upper()
+        path = _path(environ.get("PATH_INFO", ""))
+        return cls(method, path, environ.get("QUERY_STRING", ""), headers)
+
+    def header(self, name: str) -> str:
+        """The value of ``name`` (lower-case), stripped; "" when absent."""
+        return self.headers.get(name, "")
+
+    def ambiguous(self) -> str | None:
+        """The first single-valued authentication header that was sent twice (or holds a comma)."""
+        return next((name for name in SINGLE_VALUED if "," in self.headers.get(name, "")), None)
+
+    def chunked(self) -> bool:
+        return "chunked" in self.header("transfer-encoding").lower()
+
+    def query_values(self) -> dict[str, str]:
+        """The query's parameters, the first value of each (as Flask's ``request.args.get``)."""
+        values: dict[str, str] = {}
+        for name, value in parse_qsl(self.query, keep_blank_values=True):
+            values.setdefault(name, value)
+        return values
+
+
+def _path(path: str) -> str:
+    return "/" + path.lstrip("/") if path.startswith("//") else path

@@ -1,0 +1,134 @@
+"""The differential hostile corpus (``tests.http.corpus``): every request goes to the four servings
+of ``tests.http.servings`` (gunicorn with the bridge, wsgiref, Werkzeug, a host app with the
+extension), each on its own PostgreSQL database, and gets the same status and body from each;
+none of the hostile ones changes a database or reaches the recording HTTP target.
+
+Two differences are the servers' own and allowed, each a refusal before the app: gunicorn answers
+a method that is not upper-case with its own 400, and wsgiref cannot read a chunked body, which
+the door then refuses with 411 instead of reading it as empty.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+
+import pytest
+
+from tests.auth.tokens import ACCOUNT, AUDIENCE, CertsServer, SigningKey
+from tests.conftest import PG_ADMIN_DSN, Server, migrated_postgres_database
+from tests.http.corpus import (
+    HOOK_SECRET,
+    SCHEDULER,
+    TICK_AUDIENCE,
+    TICK_SECRET,
+    Kit,
+    Probe,
+    controls,
+    hostile,
+)  # fmt: skip
+from tests.http.servings import SERVINGS, Answer, Serving, servings
+from tests.targets.servers import PyTarget
+
+pytestmark = [pytest.mark.slow, pytest.mark.postgres]
+
+
+def env_of(certs: str, target: str) -> Callable[[str], dict[str, str]]:
+    billing = {"name": "billing", "url": f"{target}/tick", "auth": {"type": "none"},
+               "serves": {"tick": "billing", "period_seconds": 60},
+               "timeout_seconds": 1}  # fmt: skip
+
+    def env(database_url: str) -> dict[str, str]:
+        return {
+            "CONSUMER_DATABASE_URL": database_url, "CONSUMER_LOCAL_MODE": "false",
+            "CONSUMER_LOG_LEVEL": "ERROR", "CONSUMER_SMTP_HOST": "127.0.0.1",
+            "CONSUMER_PUSH_AUDIENCE": AUDIENCE, "CONSUMER_PUSH_SERVICE_ACCOUNTS": ACCOUNT,
+            "CONSUMER_OIDC_CERTS_URL": certs,
+            "CONSUMER_TICK_HOOK_SECRETS": TICK_SECRET,
+            "CONSUMER_TICK_HOOK_AUDIENCE": TICK_AUDIENCE,
+            "CONSUMER_TICK_HOOK_SERVICE_ACCOUNTS": SCHEDULER,
+            "CONSUMER_DEPLOY_HOOK_SECRETS": HOOK_SECRET,
+            "CONSUMER_TICK_PERIODS": "sweep=60",
+            "CONSUMER_HTTP_TARGETS": json.dumps([billing]),
+        }  # fmt: skip
+
+    return env
+
+
+@pytest.fixture
+def target() -> Iterator[PyTarget]:
+    with PyTarget().running() as running:
+        yield running
+
+
+@pytest.fixture
+def four(
+    google_key: SigningKey,
+    certs_server: CertsServer,
+    target: PyTarget,
+    start_server: Callable[..., Server],
+) -> Iterator[dict[str, Serving]]:
+    with ExitStack() as stack:
+        urls = [stack.enter_context(migrated_postgres_database(PG_ADMIN_DSN)) for _ in SERVINGS]
+        env = env_of(certs_server.url, target.url)
+        yield stack.enter_context(servings(env, urls, start_server))
+
+
+def excused(serving: str, probe: Probe, answer: Answer) -> bool:
+    """A refusal the server makes before the app, where the others' app answers."""
+    if serving == "gunicorn" and probe.method != probe.method.upper():
+        return answer.status == 400
+    return serving == "wsgiref" and probe.chunked and answer.status == 411
+
+
+def decided(answer: Answer) -> Answer:
+    document = json.loads(answer.body)
+    return Answer(answer.status, f"{document['outcome']} {document.get('key')}".encode())
+
+
+def differences(probe: Probe, answers: dict[str, Answer]) -> list[str]:
+    compared = {name: a for name, a in answers.items() if not excused(name, probe, a)}
+    if len(set(compared.values())) <= 1:
+        return []
+    return [f"{probe.cls} / {probe.name}: " + "; ".join(f"{n}={a}" for n, a in answers.items())]
+
+
+def test_the_hostile_corpus_gets_one_answer_everywhere_and_starts_nothing(
+    four: dict[str, Serving], target: PyTarget, google_key: SigningKey
+) -> None:
+    kit = Kit(google_key)
+    before = {name: serving.rows() for name, serving in four.items()}
+    found: list[str] = []
+    summary: dict[str, Counter[str]] = defaultdict(Counter)
+    for probe in hostile(kit):
+        answers = {name: serving.send(probe.raw) for name, serving in four.items()}
+        found += differences(probe, answers)
+        found += [f"{probe.name}: {n} answered {a}" for n, a in answers.items() if a.status < 400]
+        summary[probe.cls]["requests"] += 1
+        for name, answer in answers.items():
+            summary[probe.cls][f"{name} {answer.status}"] += 1
+    for cls, counts in summary.items():
+        print(cls, dict(sorted(counts.items())))
+    assert found == []
+    assert {name: serving.rows() for name, serving in four.items()} == before
+    assert target.received == []
+
+
+def test_valid_requests_get_one_answer_everywhere(
+    four: dict[str, Serving], google_key: SigningKey
+) -> None:
+    """Compared by status, outcome and key (a run's timings differ)."""
+    kit = Kit(google_key)
+    found: list[str] = []
+    outcomes = []
+    for probe in controls(kit):
+        answers = {name: decided(serving.send(probe.raw)) for name, serving in four.items()}
+        found += differences(probe, answers)
+        outcomes.append((probe.name, answers["werkzeug"].status))
+    assert found == []
+    assert outcomes == [
+        ("signed tick", 200), ("same tick again", 200), ("Cloud Scheduler tick", 200),
+        ("push", 200), ("signed hook", 200), ("chunked signed tick over 64 KiB", 413),
+    ]  # fmt: skip
