@@ -69,13 +69,17 @@ def run(compose: Callable[[], Service], overrides: Mapping[str, str]) -> None:
     given. ``overrides`` (the command line's ``CONSUMER_*`` values) go into this process's
     environment first: the workers compose from it, and plugins may read their own variables."""
     owned_metrics_dir = _metrics_directory()
+    owner = os.getpid()
     try:
         os.environ.update(overrides)
         settings = _checked(or_exit(compose))
         _wake_locally(settings)
         Server(settings).run()
     finally:
-        if owned_metrics_dir:
+        # A gunicorn worker is forked inside ``Server.run()``: its exit (an abort after a pause,
+        # a failed boot) unwinds through this block too, and must not take the directory the
+        # pod's other workers still write to.
+        if owned_metrics_dir and os.getpid() == owner:
             shutil.rmtree(owned_metrics_dir, ignore_errors=True)
 
 

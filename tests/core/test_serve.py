@@ -4,6 +4,7 @@ server that will not stop is killed with its workers by the tests' ``stop_proces
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -157,3 +158,44 @@ def push_quietly(port: int, attributes: dict[str, str]) -> None:
     body = wrapped_body(attributes=attributes)
     with suppress(requests.RequestException):
         requests.post(f"http://127.0.0.1:{port}/push", json=body, timeout=90)
+
+
+def test_one_workers_abort_leaves_the_pods_metrics_directory(tmp_path: Path) -> None:
+    """``serve`` makes the workers' metrics directory and removes it when it stops. A worker is
+    forked inside ``serve``'s own call, so a worker's exit (gunicorn aborts a worker whose
+    heartbeat is stale, as after a pause) unwound through the same clean-up and removed the
+    directory under the pod's other workers: every request after it answered 500."""
+    port = free_port()
+    command = [*CONSUMER, "serve", "--local", "--bind", f"127.0.0.1:{port}", "--workers", "2"]
+    process = subprocess.Popen(
+        command, env=clean_env(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        wait_until(lambda: requests.get(f"http://127.0.0.1:{port}/healthz", timeout=2).ok)
+        wait_until(lambda: len(descendants(process.pid)) >= 2)
+        directory = _metrics_directory_of(process.pid)
+        assert Path(directory).is_dir()
+        aborted = min(descendants(process.pid))
+        os.kill(aborted, signal.SIGABRT)
+        wait_until(lambda: _replaced(process.pid, aborted))
+        assert Path(directory).is_dir(), "a worker's exit removed the pod's metrics directory"
+        push = f"http://127.0.0.1:{port}/push"
+        statuses = [requests.post(push, json=wrapped_body(b"{}"), timeout=30) for _ in range(6)]
+        assert [answer.status_code for answer in statuses] == [200] * 6
+    finally:
+        stop_process(process)
+
+
+def _replaced(serve: int, worker: int) -> bool:
+    workers = descendants(serve)
+    return worker not in workers and len(workers) >= 2
+
+
+def _metrics_directory_of(pid: int) -> str:
+    """The ``PROMETHEUS_MULTIPROC_DIR`` that ``serve`` set for itself (it restarts with it)."""
+    for child in [pid, *descendants(pid)]:
+        entries = Path(f"/proc/{child}/environ").read_bytes().split(b"\0")
+        for entry in entries:
+            if entry.startswith(b"PROMETHEUS_MULTIPROC_DIR="):
+                return entry.split(b"=", 1)[1].decode()
+    raise AssertionError("serve set no metrics directory")
