@@ -3,23 +3,28 @@ answer as the handler's result; 408, 429 and 5xx retry (``Retryable``); a redire
 followed and, like any other 4xx, is permanent (``Permanent``: recorded dead, replayable).
 
 Only a bounded head of the body is kept: a 2xx's status is the answer, its body a report, so a
-huge or non-JSON body is summarised, never stored whole.
+huge body, or one that is not strict JSON (``NaN``, ``1e999``, nesting deeper than
+``MAX_ANSWER_DEPTH``, garbage), is summarised, never stored as it is: whatever the body, a 2xx is
+recorded ``done`` and the target is not called again.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 from consumer.errors import Permanent, Retryable
 from consumer.wire import text
+from consumer.wire.timeutil import parse_http_date
 
 MAX_ANSWER_BYTES = 64 * 1024
 """The most of a body kept as the handler's result (and read at all)."""
+MAX_ANSWER_DEPTH = 64
+"""Deeper JSON is summarised: every database and client can hold this much nesting."""
 EXCERPT_CHARS = 200
 RETRY_STATUSES = frozenset({408, 429})
 
@@ -64,8 +69,8 @@ def retry_after(answer: Answer, now: datetime | None = None) -> float | None:
     if raw.isascii() and raw.isdigit():
         return float(raw)
     try:
-        when = parsedate_to_datetime(raw)
-    except (TypeError, ValueError):
+        when = parse_http_date(raw)
+    except ValueError:
         return None
     return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
 
@@ -74,8 +79,8 @@ def _summary(answer: Answer) -> dict[str, Any]:
     """A JSON body as it is, or what was received instead of one."""
     if answer.complete and not answer.truncated and answer.body:
         try:
-            return {"answer": json.loads(answer.body)}
-        except ValueError:
+            return {"answer": strict_json(answer.body)}
+        except (ValueError, RecursionError):
             pass
     summary: dict[str, Any] = {"answer_bytes": len(answer.body)}
     if answer.truncated:
@@ -85,6 +90,39 @@ def _summary(answer: Answer) -> dict[str, Any]:
     elif answer.body:
         summary["answer_excerpt"] = _text(answer.body)
     return summary
+
+
+def strict_json(body: bytes) -> Any:
+    """``body`` as JSON that any database stores: no ``NaN`` or ``Infinity`` (nor a number too
+    big for a float), at most ``MAX_ANSWER_DEPTH`` levels; else ``ValueError``."""
+    value = json.loads(body, parse_constant=_refuse, parse_float=_finite)
+    if _depth(value) > MAX_ANSWER_DEPTH:
+        raise ValueError(f"nested deeper than {MAX_ANSWER_DEPTH} levels")
+    return value
+
+
+def _refuse(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
+
+
+def _finite(literal: str) -> float:
+    number = float(literal)
+    if not math.isfinite(number):
+        raise ValueError(f"{literal[:40]} does not fit a float")
+    return number
+
+
+def _depth(value: Any) -> int:
+    """Nesting depth without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, level = stack.pop()
+        deepest = max(deepest, level)
+        if isinstance(node, dict):
+            stack.extend((child, level + 1) for child in node.values())
+        elif isinstance(node, list):
+            stack.extend((child, level + 1) for child in node)
+    return deepest
 
 
 def _excerpt(answer: Answer) -> str:
