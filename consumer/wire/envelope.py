@@ -3,6 +3,10 @@
 Formats: the wrapped push body, unwrapped push with ``write_metadata`` headers, and CloudEvents in
 binary and structured mode. The shape is checked before anything is read; every problem raises
 ``InvalidEnvelope``, which the view turns into a 400.
+
+A CloudEvent of any type is accepted: ``messagePublished`` carries a push body (read as one),
+every other type (storage, another Eventarc source, a custom ``com.example.*``) its own data,
+kept as the message's data for the handler or target registered for the type.
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ from consumer.wire.timeutil import parse_rfc3339
 
 MESSAGE_PUBLISHED = "google.cloud.pubsub.topic.v1.messagePublished"
 STORAGE_TYPE_PREFIX = "google.cloud.storage.object.v1."
-CLOUDEVENT_TYPES = frozenset(
+CLOUDEVENT_TYPES = frozenset(  # the types whose data has a shape we read
+
     {MESSAGE_PUBLISHED}
     | {
         STORAGE_TYPE_PREFIX + suffix
@@ -50,6 +55,7 @@ MAX_ID_LENGTH = 256
 INT32_MAX = 2**31 - 1
 DECIMAL = re.compile(r"[0-9]{1,20}")
 MAX_SUBSCRIPTION_LENGTH = 512
+MAX_TYPE_LENGTH = 256
 
 
 @dataclass(frozen=True)
@@ -137,7 +143,7 @@ def _parse_binary_cloudevent(headers: dict[str, str], body: bytes, limits: Limit
     if meta.type == MESSAGE_PUBLISHED:
         document = load_json_object(body, limits)
         return _from_message_published(meta, document, limits, Format.CLOUDEVENT_BINARY)
-    return _storage_cloudevent(meta, body, Format.CLOUDEVENT_BINARY)
+    return _data_cloudevent(meta, body, Format.CLOUDEVENT_BINARY)
 
 
 def _parse_structured_cloudevent(document: Mapping[str, Any], limits: Limits) -> PushMessage:
@@ -151,8 +157,11 @@ def _parse_structured_cloudevent(document: Mapping[str, Any], limits: Limits) ->
         if not isinstance(data, dict):
             raise InvalidEnvelope("messagePublished data must be a push body object")
         return _from_message_published(meta, data, limits, Format.CLOUDEVENT_STRUCTURED)
-    raw = data if isinstance(data, bytes) else json.dumps(data).encode()
-    return _storage_cloudevent(meta, raw, Format.CLOUDEVENT_STRUCTURED)
+    if isinstance(data, bytes):
+        raw = data
+    else:
+        raw = b"" if data is None else json.dumps(data).encode()
+    return _data_cloudevent(meta, raw, Format.CLOUDEVENT_STRUCTURED)
 
 
 def _from_message_published(
@@ -161,7 +170,11 @@ def _from_message_published(
     return replace(parse_wrapped(document, limits), format=fmt, cloudevent=meta)
 
 
-def _storage_cloudevent(meta: CloudEventMeta, body: bytes, fmt: Format) -> PushMessage:
+def _data_cloudevent(meta: CloudEventMeta, body: bytes, fmt: Format) -> PushMessage:
+    """Any CloudEvent but ``messagePublished``: its data is the message's, its time the
+    publish time (required: schedule slots, ages and the dashboard read it)."""
+    if not meta.time:
+        raise InvalidEnvelope("CloudEvent attribute 'time' is missing (it is the publish time)")
     return PushMessage(
         message_id=meta.id,
         publish_time=_timestamp(meta.time),
@@ -178,8 +191,8 @@ def _cloudevent_meta(fields: Mapping[str, Any]) -> CloudEventMeta:
         if not isinstance(value, str) or not value:
             raise InvalidEnvelope(f"CloudEvent attribute '{name}' is missing")
         values[name] = value
-    if values["type"] not in CLOUDEVENT_TYPES:
-        raise InvalidEnvelope(f"unsupported CloudEvent type {values['type']!r}")
+    if len(values["type"]) > MAX_TYPE_LENGTH:
+        raise InvalidEnvelope(f"CloudEvent type is longer than {MAX_TYPE_LENGTH} characters")
     extras = {name: fields.get(name) or "" for name in ("subject", "time")}
     if not all(isinstance(value, str) for value in extras.values()):
         raise InvalidEnvelope("CloudEvent 'subject' and 'time' must be strings")
