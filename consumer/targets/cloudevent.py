@@ -22,6 +22,7 @@ from typing import Any
 from consumer.errors import Permanent
 from consumer.jobs.model import Job
 from consumer.observe import tracing
+from consumer.wire import text
 from consumer.wire.events import (
     DeployEvent,
     Event,
@@ -30,7 +31,6 @@ from consumer.wire.events import (
     StorageEvent,
     TickEvent,
 )
-from consumer.wire import text
 from consumer.wire.message import PushMessage
 from consumer.wire.timeutil import parse_rfc3339
 

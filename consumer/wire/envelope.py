@@ -4,9 +4,8 @@ Formats: the wrapped push body, unwrapped push with ``write_metadata`` headers, 
 binary and structured mode. The shape is checked before anything is read; every problem raises
 ``InvalidEnvelope``, which the view turns into a 400.
 
-A CloudEvent of any type is accepted: ``messagePublished`` carries a push body (read as one),
-every other type (storage, another Eventarc source, a custom ``com.example.*``) its own data,
-kept as the message's data for the handler or target registered for the type.
+A CloudEvent of any type is accepted: ``messagePublished`` carries a push body, every other type
+(storage, other Eventarc sources, custom ones) its own data, kept as the message's data.
 """
 
 from __future__ import annotations
@@ -28,14 +27,11 @@ from consumer.wire.timeutil import parse_rfc3339
 
 MESSAGE_PUBLISHED = "google.cloud.pubsub.topic.v1.messagePublished"
 STORAGE_TYPE_PREFIX = "google.cloud.storage.object.v1."
-CLOUDEVENT_TYPES = frozenset(  # the types whose data has a shape we read
-
-    {MESSAGE_PUBLISHED}
-    | {
-        STORAGE_TYPE_PREFIX + suffix
-        for suffix in ("finalized", "deleted", "archived", "metadataUpdated")
-    }
+STORAGE_SUFFIXES = ("finalized", "deleted", "archived", "metadataUpdated")
+CLOUDEVENT_TYPES = frozenset(
+    {MESSAGE_PUBLISHED, *(STORAGE_TYPE_PREFIX + s for s in STORAGE_SUFFIXES)}
 )
+"""The types whose data has a shape we read; any other type's data is kept as it is."""
 PUBSUB_HEADER = "x-goog-pubsub-"
 # Slots are floored from the Unix epoch; earlier times can floor below year 1 and crash.
 EARLIEST_PUBLISH_TIME = datetime(1970, 1, 1, tzinfo=UTC)
@@ -49,8 +45,6 @@ TRANSPORT_HEADERS = frozenset(
         "x-request-id", "cookie", "expect", "keep-alive",
     }
 )  # fmt: skip
-
-
 MAX_ID_LENGTH = 256
 INT32_MAX = 2**31 - 1
 DECIMAL = re.compile(r"[0-9]{1,20}")
@@ -157,11 +151,9 @@ def _parse_structured_cloudevent(document: Mapping[str, Any], limits: Limits) ->
         if not isinstance(data, dict):
             raise InvalidEnvelope("messagePublished data must be a push body object")
         return _from_message_published(meta, data, limits, Format.CLOUDEVENT_STRUCTURED)
-    if isinstance(data, bytes):
-        raw = data
-    else:
-        raw = b"" if data is None else json.dumps(data).encode()
-    return _data_cloudevent(meta, raw, Format.CLOUDEVENT_STRUCTURED)
+    if not isinstance(data, bytes):
+        data = b"" if data is None else json.dumps(data).encode()
+    return _data_cloudevent(meta, data, Format.CLOUDEVENT_STRUCTURED)
 
 
 def _from_message_published(
@@ -171,8 +163,7 @@ def _from_message_published(
 
 
 def _data_cloudevent(meta: CloudEventMeta, body: bytes, fmt: Format) -> PushMessage:
-    """Any CloudEvent but ``messagePublished``: its data is the message's, its time the
-    publish time (required: schedule slots, ages and the dashboard read it)."""
+    """Any CloudEvent but ``messagePublished``: its data, and its time as the publish time."""
     if not meta.time:
         raise InvalidEnvelope("CloudEvent attribute 'time' is missing (it is the publish time)")
     return PushMessage(

@@ -100,7 +100,7 @@ def test_a_storage_type_declared_as_a_cloudevent_is_refused_at_start() -> None:
     declared = [{"name": "files", "url": "http://files.internal/", "auth": {"type": "none"},
                  "serves": {"cloudevent": storage_type}}]  # fmt: skip
     env = {"CONSUMER_LOCAL_MODE": "true", "CONSUMER_HTTP_TARGETS": json.dumps(declared)}
-    with pytest.raises(SettingsError, match="HTTP target 'files': .*storage event"):
+    with pytest.raises(SettingsError, match=r"HTTP target 'files': .*storage event"):
         compose(env)
 
 
