@@ -10,8 +10,6 @@ recorded ``done`` and the target is not called again.
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -19,6 +17,7 @@ from typing import Any
 
 from consumer.errors import Permanent, Retryable
 from consumer.wire import text
+from consumer.wire.json_limits import strict_loads
 from consumer.wire.timeutil import parse_http_date
 
 MAX_ANSWER_BYTES = 64 * 1024
@@ -79,7 +78,7 @@ def _summary(answer: Answer) -> dict[str, Any]:
     """A JSON body as it is, or what was received instead of one."""
     if answer.complete and not answer.truncated and answer.body:
         try:
-            return {"answer": strict_json(answer.body)}
+            return {"answer": strict_loads(answer.body, MAX_ANSWER_DEPTH)}
         except (ValueError, RecursionError):
             pass
     summary: dict[str, Any] = {"answer_bytes": len(answer.body)}
@@ -90,39 +89,6 @@ def _summary(answer: Answer) -> dict[str, Any]:
     elif answer.body:
         summary["answer_excerpt"] = _text(answer.body)
     return summary
-
-
-def strict_json(body: bytes) -> Any:
-    """``body`` as JSON that any database stores: no ``NaN`` or ``Infinity`` (nor a number too
-    big for a float), at most ``MAX_ANSWER_DEPTH`` levels; else ``ValueError``."""
-    value = json.loads(body, parse_constant=_refuse, parse_float=_finite)
-    if _depth(value) > MAX_ANSWER_DEPTH:
-        raise ValueError(f"nested deeper than {MAX_ANSWER_DEPTH} levels")
-    return value
-
-
-def _refuse(constant: str) -> Any:
-    raise ValueError(f"{constant} is not JSON")
-
-
-def _finite(literal: str) -> float:
-    number = float(literal)
-    if not math.isfinite(number):
-        raise ValueError(f"{literal[:40]} does not fit a float")
-    return number
-
-
-def _depth(value: Any) -> int:
-    """Nesting depth without recursion."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        node, level = stack.pop()
-        deepest = max(deepest, level)
-        if isinstance(node, dict):
-            stack.extend((child, level + 1) for child in node.values())
-        elif isinstance(node, list):
-            stack.extend((child, level + 1) for child in node)
-    return deepest
 
 
 def _excerpt(answer: Answer) -> str:
