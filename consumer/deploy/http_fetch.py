@@ -3,9 +3,10 @@
 requests' timeout bounds each socket operation, not the whole response, so each attempt runs
 inside a ``Deadline`` (``consumer.deploy.http_deadline``) that ends it, headers or body, at its
 time: a slow-dripping target cannot hold a worker past it (the session must come from
-``deadline_session()``). Redirects
-are followed here, within the target's origin only: a redirect to another origin is a failed
-target (HTTP 3xx, not followed, not retried), so the configured headers, which may hold a
+``deadline_session()``).
+
+Redirects are followed here, within the target's origin only: a redirect to another origin is a
+failed target (HTTP 3xx, not followed, not retried), so the configured headers, which may hold a
 secret, go nowhere else; configure the final URL instead.
 """
 
