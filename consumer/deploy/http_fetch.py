@@ -1,9 +1,12 @@
 """One GET with retries, backoff and a hard deadline: the unit of work of the HTTP warmer.
 
-requests' timeout bounds each socket operation, not the whole response, so the body is read in
-chunks against a deadline; a slow-dripping target cannot hold a worker past its time. Redirects
-are followed here, within the target's origin only: a redirect to another origin is a failed
-target (HTTP 3xx, not followed, not retried), so the configured headers, which may hold a
+requests' timeout bounds each socket operation, not the whole response, so each attempt runs
+inside a ``Deadline`` (``consumer.deploy.http_deadline``) that ends it, headers or body, at its
+time: a slow-dripping target cannot hold a worker past it (the session must come from
+``deadline_session()``).
+
+Redirects are followed here, within the target's origin only: a redirect to another origin is a
+failed target (HTTP 3xx, not followed, not retried), so the configured headers, which may hold a
 secret, go nowhere else; configure the final URL instead.
 """
 
@@ -19,6 +22,7 @@ from urllib.parse import urljoin
 import requests
 
 from consumer.config.settings import Settings
+from consumer.deploy.http_deadline import Deadline
 from consumer.deploy.origin import same_origin
 from consumer.deploy.report import TargetResult
 
@@ -108,15 +112,12 @@ def _get(
 ) -> tuple[int | None, str, bool, bytes]:
     """One attempt: (status, error or "", whether a retry may help, body)."""
     timeout = budget.timeout(policy.timeout_seconds)
-    deadline = time.monotonic() + timeout
+    deadline = Deadline(time.monotonic() + timeout)
     try:
-        status, elsewhere, body = _follow(session, url, policy.headers, deadline, keep)
-    except requests.Timeout as exc:
-        return None, f"timed out after {timeout:.2f}s ({type(exc).__name__})", True, b""
-    except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError) as exc:
-        return None, f"{type(exc).__name__}: {exc}"[:500], True, b""
+        with deadline:
+            status, elsewhere, body = _follow(session, url, policy.headers, deadline, keep)
     except (requests.RequestException, ValueError) as exc:  # ValueError: a malformed Location
-        return None, f"{type(exc).__name__}: {exc}"[:500], False, b""
+        return None, *_failure(exc, timeout, deadline.expired), b""
     if elsewhere:
         error = f"HTTP {status} to another origin, not followed: {elsewhere}"
         return status, error[:500], False, b""
@@ -125,15 +126,24 @@ def _get(
     return status, "", False, body
 
 
+def _failure(exc: Exception, timeout: float, expired: bool) -> tuple[str, bool]:
+    """What an attempt that raised ``exc`` comes to: (error, whether a retry may help). Any
+    failure once the deadline has shut the connection is the deadline's."""
+    if expired or isinstance(exc, requests.Timeout):
+        return f"timed out after {timeout:.2f}s ({type(exc).__name__})", True
+    transient = isinstance(exc, requests.ConnectionError | requests.exceptions.ChunkedEncodingError)
+    return f"{type(exc).__name__}: {exc}"[:500], transient
+
+
 def _follow(
-    session: requests.Session, url: str, headers: Mapping[str, str], deadline: float, keep: bool
+    session: requests.Session, url: str, headers: Mapping[str, str], deadline: Deadline, keep: bool
 ) -> tuple[int, str, bytes]:
     """GET ``url``, following redirects only within its origin (at most ``MAX_REDIRECTS``), so
     the configured headers never reach another host, port or scheme (requests, following by
     itself, strips only ``Authorization``). Returns (status, the other origin's URL a redirect
     pointed to or "", body)."""
     for _ in range(MAX_REDIRECTS + 1):
-        timeout = max(MIN_REQUEST_SECONDS, deadline - time.monotonic())
+        timeout = max(MIN_REQUEST_SECONDS, deadline.left())
         with session.get(
             url, headers=headers, timeout=timeout, stream=True, allow_redirects=False
         ) as response:
@@ -146,14 +156,14 @@ def _follow(
     raise requests.TooManyRedirects(f"more than {MAX_REDIRECTS} redirects")
 
 
-def _drain(response: requests.Response, deadline: float, keep: bool) -> bytes:
+def _drain(response: requests.Response, deadline: Deadline, keep: bool) -> bytes:
     """Read the body (all of it, up to the cap) before the deadline."""
     kept, total = bytearray(), 0
     for chunk in response.iter_content(CHUNK_BYTES):
         total += len(chunk)
         if keep:
             kept += chunk
-        if time.monotonic() > deadline:
+        if deadline.left() < 0:
             raise BodyTimeout("body not received before the deadline")
         if total >= MAX_BODY_BYTES:
             break

@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import requests
 
+from consumer.deploy.http_deadline import deadline_session
 from consumer.deploy.http_fetch import MIN_REQUEST_SECONDS, Budget, HttpPolicy, fetch
 from consumer.deploy.report import TargetResult, WarmReport
 from consumer.deploy.sitemap import SitemapError, sitemap_urls
@@ -58,7 +59,7 @@ def warm_all(
             return None
 
     def work() -> None:
-        with requests.Session() as session:
+        with deadline_session() as session:
             while (url := take()) is not None:
                 results.append(_fetch_one(session, url, policy, budget))
 
@@ -93,7 +94,7 @@ def _from_sitemap(
         elapsed = time.monotonic() - started
         problems.append(TargetResult(f"sitemap {location}", False, elapsed, error=str(error)))
 
-    with requests.Session() as session:
+    with deadline_session() as session:
 
         def get(location: str) -> bytes:
             result, body = fetch(session, location, policy, budget, keep=True)

@@ -7,7 +7,9 @@ from the storage rule or the settings. Trusted Python code (``consumer.enqueue``
 filtered: it is the service's own code and sets what it sets.
 
 A kind declares its fields by being registered as a ``JobKind``; a plain function declares none,
-and its producers are not filtered (the kind reads what it reads: its author decides).
+and its producers are not filtered (the kind reads what it reads: its author decides), unless it
+replaces a built-in kind: a plain function registered as ``email`` keeps ``email``'s filter, so
+replacing the sender never lifts the rule that producers cannot add a ``bcc`` or a ``from``.
 """
 
 from __future__ import annotations
@@ -43,11 +45,12 @@ def kind(run: Callable[..., Any], producer_fields: Collection[str]) -> JobKind:
 
 def producer_fields(kinds: Functions | None, name: str) -> frozenset[str] | None:
     """The fields producers of ``name`` may set; ``None``: the kind declares none (unfiltered).
-    Without ``kinds`` (a registry's ``job_kinds``): the built-in kinds' declarations."""
-    if kinds is None:
-        return BUILT_IN_FIELDS.get(name)
-    function = kinds.get(name)
-    return function.producer_fields if isinstance(function, JobKind) else None
+    Without ``kinds`` (a registry's ``job_kinds``), or when the registered function declares
+    none: the built-in kinds' declarations."""
+    function = kinds.get(name) if kinds is not None else None
+    if isinstance(function, JobKind):
+        return function.producer_fields
+    return BUILT_IN_FIELDS.get(name)
 
 
 def restricted(

@@ -18,7 +18,6 @@ A bad job (unknown kind, bad run-at, oversized or non-object payload) is ``Perma
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import Any
 
@@ -30,7 +29,7 @@ from consumer.jobs.store import JobStore, enqueue
 from consumer.pipeline.context import HandlerContext
 from consumer.pipeline.registry import Registry
 from consumer.wire.events import JobEvent
-from consumer.wire.json_limits import too_many_values
+from consumer.wire.json_limits import strict_loads, too_many_values
 from consumer.wire.timeutil import parse_rfc3339
 
 
@@ -78,7 +77,7 @@ def payload_of(event: JobEvent, context: HandlerContext) -> dict[str, Any]:
     if too_many_values(data, context.settings.inbox.max_json_nodes):
         raise Permanent("the job payload holds too many JSON values")
     try:
-        payload = json.loads(data)
+        payload = strict_loads(data)  # PostgreSQL refuses NaN: never a retry loop for it
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise Permanent(f"the job payload is not valid JSON: {exc}") from None
     if not isinstance(payload, dict):

@@ -22,6 +22,7 @@ from consumer.config.targets import TargetSpec, target
 from consumer.errors import AlreadyRegistered, SettingsError
 from consumer.pipeline.context import HandlerContext
 from consumer.pipeline.extensions import Functions, Named, Warmers
+from consumer.wire.envelope import STORAGE_TYPE_PREFIX
 from consumer.wire.events import DeployEvent, Event, OtherEvent, Route, StorageEvent, TickEvent
 from consumer.wire.schedule import (
     Cron,
@@ -188,8 +189,14 @@ class Registry:
     def cloudevent(
         self, event_type: str, handler: H, *, replace: bool = False, local_effects: bool = False
     ) -> H:
-        """The handler of CloudEvents of ``event_type`` that are not storage notifications;
-        ``local_effects`` as for ``route``."""
+        """The handler of CloudEvents of ``event_type`` (a custom one, or any Eventarc type but
+        a storage one); ``local_effects`` as for ``route``. A storage type is refused: storage
+        CloudEvents are storage events, which the ``storage`` route (or a storage target) gets."""
+        if event_type.startswith(STORAGE_TYPE_PREFIX):
+            raise SettingsError(
+                f"CloudEvent type {event_type!r} is a storage event, which never reaches a"
+                " CloudEvent handler: register registry.storage(...) or serve {'storage': BUCKET}"
+            )
         self.cloudevents.add(event_type, handler, replace=replace)
         _mark(self.one_commit_types, event_type, local_effects)
         return handler

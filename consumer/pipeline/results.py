@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -9,6 +11,14 @@ from sqlalchemy.exc import DBAPIError
 
 from consumer.db.engine import is_unavailable, sqlstate
 from consumer.wire import text
+
+MAX_DEPTH = 64
+MAX_VALUES = 100_000
+MAX_STRING_CHARS = 100_000
+MAX_INT_BITS = 1000
+"""Larger integers are kept as text: JSON encoders refuse ints of more than 4300 digits."""
+MAX_RESULT_CHARS = 1_000_000
+EXCERPT_CHARS = 2000
 
 
 def describe(exc: BaseException) -> str:
@@ -22,21 +32,57 @@ def describe(exc: BaseException) -> str:
 
 
 def json_safe_result(result: Any) -> dict[str, Any]:
-    """A handler's result as a JSON object any database can store (and any client can read)."""
+    """A handler's result as a JSON object any database can store (and any client can read):
+    the one place every verdict's details pass, so no result can make the finish fail.
+
+    Strings lose NULs and lone surrogates; ``NaN`` and infinities become strings; nesting stops
+    at ``MAX_DEPTH`` (a cycle too), the whole at ``MAX_VALUES`` values, and a result longer than
+    ``MAX_RESULT_CHARS`` as JSON is kept as an excerpt."""
     if result is None:
         return {}
-    if not isinstance(result, Mapping):
-        return {"result": _storable_json(result)}
-    return {str(key): _storable_json(value) for key, value in result.items()}
+    converted = _Storable().convert(result, MAX_DEPTH)
+    details = converted if isinstance(converted, dict) else {"result": converted}
+    encoded = json.dumps(details, ensure_ascii=False)
+    if len(encoded) <= MAX_RESULT_CHARS:
+        return details
+    return {
+        "result_too_large": f"{len(encoded)} characters as JSON, not kept",
+        "result_excerpt": encoded[:EXCERPT_CHARS],
+    }
 
 
-def _storable_json(value: Any) -> Any:
-    if isinstance(value, str):
-        return text.storable(value, limit=100_000)
-    if isinstance(value, Mapping):
-        return {text.storable(str(k)): _storable_json(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_storable_json(item) for item in value]
-    if value is None or isinstance(value, bool | int | float):
-        return value
-    return text.storable(str(value))
+class _Storable:
+    """One conversion: the values it may still visit, and the containers on its path."""
+
+    def __init__(self) -> None:
+        self.left = MAX_VALUES
+        self.path: set[int] = set()
+
+    def convert(self, value: Any, depth: int) -> Any:
+        self.left -= 1
+        if isinstance(value, str):
+            return text.storable(value, limit=MAX_STRING_CHARS)
+        if value is None or isinstance(value, bool):
+            return value
+        if isinstance(value, int):
+            return (
+                int(value)
+                if value.bit_length() <= MAX_INT_BITS
+                else f"<integer of {value.bit_length()} bits>"
+            )
+        if isinstance(value, float):
+            return float(value) if math.isfinite(value) else str(value)
+        if not isinstance(value, Mapping | list | tuple):
+            return text.storable(str(value))
+        if depth <= 0 or self.left <= 0 or id(value) in self.path:
+            return f"<not kept: deeper than {MAX_DEPTH} levels, a cycle or too many values>"
+        self.path.add(id(value))
+        try:
+            return self._container(value, depth - 1)
+        finally:
+            self.path.discard(id(value))
+
+    def _container(self, value: Mapping[Any, Any] | list[Any] | tuple[Any, ...], depth: int) -> Any:
+        if isinstance(value, Mapping):
+            return {text.storable(str(k)): self.convert(v, depth) for k, v in value.items()}
+        return [self.convert(item, depth) for item in value]

@@ -58,11 +58,13 @@ def context_for(
 def invoke(
     handler: Callable[..., Any], context: HandlerContext, event: Any, max_attempts: int
 ) -> Verdict:
-    """Run the handler under its ``process`` span; what it raised decides the verdict."""
+    """Run the handler under its ``process`` span; what it raised decides the verdict. Every
+    verdict's details leave here storable (``json_safe_result``): what a handler returned or
+    raised can never make the finish fail, and so never has the effect done again."""
     with spans.handler_run(context.key, event) as span:
         verdict = _verdict(handler, context, event, max_attempts)
         spans.outcome(span, verdict.kind.value, verdict.error)
-    return verdict
+    return verdict._replace(details=json_safe_result(verdict.details))
 
 
 def _verdict(
@@ -83,4 +85,4 @@ def _verdict(
         exhausted = context.attempt >= max_attempts
         return Verdict(Kind.DEAD if exhausted else Kind.RETRY, {}, describe(exc))
     # The effect has happened: whatever the result looks like, the event is done.
-    return Verdict(Kind.DONE, json_safe_result(result))
+    return Verdict(Kind.DONE, result if isinstance(result, dict) else json_safe_result(result))

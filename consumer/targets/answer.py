@@ -3,23 +3,27 @@ answer as the handler's result; 408, 429 and 5xx retry (``Retryable``); a redire
 followed and, like any other 4xx, is permanent (``Permanent``: recorded dead, replayable).
 
 Only a bounded head of the body is kept: a 2xx's status is the answer, its body a report, so a
-huge or non-JSON body is summarised, never stored whole.
+huge body, or one that is not strict JSON (``NaN``, ``1e999``, nesting deeper than
+``MAX_ANSWER_DEPTH``, garbage), is summarised, never stored as it is: whatever the body, a 2xx is
+recorded ``done`` and the target is not called again.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 from consumer.errors import Permanent, Retryable
 from consumer.wire import text
+from consumer.wire.json_limits import strict_loads
+from consumer.wire.timeutil import parse_http_date
 
 MAX_ANSWER_BYTES = 64 * 1024
 """The most of a body kept as the handler's result (and read at all)."""
+MAX_ANSWER_DEPTH = 64
+"""Deeper JSON is summarised: every database and client can hold this much nesting."""
 EXCERPT_CHARS = 200
 RETRY_STATUSES = frozenset({408, 429})
 
@@ -64,8 +68,8 @@ def retry_after(answer: Answer, now: datetime | None = None) -> float | None:
     if raw.isascii() and raw.isdigit():
         return float(raw)
     try:
-        when = parsedate_to_datetime(raw)
-    except (TypeError, ValueError):
+        when = parse_http_date(raw)
+    except ValueError:
         return None
     return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
 
@@ -74,8 +78,8 @@ def _summary(answer: Answer) -> dict[str, Any]:
     """A JSON body as it is, or what was received instead of one."""
     if answer.complete and not answer.truncated and answer.body:
         try:
-            return {"answer": json.loads(answer.body)}
-        except ValueError:
+            return {"answer": strict_loads(answer.body, MAX_ANSWER_DEPTH)}
+        except (ValueError, RecursionError):
             pass
     summary: dict[str, Any] = {"answer_bytes": len(answer.body)}
     if answer.truncated:

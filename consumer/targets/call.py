@@ -2,8 +2,9 @@
 concurrency limit at once in this process.
 
 The call's timeout is the budget left (less the reserve that records the outcome) capped by the
-target's own; the body is read in chunks against that deadline, as the warmer does
-(``consumer.deploy.http_fetch``), and no more than ``MAX_ANSWER_BYTES`` of it. Redirects are not
+target's own, and it is a wall-clock deadline for the whole exchange, headers and body
+(``consumer.deploy.http_deadline``, as the warmer's): a target that drips its answer is cut
+off at it. No more than ``MAX_ANSWER_BYTES`` of the body is read. Redirects are not
 followed: the signed request would go somewhere the settings never named. A ``Retry-After`` is
 honoured here only while the budget covers the wait and one more call; otherwise the failure
 goes back to Pub/Sub's backoff (or the job's). Every repeat carries the same Idempotency-Key.
@@ -18,6 +19,7 @@ from collections.abc import Callable
 import requests
 
 from consumer.config.targets import TargetSpec
+from consumer.deploy.http_deadline import Deadline, deadline_session
 from consumer.deploy.http_fetch import MIN_REQUEST_SECONDS, Budget
 from consumer.errors import Retryable
 from consumer.observe import spans
@@ -76,29 +78,33 @@ class Caller:
         headers |= auth_headers(self.spec.auth, delivery.body, self.tokens)
         spans.inject(headers)  # the call's own span as the target's parent
         timeout = max(MIN_REQUEST_SECONDS, deadline - time.monotonic())
+        ends = Deadline(time.monotonic() + timeout)
         try:
-            with self._session().post(
+            with ends, self._session().post(
                 self.spec.url, data=delivery.body, headers=headers, timeout=timeout,
                 stream=True, allow_redirects=False,
             ) as response:  # fmt: skip
-                return _read(response, deadline)
-        except requests.Timeout as exc:
-            raise Retryable(f"target {self.spec.name!r} timed out after {timeout:.2f}s") from exc
+                return _read(response, ends)
         except requests.RequestException as exc:
-            raise Retryable(f"target {self.spec.name!r}: {type(exc).__name__}: {exc}") from exc
+            if ends.expired or isinstance(exc, requests.Timeout):
+                failure = f"target {self.spec.name!r} timed out after {timeout:.2f}s"
+            else:
+                failure = f"target {self.spec.name!r}: {type(exc).__name__}: {exc}"
+            raise Retryable(failure) from exc
 
     def _session(self) -> requests.Session:
         """One session per thread: requests' sessions are not documented as thread-safe."""
         session: requests.Session | None = getattr(self._local, "session", None)
         if session is None:
-            session = self._local.session = requests.Session()
+            session = self._local.session = deadline_session()
             session.trust_env = False  # the target's URL is the settings', not a proxy's
         return session
 
 
-def _read(response: requests.Response, deadline: float) -> Answer:
+def _read(response: requests.Response, deadline: Deadline) -> Answer:
     """The status, headers and at most ``MAX_ANSWER_BYTES`` of the body, read by the deadline.
-    Once the status is in, a body that stalls only makes the answer incomplete."""
+    Once the status is in, a body that stalls (or that the deadline cuts) only makes the answer
+    incomplete."""
     kept = bytearray()
     complete, truncated = True, False
     try:
@@ -107,10 +113,11 @@ def _read(response: requests.Response, deadline: float) -> Answer:
             if len(kept) > MAX_ANSWER_BYTES:
                 truncated = True
                 break
-            if time.monotonic() > deadline:
+            if deadline.left() < 0:
                 complete = False
                 break
     except requests.RequestException:
         complete = False
+    complete = complete and not deadline.expired
     body = bytes(kept[:MAX_ANSWER_BYTES])
     return Answer(response.status_code, response.headers, body, truncated, complete)

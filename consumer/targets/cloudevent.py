@@ -19,8 +19,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from consumer.errors import Permanent
 from consumer.jobs.model import Job
 from consumer.observe import tracing
+from consumer.wire import text
 from consumer.wire.events import (
     DeployEvent,
     Event,
@@ -42,6 +44,7 @@ STORAGE_TYPES = {
     "OBJECT_ARCHIVE": "google.cloud.storage.object.v1.archived",
     "OBJECT_METADATA_UPDATE": "google.cloud.storage.object.v1.metadataUpdated",
 }
+STORAGE_SOURCE = "//storage.googleapis.com/projects/_/buckets/"
 JSON = "application/json"
 _PLAIN = frozenset(range(0x21, 0x7F)) - {ord('"'), ord("%")}
 """Bytes a CloudEvents HTTP header value carries as they are (its binding's section 3.1.3.2)."""
@@ -129,15 +132,36 @@ def _tick(event: TickEvent, key: str) -> Delivery:
 
 
 def _storage(event: StorageEvent, key: str) -> Delivery:
-    """As Eventarc sends storage events: the object resource, the bucket in the source."""
-    body: dict[str, Any] = {"bucket": event.bucket, "name": event.name}
-    body |= {"generation": event.generation, **dict(event.resource)}
+    """As Eventarc sends storage events: the object resource, the bucket in the source. The
+    object is the one the attributes named (they keyed the event and picked the target): the
+    data may add to them, never contradict them."""
+    _agrees(event)
+    body: dict[str, Any] = {**dict(event.resource), "bucket": event.bucket, "name": event.name}
+    body["generation"] = event.generation
     if event.metageneration:
         body.setdefault("metageneration", event.metageneration)
-    source = f"//storage.googleapis.com/projects/_/buckets/{event.bucket}"
+    source = f"{STORAGE_SOURCE}{event.bucket}"
     kind = STORAGE_TYPES[event.event_type.value]
     subject, when = f"objects/{event.name}", _event_time(event.message)
     return Delivery(key, kind, source, subject, when, dumps(body))
+
+
+def _agrees(event: StorageEvent) -> None:
+    """Refuse (``Permanent``: dead, for an operator to look at) a storage event whose data, or
+    whose CloudEvent source and subject, name another object than its identity."""
+    named = {"bucket": event.bucket, "name": event.name, "generation": event.generation}
+    found = {field: event.resource.get(field) for field in named}
+    meta = event.message.cloudevent
+    if meta is not None and meta.source.startswith("//storage.googleapis.com/"):
+        found["source"], named["source"] = meta.source, f"{STORAGE_SOURCE}{event.bucket}"
+    if meta is not None and meta.subject.startswith("objects/"):
+        found["subject"], named["subject"] = meta.subject, f"objects/{event.name}"
+    for field, value in found.items():
+        if value is not None and str(value) != named[field]:
+            raise Permanent(
+                f"storage event for {event.bucket}/{event.name}#{event.generation}: its"
+                f" {field} says {text.storable(str(value), 200)!r}; refused, not sent to a target"
+            )
 
 
 def _deploy(event: DeployEvent, key: str) -> Delivery:
@@ -185,7 +209,7 @@ def _parsed(text: str) -> datetime | None:
 def _is_json(data: bytes) -> bool:
     try:
         json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     return bool(data)
 

@@ -39,7 +39,7 @@ def install_targets(
     for spec in specs:
         try:
             _INSTALL[spec.serves.what](registry, Caller(spec, source))
-        except AlreadyRegistered as exc:
+        except (AlreadyRegistered, SettingsError) as exc:
             raise SettingsError(f"HTTP target {spec.name!r}: {exc}") from None
 
 

@@ -3,6 +3,7 @@
 Recognised, in this order:
 - a GCS notification (attributes ``eventType``, ``bucketId``, ``objectId``, ``objectGeneration``)
   or a storage CloudEvent;
+- any other CloudEvent but ``messagePublished`` is an ``OtherEvent``, routed by its type;
 - a job: attribute ``job_kind`` (the jobs topic; ``consumer.jobs.topic`` checks the rest);
 - a scheduler tick: attribute ``task``, or a JSON object in the data with a ``task`` field;
 - a deploy: attribute ``event=deploy``, or a JSON object in the data with ``"event": "deploy"``;
@@ -17,7 +18,7 @@ from decimal import Decimal
 from typing import Any
 
 from consumer.errors import InvalidEvent
-from consumer.wire.envelope import STORAGE_TYPE_PREFIX
+from consumer.wire.envelope import MESSAGE_PUBLISHED, STORAGE_TYPE_PREFIX
 from consumer.wire.events import (
     DeployEvent,
     Event,
@@ -64,6 +65,8 @@ def classify(
     memory, json_limits)."""
     if message.cloudevent is not None and message.cloudevent.type in CLOUDEVENT_STORAGE_TYPES:
         return _storage_from_cloudevent(message, max_json_nodes)
+    if message.cloudevent is not None and message.cloudevent.type != MESSAGE_PUBLISHED:
+        return OtherEvent(message=message)  # its type routes it, not what its data looks like
     attributes = message.attributes
     if _gcs_attributes(attributes):
         return _storage_from_notification(message, max_json_nodes)

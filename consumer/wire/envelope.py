@@ -3,6 +3,9 @@
 Formats: the wrapped push body, unwrapped push with ``write_metadata`` headers, and CloudEvents in
 binary and structured mode. The shape is checked before anything is read; every problem raises
 ``InvalidEnvelope``, which the view turns into a 400.
+
+A CloudEvent of any type is accepted: ``messagePublished`` carries a push body, every other type
+(storage, other Eventarc sources, custom ones) its own data, kept as the message's data.
 """
 
 from __future__ import annotations
@@ -24,13 +27,11 @@ from consumer.wire.timeutil import parse_rfc3339
 
 MESSAGE_PUBLISHED = "google.cloud.pubsub.topic.v1.messagePublished"
 STORAGE_TYPE_PREFIX = "google.cloud.storage.object.v1."
+STORAGE_SUFFIXES = ("finalized", "deleted", "archived", "metadataUpdated")
 CLOUDEVENT_TYPES = frozenset(
-    {MESSAGE_PUBLISHED}
-    | {
-        STORAGE_TYPE_PREFIX + suffix
-        for suffix in ("finalized", "deleted", "archived", "metadataUpdated")
-    }
+    {MESSAGE_PUBLISHED, *(STORAGE_TYPE_PREFIX + s for s in STORAGE_SUFFIXES)}
 )
+"""The types whose data has a shape we read; any other type's data is kept as it is."""
 PUBSUB_HEADER = "x-goog-pubsub-"
 # Slots are floored from the Unix epoch; earlier times can floor below year 1 and crash.
 EARLIEST_PUBLISH_TIME = datetime(1970, 1, 1, tzinfo=UTC)
@@ -44,12 +45,11 @@ TRANSPORT_HEADERS = frozenset(
         "x-request-id", "cookie", "expect", "keep-alive",
     }
 )  # fmt: skip
-
-
 MAX_ID_LENGTH = 256
 INT32_MAX = 2**31 - 1
 DECIMAL = re.compile(r"[0-9]{1,20}")
 MAX_SUBSCRIPTION_LENGTH = 512
+MAX_TYPE_LENGTH = 256
 
 
 @dataclass(frozen=True)
@@ -137,7 +137,7 @@ def _parse_binary_cloudevent(headers: dict[str, str], body: bytes, limits: Limit
     if meta.type == MESSAGE_PUBLISHED:
         document = load_json_object(body, limits)
         return _from_message_published(meta, document, limits, Format.CLOUDEVENT_BINARY)
-    return _storage_cloudevent(meta, body, Format.CLOUDEVENT_BINARY)
+    return _data_cloudevent(meta, body, Format.CLOUDEVENT_BINARY)
 
 
 def _parse_structured_cloudevent(document: Mapping[str, Any], limits: Limits) -> PushMessage:
@@ -151,8 +151,9 @@ def _parse_structured_cloudevent(document: Mapping[str, Any], limits: Limits) ->
         if not isinstance(data, dict):
             raise InvalidEnvelope("messagePublished data must be a push body object")
         return _from_message_published(meta, data, limits, Format.CLOUDEVENT_STRUCTURED)
-    raw = data if isinstance(data, bytes) else json.dumps(data).encode()
-    return _storage_cloudevent(meta, raw, Format.CLOUDEVENT_STRUCTURED)
+    if not isinstance(data, bytes):
+        data = b"" if data is None else json.dumps(data).encode()
+    return _data_cloudevent(meta, data, Format.CLOUDEVENT_STRUCTURED)
 
 
 def _from_message_published(
@@ -161,7 +162,10 @@ def _from_message_published(
     return replace(parse_wrapped(document, limits), format=fmt, cloudevent=meta)
 
 
-def _storage_cloudevent(meta: CloudEventMeta, body: bytes, fmt: Format) -> PushMessage:
+def _data_cloudevent(meta: CloudEventMeta, body: bytes, fmt: Format) -> PushMessage:
+    """Any CloudEvent but ``messagePublished``: its data, and its time as the publish time."""
+    if not meta.time:
+        raise InvalidEnvelope("CloudEvent attribute 'time' is missing (it is the publish time)")
     return PushMessage(
         message_id=meta.id,
         publish_time=_timestamp(meta.time),
@@ -178,8 +182,8 @@ def _cloudevent_meta(fields: Mapping[str, Any]) -> CloudEventMeta:
         if not isinstance(value, str) or not value:
             raise InvalidEnvelope(f"CloudEvent attribute '{name}' is missing")
         values[name] = value
-    if values["type"] not in CLOUDEVENT_TYPES:
-        raise InvalidEnvelope(f"unsupported CloudEvent type {values['type']!r}")
+    if len(values["type"]) > MAX_TYPE_LENGTH:
+        raise InvalidEnvelope(f"CloudEvent type is longer than {MAX_TYPE_LENGTH} characters")
     extras = {name: fields.get(name) or "" for name in ("subject", "time")}
     if not all(isinstance(value, str) for value in extras.values()):
         raise InvalidEnvelope("CloudEvent 'subject' and 'time' must be strings")

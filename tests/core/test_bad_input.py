@@ -50,14 +50,17 @@ BAD_BODIES: dict[str, bytes] = {
     "absurdly nested": b"[" * 100_000 + b"]" * 100_000,
     "tick without task name": _with({**GOOD, "attributes": {"task": ""}}),
     "deploy without release": _with({**GOOD, "attributes": {"event": "deploy", "service": "a"}}),
-    "structured cloudevent of unknown type": json.dumps(
+    "structured cloudevent without time": json.dumps(
         {"specversion": "1.0", "type": "com.example.unknown", "source": "x", "id": "1"}
     ).encode(),
 }
 BAD_HEADERS: dict[str, dict[str, str]] = {
-    "binary cloudevent of unknown type": {
+    "binary cloudevent without time": {
         "ce-id": "1", "ce-source": "s", "ce-specversion": "1.0", "ce-type": "com.example.nope",
-        "ce-time": "2024-01-01T00:00:00Z",
+    },
+    "binary cloudevent time out of range": {
+        "ce-id": "1", "ce-source": "s", "ce-specversion": "1.0", "ce-type": "com.example.nope",
+        "ce-time": "9999-12-31T23:59:59-14:00",
     },
     "binary cloudevent missing id": {
         "ce-source": "s", "ce-specversion": "1.0", "ce-time": "2024-01-01T00:00:00Z",

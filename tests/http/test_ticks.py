@@ -172,3 +172,11 @@ def test_without_credentials_configured_the_endpoint_refuses(
     assert signed(client)[0] == 401
     assert scheduled(client, google_key)[0] == 401
     assert client.post("/ticks/sweep").json["error"].startswith("tick endpoint is disabled")  # type: ignore[index]
+
+
+@pytest.mark.parametrize("at", ["9999-12-31T23:59:59-14:00", "0001-01-01T00:00:00+14:00"])
+def test_a_schedule_time_out_of_range_is_a_400(
+    client: FlaskClient, google_key: SigningKey, at: str
+) -> None:
+    """It overflowed while parsed (OverflowError: a 500 from gunicorn)."""
+    assert scheduled(client, google_key, at=at)[0] == 400

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 import subprocess
 import threading
 import time
@@ -115,3 +116,74 @@ class NodeTarget:
         stop_process(self.process)
         if self.process.stdout is not None:
             self.process.stdout.close()
+
+
+class Dripping:
+    """A raw HTTP server that answers 200 and sends its answer one byte every ``interval``
+    seconds: the body (``headers_first``) or the whole answer, status line included. Each read
+    of the client's then returns within any per-read timeout, so only a deadline on the whole
+    exchange ends the call."""
+
+    def __init__(self, interval: float = 0.5, length: int = 40, headers_first: bool = True):
+        self.interval, self.length, self.headers_first = interval, length, headers_first
+        self.requests = 0
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener.settimeout(0.05)  # so the accept loop sees the stop
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self._stop = threading.Event()
+
+    @contextmanager
+    def running(self) -> Iterator[Dripping]:
+        thread = threading.Thread(target=self._accept, daemon=True)
+        thread.start()
+        try:
+            yield self
+        finally:
+            self._stop.set()
+            thread.join(5)
+            self.listener.close()
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                connection, _ = self.listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            connection.settimeout(None)
+            self.requests += 1
+            threading.Thread(target=self._answer, args=(connection,), daemon=True).start()
+
+    def _answer(self, connection: socket.socket) -> None:
+        with connection:
+            _read_request(connection)
+            body = b"[" + b"1," * ((self.length - 2) // 2) + b"1]"
+            head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+            if self.headers_first:
+                connection.sendall(head)
+            for byte in body if self.headers_first else head + body:
+                if self._stop.wait(self.interval):
+                    return
+                try:
+                    connection.sendall(bytes([byte]))
+                except OSError:
+                    return  # the client gave up: what the tests expect
+
+
+def _read_request(connection: socket.socket) -> None:
+    """The request's head and its ``Content-Length`` body, discarded."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = connection.recv(65536)
+        if not chunk:
+            return
+        data += chunk
+    head, _, rest = data.partition(b"\r\n\r\n")
+    lengths = [line for line in head.lower().split(b"\r\n") if line.startswith(b"content-length:")]
+    length = int(lengths[0].split(b":")[1]) if lengths else 0
+    while len(rest) < length:
+        chunk = connection.recv(65536)
+        if not chunk:
+            return
+        rest += chunk
