@@ -110,6 +110,7 @@ SECRETS = {
     "CONSUMER_WARM_HEADERS": '{"Authorization": "Bearer warm-header-9z8y7x6w"}',
     "CONSUMER_DASHBOARD_TOKEN": "dashboard-token-31415926",
     "CONSUMER_SMTP_HOST": "smtp.example.com",
+    "CONSUMER_SOURCES": "consumer-push=tick",
 }
 SECRET_VALUES = ("db-pass-7f3a9", "push-token-5be1c0ffee", "smtp-pass-a1b2c3d4",
                  "hook-secret-0123456789", "warm-header-9z8y7x6w",

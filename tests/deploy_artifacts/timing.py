@@ -46,9 +46,15 @@ class Chain:
     max_delivery_attempts: int
 
 
+SECRET_ENV = {"CONSUMER_SIGNING_SECRETS": "from-the-consumer-secrets-secret"}
+"""What a pod also gets from the ``consumer-secrets`` Secret, which is never committed
+(docs/sources.md: the overlays publish wake-ups, so they must sign them)."""
+
+
 def service_settings(docs: list[Doc]) -> Settings:
-    """The settings a pod builds from the overlay's ConfigMap (also proves the ConfigMap valid)."""
-    return Settings.from_env(config_env(docs))
+    """The settings a pod builds from the overlay's ConfigMap and its Secret (also proves the
+    ConfigMap valid)."""
+    return Settings.from_env({**config_env(docs), **SECRET_ENV})
 
 
 def gather(docs: list[Doc], module: Module, values: dict[str, object]) -> Chain:
