@@ -356,12 +356,21 @@ def _spawn(command: list[str], env: dict[str, str], output: Path | None) -> subp
             sink.close()
 
 
+TEST_SOURCES = "consumer-push=tick+storage+deploy+job+other"
+"""What the pushes of ``wrapped_body`` (subscription ``consumer-push``) may start outside local
+mode when a test declares no sources: everything, as before sources were declared."""
+TEST_SIGNING_SECRET = "test-signing-secret-0123456789"
+
+
 def server_env(env: dict[str, str]) -> dict[str, str]:
     """The test's ``CONSUMER_*`` variables only (none leak in from the runner); outside local
-    mode a serving process refuses to start without an SMTP host, so one is given."""
+    mode a serving process refuses to start without an SMTP host, declared sources and a signing
+    secret, so defaults are given (a test's own values win)."""
     inherited = {k: v for k, v in os.environ.items() if not k.startswith("CONSUMER_")}
     if env.get("CONSUMER_LOCAL_MODE") != "true":
         inherited["CONSUMER_SMTP_HOST"] = "127.0.0.1"
+        inherited["CONSUMER_SOURCES"] = TEST_SOURCES
+        inherited["CONSUMER_SIGNING_SECRETS"] = TEST_SIGNING_SECRET
     return {**inherited, **env}
 
 

@@ -20,6 +20,7 @@ from weakref import WeakValueDictionary
 from sqlalchemy.engine import make_url
 
 from consumer.config import env as env_vars
+from consumer.config.admission import AdmissionSettings
 from consumer.config.dashboard import DashboardSettings
 from consumer.config.deploy import DeployHookSettings, WarmingSettings
 from consumer.config.fields import PREFIX, Rule, Section, named, setting
@@ -82,6 +83,7 @@ class Settings(Section):
     tick_hook: TickHookSettings = field(default_factory=TickHookSettings, metadata=SECTION)
     tracing: TracingSettings = field(default_factory=TracingSettings, metadata=SECTION)
     tick_control: TickControlSettings = field(default_factory=TickControlSettings, metadata=SECTION)
+    admission: AdmissionSettings = field(default_factory=AdmissionSettings, metadata=SECTION)
     extra: Mapping[type[Section], Section] = field(default_factory=dict)
     """The sections plugins declared, by class (read them with ``section``)."""
 
@@ -135,6 +137,7 @@ class Settings(Section):
         settings.validate(serves_push=serves_push)
         if serves_push:
             settings.require_mail_transport()
+            settings.require_admission()
         return settings
 
     @classmethod
@@ -176,6 +179,14 @@ class Settings(Section):
         an SMTP host; the CLI's tools, which send no mail, do not."""
         if not (self.local_mode or self.smtp.host):
             raise SettingsError(NO_SMTP_HOST)
+
+    def require_admission(self) -> None:
+        """A server or a pull outside local mode declares what each subscription may start, and
+        signs what it publishes (docs/sources.md); settings built in code are not held to it."""
+        jobs = self.jobs
+        publishes = bool(jobs.continuation_topic or jobs.wake_topic)
+        if problems := self.admission.deployment_problems(self.local_mode, publishes):
+            raise SettingsError("; ".join(problems))
 
     def validate(self, *, serves_push: bool = True) -> None:
         """Refuse settings that would break the delivery promise or leave the endpoint open:

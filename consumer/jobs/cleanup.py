@@ -49,7 +49,11 @@ def cleanup(context: HandlerContext, event: TickEvent) -> dict[str, Any]:
     )
     left = more or jobs_more
     published = continuation.publish(
-        settings.jobs.continuation_topic, {"task": event.task}, int(left), context.remaining()
+        settings.jobs.continuation_topic,
+        {"task": event.task},
+        int(left),
+        context.remaining(),
+        settings.admission.signing_secret,
     )
     return {
         "task": event.task, "inbox_purged": inbox_purged, "jobs_purged": jobs_purged,

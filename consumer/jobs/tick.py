@@ -43,7 +43,11 @@ def register(registry: Registry) -> None:
         summary = sweeper.run(context.deadline - reserve)
         count = continuations_wanted(settings, event, summary)
         published = continuation.publish(
-            settings.jobs.continuation_topic, {"task": event.task}, count, context.remaining()
+            settings.jobs.continuation_topic,
+            {"task": event.task},
+            count,
+            context.remaining(),
+            settings.admission.signing_secret,
         )
         return {
             "task": event.task, **summary.as_dict(), "continuations": len(published),

@@ -6,6 +6,12 @@ and messageId), ``job_run_at`` (RFC 3339), ``job_priority``, ``job_max_attempts`
 the JSON object payload (empty: ``{}``), filtered to the fields the kind lets producers set
 (``consumer.jobs.fields``). The same key published again is the same job.
 
+A producer's key and lock key live in the producers' namespace (``topic:KEY``,
+``consumer.wire.events.PRODUCER_NAMESPACE``): no message can take a key trusted code enqueues
+under, or queue behind (or hold up) a lock key trusted code uses. A run-at further ahead than
+``CONSUMER_PRODUCER_MAX_DELAY_SECONDS`` is a bad job, so no producer parks a lock key's queue
+for ever.
+
 Exactly-once by one commit: the handler is declared ``local_effects``, so the inbox claim, the
 enqueue and the outcome are one transaction (``context.connection``); a crash or a cut anywhere
 in it leaves none of them, and the redelivery enqueues the job. The job's idempotency key still
@@ -18,7 +24,7 @@ A bad job (unknown kind, bad run-at, oversized or non-object payload) is ``Perma
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from consumer.errors import Permanent
@@ -46,7 +52,9 @@ def register(registry: Registry) -> None:
         payload, ignored = restricted(
             payload_of(event, context), producer_fields(registry.job_kinds, event.kind)
         )
-        result = enqueue_new(context, new_job(event, payload), known)
+        job = new_job(event, payload)
+        _check_delay(job, context)
+        result = enqueue_new(context, job, known)
         return {"kind": event.kind, "job": result.job_id, "inserted": result.inserted,
                 "job_key": event.job_key, "ignored_fields": ignored}  # fmt: skip
 
@@ -92,10 +100,20 @@ def new_job(event: JobEvent, payload: dict[str, Any]) -> NewJob:
             event.kind, payload, event.job_key, _run_at(attributes.get("run_at")),
             _whole(attributes.get("priority"), "job_priority", INT32_MIN) or 0,
             _whole(attributes.get("max_attempts"), "job_max_attempts", 1),
-            attributes.get("lock_key"),
+            event.lock_key,
         )  # fmt: skip
     except InvalidJob as exc:
         raise Permanent(str(exc)) from None
+
+
+def _check_delay(job: NewJob, context: HandlerContext) -> None:
+    """A producer may schedule at most ``CONSUMER_PRODUCER_MAX_DELAY_SECONDS`` ahead."""
+    limit = context.settings.admission.producer_max_delay_seconds
+    if job.run_at is not None and job.run_at > context.clock() + timedelta(seconds=limit):
+        raise Permanent(
+            f"'job_run_at' {job.run_at.isoformat()} is more than {limit} s ahead "
+            "(CONSUMER_PRODUCER_MAX_DELAY_SECONDS); replay this message once it is within reach"
+        )
 
 
 def _run_at(text: str | None) -> datetime | None:

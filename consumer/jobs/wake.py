@@ -3,7 +3,9 @@
 After an enqueue commits, this process publishes a wake-up on ``CONSUMER_WAKE_TOPIC``: a
 ``sweep`` tick with a ``continuation=wake-<uuid>`` attribute, so its inbox key is its own
 (``tick:sweep:continuation:wake-...``): it never collides with a scheduled slot, is never stale
-and never advances one. Whichever pod the push reaches sweeps; the job claims keep concurrent
+and never advances one. It is signed (``consumer.wire.signed``, ``CONSUMER_SIGNING_SECRETS``):
+outside local mode the service honours no unsigned continuation, so a process that cannot sign
+sends none. Whichever pod the push reaches sweeps; the job claims keep concurrent
 sweeps apart, and the scheduled tick stays the safety net for a wake-up that was lost. In local
 mode, without Pub/Sub, the wake-up is POSTed to the local server instead (``CONSUMER_WAKE_URL``).
 
@@ -26,13 +28,14 @@ import threading
 import time
 import uuid
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import requests
 from sqlalchemy import Connection, Engine, event
 
 from consumer.config.settings import Settings
-from consumer.pipeline import continuation
+from consumer.pipeline import admission, continuation
+from consumer.wire import signed
 from consumer.wire.envelopes_out import wrapped_body
 
 log = logging.getLogger("consumer.jobs.wake")
@@ -52,14 +55,21 @@ class Target:
     topic: str = ""
     url: str = ""
     window_seconds: float = 0.05
+    secret: str = field(default="", repr=False)
+    """What its wake-ups are signed with (``CONSUMER_SIGNING_SECRETS``' first)."""
 
     @classmethod
     def of(cls, settings: Settings) -> Target | None:
-        jobs = settings.jobs
+        """None when there is nowhere to wake, or when the wake-up could not be honoured: it
+        must be signed and this process has no secret."""
+        jobs, secret = settings.jobs, settings.admission.signing_secret
         url = jobs.wake_url if settings.local_mode and not jobs.wake_topic else ""
         if not (jobs.wake_topic or url):
             return None
-        return cls(jobs.wake_topic, url, jobs.wake_window_ms / 1000)
+        if not (secret or admission.permissive(settings)):
+            log.warning("no wake-ups: CONSUMER_SIGNING_SECRETS is not set, so none is honoured")
+            return None
+        return cls(jobs.wake_topic, url, jobs.wake_window_ms / 1000, secret)
 
 
 def attach(engine: Engine, settings: Settings) -> None:
@@ -149,14 +159,15 @@ class Sender:
 
     def _send(self) -> None:
         wake_id = PREFIX + uuid.uuid4().hex
+        attributes = signed.sign(b"", {"task": TASK, "continuation": wake_id}, self.target.secret)
         try:
             if self.target.topic:
                 client = continuation.publisher()
-                future = client.publish(self.target.topic, b"", task=TASK, continuation=wake_id)
+                future = client.publish(self.target.topic, b"", **attributes)
                 future.result(timeout=SEND_TIMEOUT_SECONDS)
             else:
                 # The answer comes when the sweep is done: wait for it, later wake-ups queue.
-                body = wrapped_body(attributes={"task": TASK, "continuation": wake_id})
+                body = wrapped_body(attributes=attributes)
                 requests.post(self.target.url, json=body, timeout=(SEND_TIMEOUT_SECONDS, 300))
         except Exception as exc:  # best effort: the scheduled tick catches up
             log.warning("wake-up not sent to %s: %s", self.target.topic or self.target.url, exc)

@@ -10,6 +10,8 @@ Each continuation carries a ``continuation=<uuid>`` attribute beside the route's
 (``task=sweep``; a file's ``bucketId``, ``objectId``...): its idempotency key is its own
 (``tick:sweep:continuation:<uuid>``, ``storage:B/O#G:OBJECT_FINALIZE:continuation:<uuid>``), so a
 continuation delivered twice runs once, and a sweep's is never stale and never advances a slot.
+Each is signed (``consumer.wire.signed``): outside local mode the service honours only its own
+(``consumer.pipeline.admission``), so a publisher on another topic cannot start one.
 
 The publisher is google-cloud-pubsub's ``PublisherClient``, one per process, made on first use
 (after gunicorn forks); it talks to the emulator when ``PUBSUB_EMULATOR_HOST`` is set.
@@ -25,6 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from consumer.observe import spans
+from consumer.wire import signed
 
 log = logging.getLogger("consumer.continuation")
 ATTRIBUTE = "continuation"
@@ -54,10 +57,14 @@ def publisher() -> Any:
         return client
 
 
-def publish(topic: str, attributes: Mapping[str, str], count: int, timeout: float) -> list[str]:
+def publish(
+    topic: str, attributes: Mapping[str, str], count: int, timeout: float, secret: str = ""
+) -> list[str]:
     """Publish ``count`` continuations (attribute-only messages) and return their ids, waiting
-    at most ``timeout`` seconds. A failure is logged, not raised: the work is not lost, it
-    waits for the next tick as it would without continuations."""
+    at most ``timeout`` seconds. Each is signed with ``secret`` (``CONSUMER_SIGNING_SECRETS``'
+    first): the receiver honours no unsigned continuation outside local mode. A failure is
+    logged, not raised: the work is not lost, it waits for the next tick as it would without
+    continuations."""
     if not topic or count <= 0:
         return []
     ids = [uuid.uuid4().hex for _ in range(count)]
@@ -65,7 +72,8 @@ def publish(topic: str, attributes: Mapping[str, str], count: int, timeout: floa
         try:
             client = publisher()
             traced = {**attributes, **spans.message_attributes()}  # the span, for the receiver
-            futures = [client.publish(topic, b"", **traced, **{ATTRIBUTE: i}) for i in ids]
+            signed_ones = [signed.sign(b"", {**traced, ATTRIBUTE: i}, secret) for i in ids]
+            futures = [client.publish(topic, b"", **each) for each in signed_ones]
             for future in futures:
                 future.result(timeout=max(timeout, 0.1))
         except Exception as exc:  # publishing is best effort; the backlog stays due

@@ -26,7 +26,7 @@ from consumer.db.pinned import PinnedConnections
 from consumer.errors import ConsumerError, Unavailable
 from consumer.inbox.model import Holder
 from consumer.inbox.store import Claim, Inbox, Status
-from consumer.pipeline import decisions
+from consumer.pipeline import admission, decisions
 from consumer.pipeline.decisions import Source
 from consumer.pipeline.heartbeat import Heartbeats
 from consumer.pipeline.registry import Handler, Registry
@@ -121,12 +121,19 @@ class Dispatcher:
             event = self._classify(received)
         except ConsumerError as error:
             return decisions.refuse(source, error, started, message_id)
+        refused = admission.refusal(self.settings, source, event)  # before anything is claimed
         try:
-            outcome = run(event, started)
+            outcome = self._refused(event, refused) if refused else run(event, started)
         except ConsumerError as error:
             return decisions.refuse(source, error, started, message_id, event.route.value)
         decisions.record(source, outcome, message_id, time.monotonic() - started)
         return outcome
+
+    def _refused(self, event: Event, refused: admission.Refusal) -> Outcome:
+        """A delivery its source may not start: recorded under its own key, nothing run."""
+        lease = timedelta(seconds=self.settings.lease_seconds)
+        with self._connection() as connection:
+            return admission.record(self.inbox.on(connection), event, refused, self.clock(), lease)
 
     def classify(self, message: PushMessage) -> Event:
         """The event ``message`` is, under this process's schedules and limits; ``InvalidEvent``

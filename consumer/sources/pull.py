@@ -17,8 +17,9 @@ from typing import Any
 from google.cloud import pubsub_v1
 from google.cloud.pubsub_v1.subscriber.scheduler import ThreadScheduler
 
-from consumer.errors import ConsumerError
+from consumer.errors import ConsumerError, SettingsError
 from consumer.observe.logs import configure_logging
+from consumer.pipeline import admission
 from consumer.pipeline.decisions import Source
 from consumer.pipeline.dispatch import Dispatcher
 from consumer.service import Service
@@ -83,6 +84,7 @@ class PullConsumer:
 
     def run(self, stop: threading.Event) -> None:
         """Pull until ``stop`` is set, then finish the messages in hand and return."""
+        self._require_declared()
         executor = ThreadPoolExecutor(max_workers=self.max_messages, thread_name_prefix="pull")
         future = self.client.subscribe(
             self.subscription,
@@ -96,6 +98,20 @@ class PullConsumer:
         stop.wait()
         future.cancel()
         future.result()
+
+    def _require_declared(self) -> None:
+        """Outside local mode the pulled subscription must be declared (``CONSUMER_SOURCES``),
+        and a process that publishes continuations or wake-ups must sign them: refused before
+        the first message is pulled, in one line."""
+        settings = self.dispatcher.settings
+        settings.require_admission()
+        if not admission.permissive(settings) and (
+            settings.admission.routes_of(self.subscription) is None
+        ):
+            raise SettingsError(
+                f"CONSUMER_SOURCES does not declare {self.subscription!r}: every message pulled "
+                "from it would be refused; declare the routes it may start (docs/sources.md)"
+            )
 
     def _warn_without_retry_policy(self) -> None:
         """Without a retry policy a nack is redelivered at once: a 503 (a blip) would burn

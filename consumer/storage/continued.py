@@ -55,8 +55,14 @@ def attributes(obj: StoredObject) -> dict[str, str]:
 def hand_on(context: HandlerContext, event: StorageEvent, obj: StoredObject) -> str:
     """Publish one continuation of ``obj``; its inbox key, or ``""`` when there is no topic or
     publishing failed (the caller then nacks, as without continuations)."""
-    topic = context.settings.jobs.continuation_topic
-    published = continuation.publish(topic, attributes(obj), 1, context.remaining())
+    settings = context.settings
+    published = continuation.publish(
+        settings.jobs.continuation_topic,
+        attributes(obj),
+        1,
+        context.remaining(),
+        settings.admission.signing_secret,
+    )
     if not published:
         return ""
     key = replace(event, continuation=published[0]).key

@@ -22,6 +22,10 @@ from consumer.wire.int64 import NotInt64, optional_int64
 from consumer.wire.message import PushMessage
 from consumer.wire.schedule import Schedule
 
+PRODUCER_NAMESPACE = "topic:"
+"""The prefix of every job key and lock key a jobs-topic message sets (docs/sources.md): keys
+that begin with it are the producers', so trusted code never enqueues under one."""
+
 
 class Route(StrEnum):
     TICK = "tick"
@@ -153,10 +157,20 @@ class JobEvent:
 
     @property
     def job_key(self) -> str:
-        """The producer's key, else the delivery's identity: a message published twice with
-        one key is one job, and one message delivered twice is one job."""
+        """The producer's key in the producers' namespace, else the delivery's identity: a
+        message published twice with one key is one job, and one message delivered twice is
+        one job. No producer key can be one that trusted code enqueues under."""
+        if key := self.attributes.get("key"):
+            return PRODUCER_NAMESPACE + key
         where = self.message.subscription or "unknown-subscription"
-        return self.attributes.get("key") or f"{escape(where, ':')}:{self.message.message_id}"
+        return f"{escape(where, ':')}:{self.message.message_id}"
+
+    @property
+    def lock_key(self) -> str | None:
+        """The producer's lock key in the producers' namespace: its jobs never queue behind,
+        nor hold up, the lock keys trusted code uses."""
+        lock_key = self.attributes.get("lock_key")
+        return None if lock_key is None else PRODUCER_NAMESPACE + lock_key
 
     @property
     def key(self) -> str:

@@ -53,7 +53,9 @@ def test_settings_without_usable_push_authentication_are_refused(
 
 
 def test_each_way_of_authenticating_is_accepted() -> None:
-    smtp = {"CONSUMER_SMTP_HOST": "smtp.example.com"}  # required outside local mode
+    smtp = {  # required outside local mode
+        "CONSUMER_SMTP_HOST": "smtp.example.com", "CONSUMER_SOURCES": "consumer-push=tick",
+    }  # fmt: skip
     oidc = {
         **smtp,
         "CONSUMER_PUSH_AUDIENCE": "https://consumer.example.com/push",

@@ -21,6 +21,7 @@ def test_values_are_converted() -> None:
         {
             "CONSUMER_PUSH_TOKEN": "a-long-enough-shared-token",
             "CONSUMER_SMTP_HOST": "smtp.example.com",
+            "CONSUMER_SOURCES": "consumer-push=tick",
             "CONSUMER_ACK_DEADLINE_SECONDS": "120",
             "CONSUMER_PLUGINS": "a.b, c.d",
             "CONSUMER_TICK_PERIODS": "sweep=60, cleanup=3600",
@@ -92,6 +93,7 @@ VARIABLES += ["TICK_POLICIES"]  # new with the tick tasks' overlap and catch-up 
 VARIABLES += ["INBOX_REDRIVE_AFTER_SECONDS"]  # new with the re-drive of rows nobody redelivered
 VARIABLES += ["SWEEP_FLUSH_MS", "INBOX_LEASE_SECONDS"]  # new with the one-effect crash bound
 VARIABLES += ["JOB_LIMITS"]  # new with flow control (docs/flow-control.md)
+VARIABLES += ["SOURCES", "SIGNING_SECRETS", "PRODUCER_MAX_DELAY_SECONDS"]  # docs/sources.md
 
 
 def test_the_sections_read_exactly_the_variables_operators_have_always_set() -> None:

@@ -26,8 +26,9 @@ def test_every_whole_number_setting_has_a_range() -> None:
     numbers = {
         name for name, (_, spec) in builtin_catalog().items() if spec.metadata["convert"] is whole
     }
-    # new: TRACES_SAMPLE_PERCENT, INBOX_LEASE_SECONDS, SWEEP_FLUSH_MS, INBOX_REDRIVE_AFTER_SECONDS
-    assert numbers == set(RANGES) and len(RANGES) == 38
+    # new: TRACES_SAMPLE_PERCENT, INBOX_LEASE_SECONDS, SWEEP_FLUSH_MS, INBOX_REDRIVE_AFTER_SECONDS,
+    # PRODUCER_MAX_DELAY_SECONDS
+    assert numbers == set(RANGES) and len(RANGES) == 39
 
 
 @pytest.mark.parametrize("name", sorted(RANGES))
@@ -110,6 +111,7 @@ SECRETS = {
     "CONSUMER_WARM_HEADERS": '{"Authorization": "Bearer warm-header-9z8y7x6w"}',
     "CONSUMER_DASHBOARD_TOKEN": "dashboard-token-31415926",
     "CONSUMER_SMTP_HOST": "smtp.example.com",
+    "CONSUMER_SOURCES": "consumer-push=tick",
 }
 SECRET_VALUES = ("db-pass-7f3a9", "push-token-5be1c0ffee", "smtp-pass-a1b2c3d4",
                  "hook-secret-0123456789", "warm-header-9z8y7x6w",

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import free_port, server_env
+from tests.conftest import TEST_SOURCES, free_port, server_env
 
 FAULTS = {
     "bad setting": ({"CONSUMER_ACK_DEADLINE_SECONDS": "5"}, "CONSUMER_ACK_DEADLINE_SECONDS"),
@@ -96,7 +96,8 @@ def test_every_command_fails_one_way(tmp_path: Path) -> None:
 def test_every_server_fails_one_way(tmp_path: Path, server: str, fault: str) -> None:
     bind = f"127.0.0.1:{free_port()}"
     env = {k: v for k, v in fault_env(tmp_path, fault).items() if k != "CONSUMER_LOCAL_MODE"}
-    env.update(CONSUMER_PUSH_TOKEN="t" * 32, CONSUMER_BIND=bind, CONSUMER_SMTP_HOST="127.0.0.1")
+    env.update(CONSUMER_PUSH_TOKEN="t" * 32, CONSUMER_BIND=bind, CONSUMER_SMTP_HOST="127.0.0.1",
+               CONSUMER_SOURCES=TEST_SOURCES)  # fmt: skip
     assert_one_line(run(server_command(server, bind), env, tmp_path), FAULTS[fault][1])
 
 

@@ -35,7 +35,7 @@ from consumer.sources.pull import PullConsumer
 from consumer.wire.envelope import parse_push
 from consumer.wire.envelopes_out import tick_body
 from consumer.wire.timeutil import floor_to_period, utcnow
-from tests.conftest import Server, free_port, server_env, settings_env, wait_until
+from tests.conftest import TEST_SOURCES, Server, free_port, server_env, settings_env, wait_until
 from tests.plugins import counted
 
 TOKEN = "t" * 32
@@ -49,7 +49,8 @@ def app_settings(sqlite_url: str) -> Settings:
 
 @pytest.fixture
 def env(app_settings: Settings) -> dict[str, str]:
-    return settings_env(app_settings, CONSUMER_PUSH_TOKEN=TOKEN, CONSUMER_SMTP_HOST="127.0.0.1")
+    return settings_env(app_settings, CONSUMER_PUSH_TOKEN=TOKEN, CONSUMER_SMTP_HOST="127.0.0.1",
+                        CONSUMER_SOURCES=TEST_SOURCES)  # fmt: skip
 
 
 @pytest.fixture

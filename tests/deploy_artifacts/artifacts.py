@@ -74,6 +74,11 @@ def workloads(docs: list[Doc], kinds: tuple[str, ...] = POD_TEMPLATE_KINDS) -> l
     return [doc for doc in docs if doc["kind"] in kinds]
 
 
+POD_SECRETS = {"CONSUMER_SIGNING_SECRETS": "from-the-consumer-secrets-secret"}
+"""What a pod also gets from the ``consumer-secrets`` Secret, which is never committed: the
+overlays publish wake-ups, so they sign them (docs/sources.md)."""
+
+
 def config_env(docs: list[Doc]) -> dict[str, str]:
     """The data of the service's ConfigMap (generated with a hash suffix)."""
     maps = [m for m in find(docs, "ConfigMap") if m["metadata"]["name"].startswith("consumer-")]

@@ -17,6 +17,7 @@ from sqlalchemy import create_engine, inspect
 
 from tests.conftest import free_port, stop_process
 from tests.deploy_artifacts.artifacts import (
+    POD_SECRETS,
     Doc,
     config_env,
     dockerfile,
@@ -31,9 +32,10 @@ pytestmark = pytest.mark.slow
 
 
 def pod_env(docs: list[Doc], tmp_path: Path, database_url: str) -> dict[str, str]:
-    """Image ENV, then the ConfigMap, then the Secret's URL: the order Kubernetes applies."""
+    """Image ENV, then the ConfigMap, then the Secrets: the order Kubernetes applies."""
     env = {k: v for k, v in image_env(dockerfile()).items() if k != "PATH"}
     env.update(config_env(docs))
+    env.update(POD_SECRETS)
     env["PROMETHEUS_MULTIPROC_DIR"] = str(tmp_path / "prometheus")
     env["CONSUMER_DATABASE_URL"] = database_url
     env["CONSUMER_LOG_LEVEL"] = "WARNING"

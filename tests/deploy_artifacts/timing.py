@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from consumer.config.settings import Settings
 from tests.deploy_artifacts.artifacts import (
+    POD_SECRETS,
     Doc,
     config_env,
     dockerfile,
@@ -47,8 +48,9 @@ class Chain:
 
 
 def service_settings(docs: list[Doc]) -> Settings:
-    """The settings a pod builds from the overlay's ConfigMap (also proves the ConfigMap valid)."""
-    return Settings.from_env(config_env(docs))
+    """The settings a pod builds from the overlay's ConfigMap and its Secret (also proves the
+    ConfigMap valid)."""
+    return Settings.from_env({**config_env(docs), **POD_SECRETS})
 
 
 def gather(docs: list[Doc], module: Module, values: dict[str, object]) -> Chain:
@@ -91,6 +93,7 @@ def _gunicorn_in(configmap: tuple[tuple[str, str], ...]) -> dict[str, object]:
     instructions = dockerfile()
     env = {k: v for k, v in image_env(instructions).items() if k != "PATH"}
     env.update(configmap)
+    env.update(POD_SECRETS)
     return gunicorn_config(image_command(instructions), env)
 
 

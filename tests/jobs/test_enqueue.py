@@ -135,7 +135,7 @@ def test_a_kind_no_plugin_provides_is_refused_unless_allowed(engine: Engine) -> 
 
 
 def test_outside_local_mode_the_email_kind_needs_an_smtp_host() -> None:
-    env = {"CONSUMER_PUSH_TOKEN": "a-long-enough-shared-token"}
+    env = {"CONSUMER_PUSH_TOKEN": "a-long-enough-shared-token", "CONSUMER_SOURCES": "s=job"}
     with pytest.raises(SettingsError, match="CONSUMER_SMTP_HOST is required outside local mode"):
         Settings.from_env(env)
     tools = Settings.from_env(env, serves_push=False)  # CLI tools that send no mail start

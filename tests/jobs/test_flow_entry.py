@@ -42,7 +42,7 @@ def test_the_python_api_and_the_jobs_topic_set_the_lock_key(
     dispatcher = Dispatcher(settings, engine, build_registry(settings))
     dispatcher.dispatch(job_message("m1", {}, job_lock_key="account-2"))
     assert sorted(job.lock_key or "" for job in JobStore(engine).list()) == [
-        "account-1", "account-2"
+        "account-1", "topic:account-2"
     ]  # fmt: skip
 
 

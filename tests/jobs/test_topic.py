@@ -5,7 +5,7 @@ payload keeps only the fields its kind lets it set."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, timedelta
 from typing import Any
 
 import pytest
@@ -53,22 +53,25 @@ def jobs(engine: Engine) -> list[Job]:
 
 def test_a_job_message_is_a_job_event_keyed_by_its_job_key() -> None:
     event = JobEvent("email", job_message("m1", job_key="order-7"), {"key": "order-7"})
-    assert (event.key, event.route.value) == ("job:order-7", "job")
+    assert (event.key, event.route.value) == ("job:topic:order-7", "job")
     unkeyed = JobEvent("email", job_message("m1"))
     assert unkeyed.job_key == f"{SUBSCRIPTION}:m1"
 
 
 def test_the_same_key_published_twice_is_one_job(dispatcher: Dispatcher, engine: Engine) -> None:
     payload = {"to": "a@example.com", "subject": "s", "text": "t"}
+    run_at = (utcnow() + timedelta(days=2)).replace(microsecond=0)
     attributes = {"job_key": "order-7", "job_priority": "5", "job_max_attempts": "3",
-                  "job_run_at": "2030-01-01T09:00:00Z"}  # fmt: skip
+                  "job_run_at": run_at.isoformat()}  # fmt: skip
     first = dispatcher.dispatch(job_message("m1", payload, **attributes))
     again = dispatcher.dispatch(job_message("m2", payload, **attributes))
-    assert (first.kind, first.key, first.details["inserted"]) == (Kind.DONE, "job:order-7", True)
+    assert (first.kind, first.key, first.details["inserted"]) == (
+        Kind.DONE, "job:topic:order-7", True
+    )  # fmt: skip
     assert again.kind is Kind.DUPLICATE
     [job] = jobs(engine)
     assert (job.kind, job.payload, job.priority, job.max_attempts) == ("email", payload, 5, 3)
-    assert job.run_at.astimezone(UTC) == datetime(2030, 1, 1, 9, tzinfo=UTC)
+    assert job.run_at.astimezone(UTC) == run_at
 
 
 def test_without_a_key_one_message_delivered_twice_is_one_job(

@@ -6,6 +6,7 @@ output "consumer_config" {
     CONSUMER_ACK_DEADLINE_SECONDS  = tostring(var.ack_deadline_seconds)
     CONSUMER_CONTINUATION_TOPIC    = google_pubsub_topic.events["continuations"].id
     CONSUMER_WAKE_TOPIC            = google_pubsub_topic.events["wakeups"].id
+    CONSUMER_SOURCES               = local.sources
     }, var.tick_target == "http" ? {
     CONSUMER_TICK_HOOK_AUDIENCE         = local.tick_audience
     CONSUMER_TICK_HOOK_SERVICE_ACCOUNTS = google_service_account.scheduler[0].email

@@ -8,6 +8,11 @@
 # (CONSUMER_WAKE_TOPIC; consumer/jobs/wake.py): its push sweeps the due jobs now, not at the
 # next tick.
 
+# Each push subscription may start only the routes it is for (CONSUMER_SOURCES, output in
+# consumer_config; docs/sources.md): a publisher on the jobs topic cannot start a tick, a deploy
+# or a file import. Continuations and wake-ups must also carry the service's own signature
+# (CONSUMER_SIGNING_SECRETS, in the consumer-secrets Secret).
+
 locals {
   topics = {
     ticks         = "${var.name}-ticks"
@@ -17,6 +22,15 @@ locals {
     jobs          = "${var.name}-jobs"
     wakeups       = "${var.name}-wakeups"
   }
+  routes = {
+    ticks         = "tick"
+    storage       = "storage"
+    deploys       = "deploy"
+    continuations = "tick+storage"
+    jobs          = "job"
+    wakeups       = "tick"
+  }
+  sources = join(",", [for kind, topic in local.topics : "${topic}-push=${local.routes[kind]}"])
 }
 
 resource "google_pubsub_topic" "events" {
