@@ -48,7 +48,7 @@ def test_a_run_at_beyond_the_bound_is_dead_and_replayable_within_it(
     dispatcher: Dispatcher,  # noqa: F811
     engine: Engine,
 ) -> None:
-    for n, far in enumerate(("9999-01-01T00:00:00Z", (utcnow() + timedelta(days=8)).isoformat())):
+    for n, far in enumerate(("8999-01-01T00:00:00Z", (utcnow() + timedelta(days=8)).isoformat())):
         message = job_message(f"m{n}", MAIL, job_lock_key="account-1", job_run_at=far)
         outcome = dispatcher.dispatch(message)
         assert (outcome.kind, outcome.http_status) == (Kind.DEAD, 200)
