@@ -26,8 +26,8 @@ def test_every_whole_number_setting_has_a_range() -> None:
     numbers = {
         name for name, (_, spec) in builtin_catalog().items() if spec.metadata["convert"] is whole
     }
-    # new: TRACES_SAMPLE_PERCENT, INBOX_LEASE_SECONDS, SWEEP_FLUSH_MS
-    assert numbers == set(RANGES) and len(RANGES) == 37
+    # new: TRACES_SAMPLE_PERCENT, INBOX_LEASE_SECONDS, SWEEP_FLUSH_MS, the 5 DATABASE_ waits
+    assert numbers == set(RANGES) and len(RANGES) == 42
 
 
 @pytest.mark.parametrize("name", sorted(RANGES))
