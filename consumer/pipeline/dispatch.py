@@ -210,9 +210,8 @@ class Dispatcher:
                         raise  # a fault: answered 503 and redelivered, whether or not it committed
                     verdict = self._uncommitted(claim, exc)
             connection.rollback()
-        if verdict.kind is Kind.LEASE_LOST:
-            return self._lost(self.inbox, claim, event.message.message_id, event.route.value,
-                              verdict.details)  # fmt: skip
+        if verdict.kind is Kind.LEASE_LOST:  # not this row's: the transaction holds it
+            verdict = _taken_over(verdict)
         # Nothing was committed, so no progress to refund: the attempt counts.
         return self._record_apart(event, verdict._replace(refund_attempt=False), started)
 
@@ -369,8 +368,9 @@ class Dispatcher:
         with self.heartbeats.kept(renew, until=delivery.ends):
             verdict = invoke(handler, context, event, self.settings.inbox.max_attempts)
         if verdict.kind is Kind.LEASE_LOST:
-            return self._lost(delivery.inbox, claim, delivery.message_id, delivery.route,
-                              verdict.details)  # fmt: skip
+            verdict = (
+                _overran(verdict) if time.monotonic() >= delivery.ends else _taken_over(verdict)
+            )
         outcome = self._finish(delivery, verdict)
         if isinstance(event, TickEvent) and outcome.kind is Kind.DONE and _advances(event):
             self._advance_slot(delivery, event)
@@ -485,6 +485,21 @@ def _outcome(claim: Claim, route: str, verdict: Verdict) -> Outcome:
     if verdict.error:
         body["error"] = verdict.error
     return Outcome(verdict.kind, claim.key, body, route=route)
+
+
+def _taken_over(verdict: Verdict) -> Verdict:
+    """A handler that raised ``LeaseLost``, recorded as what it means if this delivery's claim
+    still holds the row (the guarded write says; if not, the lease was lost, ``_lost``): the
+    handler's own resource was taken over (a later run owns the file), which carries the work
+    on. Skipped: answering ``lease-lost`` left the row ``running`` for ever."""
+    return Verdict(Kind.SKIPPED, {"reason": f"taken over: {verdict.details.get('error', '')}"})
+
+
+def _overran(verdict: Verdict) -> Verdict:
+    """A handler whose lease renewal was refused past its delivery's deadline: failed, so the
+    redelivery takes the row over at once."""
+    error = f"the delivery's deadline passed: {verdict.details.get('error', '')}"
+    return Verdict(Kind.RETRY, {}, error)
 
 
 def _redelivered_elsewhere(row: Holder | None, message_id: str) -> bool:
