@@ -58,7 +58,9 @@ class Service:
     def engine(self) -> Engine:
         """Its enqueues wake a sweeper as the settings say (``consumer.jobs.wake``)."""
         if self._engine is None:
-            self._engine = open_engine(self.settings.database_url)
+            self._engine = open_engine(
+                self.settings.database_url, waits=self.settings.database_waits
+            )
             wake.attach(self._engine, self.settings)
         return self._engine
 

@@ -22,6 +22,7 @@ from sqlalchemy.engine import make_url
 from consumer.config import env as env_vars
 from consumer.config.admission import AdmissionSettings
 from consumer.config.dashboard import DashboardSettings
+from consumer.config.database import DatabaseSettings, DatabaseWaits
 from consumer.config.deploy import DeployHookSettings, WarmingSettings
 from consumer.config.fields import PREFIX, Rule, Section, named, setting
 from consumer.config.flow import FlowSettings
@@ -70,6 +71,7 @@ class Settings(Section):
     server: ServerSettings = field(default_factory=ServerSettings, metadata=SECTION)
     auth: AuthSettings = field(default_factory=AuthSettings, metadata=SECTION)
     inbox: InboxSettings = field(default_factory=InboxSettings, metadata=SECTION)
+    database: DatabaseSettings = field(default_factory=DatabaseSettings, metadata=SECTION)
     ticks: TickSettings = field(default_factory=TickSettings, metadata=SECTION)
     logging: LoggingSettings = field(default_factory=LoggingSettings, metadata=SECTION)
     jobs: JobSettings = field(default_factory=JobSettings, metadata=SECTION)
@@ -101,6 +103,12 @@ class Settings(Section):
     @property
     def gunicorn_timeout_seconds(self) -> int:
         return self.inbox.ack_deadline_seconds
+
+    @property
+    def database_waits(self) -> DatabaseWaits:
+        """The bounds on every database wait, below the ack deadline (``DatabaseSettings``)."""
+        inbox = self.inbox
+        return self.database.waits(inbox.ack_deadline_seconds, inbox.safety_margin_seconds)
 
     def section(self, kind: type[S]) -> S:
         """The section of class ``kind`` (a plugin's, or a built-in one); a plugin section that
@@ -211,6 +219,7 @@ class Settings(Section):
                 "or CONSUMER_LOCAL_MODE=true for an insecure local run",
             ),
             named("CONSUMER_DATABASE_URL", database_url_problem(self.database_url)),
+            *self.database.below(self.inbox.ack_deadline_seconds),
         ]
 
     def __repr__(self) -> str:

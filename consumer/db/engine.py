@@ -10,7 +10,9 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
+from consumer.config.database import DatabaseWaits
 from consumer.errors import Unavailable
 
 SQLITE_BUSY_TIMEOUT_SECONDS = 30
@@ -19,8 +21,11 @@ NOT_TRANSIENT_SQLSTATE_CLASSES = ("22", "54")  # data exception, program limit e
 T = TypeVar("T")
 
 
-def make_engine(url: str, **options: Any) -> Engine:
-    """An engine tuned for many short transactions from several processes.
+def make_engine(url: str, waits: DatabaseWaits | None = None, **options: Any) -> Engine:
+    """An engine tuned for many short transactions from several processes. ``waits``: the
+    bounds of a server's waits (``Settings.database_waits``): PostgreSQL's statement, lock and
+    idle-in-transaction timeouts on every connection, and the pool's checkout timeout (SQLite's
+    writers wait at most its busy timeout); none for tools that may run long (migrations).
 
     No ``pool_pre_ping``: a ``SELECT 1`` on every checkout is a round trip per transaction. A
     connection that died while pooled fails on its first use instead, which invalidates the
@@ -30,8 +35,22 @@ def make_engine(url: str, **options: Any) -> Engine:
         return _sqlite_engine(url, **options)
     options.setdefault("pool_size", 5)
     options.setdefault("max_overflow", 5)
-    connect_args = {"connect_timeout": POSTGRES_CONNECT_TIMEOUT_SECONDS}
+    connect_args: dict[str, Any] = {"connect_timeout": POSTGRES_CONNECT_TIMEOUT_SECONDS}
+    if waits is not None:
+        connect_args["options"] = session_timeouts(waits)
+        options.setdefault("pool_timeout", waits.pool)
     return create_engine(url, connect_args=connect_args, **options)
+
+
+def session_timeouts(waits: DatabaseWaits) -> str:
+    """libpq's ``options``: the server-side timeouts, set as each connection starts (no round
+    trip of its own), in milliseconds."""
+    timeouts = {
+        "statement_timeout": waits.statement,
+        "lock_timeout": waits.lock,
+        "idle_in_transaction_session_timeout": waits.idle_in_transaction,
+    }
+    return " ".join(f"-c {name}={round(seconds * 1000)}" for name, seconds in timeouts.items())
 
 
 def _sqlite_engine(url: str, **options: Any) -> Engine:
@@ -58,9 +77,9 @@ def _sqlite_engine(url: str, **options: Any) -> Engine:
 
 
 def is_unavailable(exc: BaseException) -> bool:
-    """True for faults of the database itself (down, unreachable, locked), not of our SQL or
-    our data: PostgreSQL's class 54 (a value over a program limit) is an OperationalError too,
-    but retrying it can never succeed."""
+    """True for faults of the database itself (down, unreachable, locked, a statement or a lock
+    wait over its timeout), not of our SQL or our data: PostgreSQL's class 54 (a value over a
+    program limit) is an OperationalError too, but retrying it can never succeed."""
     if isinstance(exc, DBAPIError) and sqlstate(exc).startswith(NOT_TRANSIENT_SQLSTATE_CLASSES):
         return False
     if isinstance(exc, OperationalError | InterfaceError):
@@ -97,6 +116,8 @@ class _UnavailableOnDbFault:
     ) -> None:
         if isinstance(exc, DBAPIError) and is_unavailable(exc):
             raise Unavailable(f"database unavailable: {type(exc.orig).__name__}") from exc
+        if isinstance(exc, PoolTimeout):  # every connection of the pool busy past its timeout
+            raise Unavailable("database unavailable: no free connection in the pool") from exc
 
 
 _UNAVAILABLE_ON_DB_FAULT = _UnavailableOnDbFault()

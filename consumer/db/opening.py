@@ -13,6 +13,7 @@ from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError
 
+from consumer.config.database import DatabaseWaits
 from consumer.config.settings import DEFAULT_DATABASE_URL, redacted_url
 from consumer.db.engine import make_engine
 from consumer.db.migrate import schema_at_head
@@ -22,13 +23,14 @@ UPGRADE = "run `consumer db upgrade`"
 UNDEFINED_OBJECT_SQLSTATES = ("42P01", "42703")  # undefined table, undefined column
 
 
-def open_engine(url: str, *, create: bool = False) -> Engine:
+def open_engine(url: str, *, create: bool = False, waits: DatabaseWaits | None = None) -> Engine:
     """An engine for ``url``, refusing (with the fix) a driver that is not installed and, unless
-    ``create``, a SQLite file that does not exist: connecting would create an empty one."""
+    ``create``, a SQLite file that does not exist: connecting would create an empty one.
+    ``waits``: the bounds of every database wait (``make_engine``)."""
     if not create:
         _require_sqlite_file(url)
     try:
-        return make_engine(url)
+        return make_engine(url, waits)
     except (ArgumentError, ImportError) as exc:
         raise DatabaseFault(
             f"CONSUMER_DATABASE_URL {redacted_url(url)}: no such database driver ({exc}); "

@@ -8,7 +8,9 @@
   threads, so gunicorn's ``timeout`` alone would no longer end a stuck handler. The watchdog ends
   the worker once a request has run for ``timeout`` (the ack deadline), as the sync worker's
   timeout did: Pub/Sub has given up on it, and the inbox lease (ack deadline + margin) expires
-  only after the worker is gone, so no second copy can run beside it.
+  only after the worker is gone, so no second copy can run beside it. Its one line goes out as
+  a raw write that never waits (``exit_past_deadline``): a log handler stuck on a full pipe, or
+  its lock held by a thread stuck there, must not freeze the one safety net.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import select
 import weakref
 from typing import Any, ClassVar
 
@@ -29,6 +32,10 @@ from consumer.http.wsgi import bridged
 
 log = logging.getLogger("consumer.worker")
 DEFAULT_HEADER_TIMEOUT_SECONDS = 10.0
+WATCHDOG_MESSAGE = "a request outlived the ack deadline; the worker exits so it cannot run on"
+STDERR = 2
+LINE_LIMIT = 4096
+"""``PIPE_BUF`` on Linux: a write this short into a pipe with room goes in whole, at once."""
 
 
 class DeadlineProtocol(ASGIProtocol):
@@ -108,9 +115,37 @@ class ConsumerWorker(gasgi.ASGIWorker):
         # heartbeat interval), which would end every sweep that uses its whole budget.
         deadline = float(self.cfg.timeout)
         if isinstance(app, BufferedWsgi) and app.oldest_seconds() > deadline:
-            log.error(
-                "a request outlived the ack deadline; the worker exits so it cannot run on",
-                extra={"timeout_seconds": deadline, "pid": os.getpid()},
-            )
-            os._exit(1)  # threads cannot be stopped; the arbiter starts a fresh worker
+            exit_past_deadline(deadline)
         super().notify()
+
+
+def exit_past_deadline(deadline: float) -> None:
+    """End the worker (threads cannot be stopped; the arbiter starts a fresh one), saying why
+    in a line written only if stderr has room now: nothing here waits on a lock or a reader."""
+    extra = {"timeout_seconds": deadline, "pid": os.getpid()}
+    try:
+        record = log.makeRecord(log.name, logging.ERROR, __file__, 0, WATCHDOG_MESSAGE, (), None,
+                                extra=extra)  # fmt: skip
+        _write_if_room(STDERR, (_formatted(record) + "\n").encode()[:LINE_LIMIT])
+    finally:
+        os._exit(1)
+
+
+def _formatted(record: logging.LogRecord) -> str:
+    """The line as the process's log handler would format it (JSON or text), without taking
+    that handler's lock."""
+    for handler in logging.getLogger().handlers:
+        if handler.formatter is not None:
+            return handler.formatter.format(record)
+    return record.getMessage()
+
+
+def _write_if_room(fd: int, data: bytes) -> None:
+    """One ``write`` if ``fd`` can take it without blocking; nothing otherwise."""
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        if poller.poll(0):
+            os.write(fd, data)
+    except OSError:
+        pass  # no stderr to tell: exiting matters more

@@ -8,11 +8,17 @@ batch that was taken over is never taken back.
 
 ``held_until`` is the ``time.monotonic()`` value up to which the lease is known to be held: the
 sweep starts no job and retries no write past it.
+
+The heartbeat ends: it renews nothing past the sweep's deadline (``until``), so a sweep stuck in
+a job lets its batch go about one lease later; and the sweep waits at most ``join_seconds`` for
+a renewal in flight as it ends (a renewal stuck on the database must not hold the request past
+the watchdog).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from datetime import timedelta
@@ -29,8 +35,18 @@ log = logging.getLogger("consumer.jobs.lease")
 class LeaseKeeper:
     """Renews the lease of the batch the sweep holds, every ``lease_seconds / 3``."""
 
-    def __init__(self, engine: Engine, lease_seconds: float, clock: Clock) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        lease_seconds: float,
+        clock: Clock,
+        until: float = math.inf,
+        join_seconds: float | None = None,
+    ) -> None:
         self.engine = engine
+        self.until = until
+        """``time.monotonic()`` of the sweep's deadline: no renewal past it."""
+        self.join_seconds = join_seconds
         self.store = JobStore(engine)
         self.lease_seconds = lease_seconds
         self.clock = clock
@@ -61,7 +77,7 @@ class LeaseKeeper:
             return True
         with self._lock:
             token = self._token
-        if token is not None:
+        if token is not None and now < self.until:
             self._renew(token)
         return self.fresh()
 
@@ -76,10 +92,18 @@ class LeaseKeeper:
         traceback: TracebackType | None,
     ) -> None:
         self._stopped.set()
-        self._thread.join()
+        with self._lock:
+            self._token = None  # a renewal still in flight is the last
+        self._thread.join(self.join_seconds)
+        if self._thread.is_alive():
+            log.warning("job lease renewal still running after %s s; not waited for",
+                        self.join_seconds)  # fmt: skip
 
     def _beat(self) -> None:
         while not self._stopped.wait(self.lease_seconds / 3):
+            if time.monotonic() >= self.until:
+                log.warning("job lease not renewed past the sweep's deadline")
+                return
             with self._lock:
                 token = self._token
             if token is not None:

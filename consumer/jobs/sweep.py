@@ -150,7 +150,10 @@ class Sweeper:
         One connection serves the whole sweep: the flushes while a batch runs, and the
         transaction that records the rest of the batch just run *and* claims the next."""
         summary = SweepSummary()
-        self.lease = LeaseKeeper(self.engine, job_lease_seconds(self.settings), self.clock)
+        self.lease = LeaseKeeper(
+            self.engine, job_lease_seconds(self.settings), self.clock, until=deadline,
+            join_seconds=self.settings.database_waits.lease_join,
+        )  # fmt: skip
         with unavailable_on_db_fault(), self.engine.connect() as connection, self.lease:
             finished: Batch | None = None
             size = self._next_size(deadline, first=True)

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, replace
 from datetime import timedelta
+from typing import Any
 
 from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError
@@ -24,7 +25,7 @@ from consumer.db import retry
 from consumer.db.engine import is_unavailable, retry_on_stale, unavailable_on_db_fault
 from consumer.db.pinned import PinnedConnections
 from consumer.errors import ConsumerError, Unavailable
-from consumer.inbox.model import Holder
+from consumer.inbox.model import FINAL, Holder
 from consumer.inbox.store import Claim, Inbox, Status
 from consumer.pipeline import admission, decisions
 from consumer.pipeline.decisions import Source
@@ -37,7 +38,7 @@ from consumer.wire import schedule
 from consumer.wire.classify import classify
 from consumer.wire.events import Event, TickEvent
 from consumer.wire.message import Format, PushMessage
-from consumer.wire.outcomes import Kind, Outcome, in_progress
+from consumer.wire.outcomes import Kind, Outcome, in_progress, lease_lost
 from consumer.wire.timeutil import Clock, utcnow
 
 log = logging.getLogger("consumer.dispatch")
@@ -70,6 +71,14 @@ class Delivery:
     """``time.monotonic()`` when the delivery was received."""
     record_by: float
     """``time.monotonic()`` by which recording must be done: the request's end."""
+    message_id: str
+    """The delivered message's id: whether a lost lease may be acknowledged depends on it."""
+
+    @property
+    def ends(self) -> float:
+        """``time.monotonic()`` of the delivery's deadline (the ack deadline): its lease is not
+        renewed past it, so a handler that never returns lets a redelivery take over."""
+        return self.record_by + RECORD_SLACK_SECONDS
 
 
 class Dispatcher:
@@ -162,7 +171,8 @@ class Dispatcher:
                 return self._not_claimed(event, inbox.holder(event.key))
             handler = self.registry.resolve(event)
             record_by = self._record_by(started)
-            delivery = Delivery(claim, inbox, route, started, record_by)
+            message_id = event.message.message_id
+            delivery = Delivery(claim, inbox, route, started, record_by, message_id)
             terminal = self._terminal(claim, event, handler, stale)
             terminal = terminal or self._ticks.paused(event, inbox)
             if handler is not None and terminal is None:
@@ -207,8 +217,8 @@ class Dispatcher:
                         raise  # a fault: answered 503 and redelivered, whether or not it committed
                     verdict = self._uncommitted(claim, exc)
             connection.rollback()
-        if verdict.kind is Kind.LEASE_LOST:
-            return Outcome(Kind.LEASE_LOST, claim.key, verdict.details, route=event.route.value)
+        if verdict.kind is Kind.LEASE_LOST:  # not this row's: the transaction holds it
+            verdict = _taken_over(verdict)
         # Nothing was committed, so no progress to refund: the attempt counts.
         return self._record_apart(event, verdict._replace(refund_attempt=False), started)
 
@@ -262,10 +272,9 @@ class Dispatcher:
             _, claim = retry_on_stale(connection, lambda: self._claim(inbox, event))
             if claim is None:
                 return self._not_claimed(event, inbox.holder(event.key))
-            record_by = self._record_by(started)
-            return self._finish(
-                Delivery(claim, inbox, event.route.value, started, record_by), verdict
-            )
+            record_by, message_id = self._record_by(started), event.message.message_id
+            delivery = Delivery(claim, inbox, event.route.value, started, record_by, message_id)
+            return self._finish(delivery, verdict)
 
     def _claim(self, inbox: Inbox, event: Event) -> tuple[str, Claim | None]:
         """Nothing has run yet, so a try that met a dead connection may simply be made again."""
@@ -342,8 +351,10 @@ class Dispatcher:
         claim = trigger.inbox.claim(run.key, run.route, run.message, self.clock(), lease)
         if claim is None:
             return "taken"
-        record_by = self._record_by(trigger.started)
-        delivery = Delivery(claim, trigger.inbox, trigger.route, trigger.started, record_by)
+        record_by, message_id = self._record_by(trigger.started), run.message.message_id
+        delivery = Delivery(
+            claim, trigger.inbox, trigger.route, trigger.started, record_by, message_id
+        )
         terminal = self._terminal(claim, run, handler, "")
         outcome = (
             self._finish(delivery, terminal)
@@ -361,10 +372,12 @@ class Dispatcher:
         context = context_for(
             self.settings, self.engine, claim.key, claim.attempts, budget, renew, self.clock
         )
-        with self.heartbeats.kept(renew):
+        with self.heartbeats.kept(renew, until=delivery.ends):
             verdict = invoke(handler, context, event, self.settings.inbox.max_attempts)
         if verdict.kind is Kind.LEASE_LOST:
-            return Outcome(Kind.LEASE_LOST, claim.key, verdict.details, route=delivery.route)
+            verdict = (
+                _overran(verdict) if time.monotonic() >= delivery.ends else _taken_over(verdict)
+            )
         outcome = self._finish(delivery, verdict)
         if isinstance(event, TickEvent) and outcome.kind is Kind.DONE and _advances(event):
             self._advance_slot(delivery, event)
@@ -384,9 +397,13 @@ class Dispatcher:
 
     def _renewer(self, delivery: Delivery) -> Callable[[], bool]:
         """The renewal of the claim's short lease, every second while the handler runs
-        (``consumer.pipeline.heartbeat``), and whenever a long handler calls ``heartbeat``."""
+        (``consumer.pipeline.heartbeat``), and whenever a long handler calls ``heartbeat``; none
+        past the delivery's deadline (``False``, as for a lost lease): Pub/Sub has redelivered
+        by then, and the redelivery takes the row over once the lease lapses."""
 
         def renew() -> bool:
+            if time.monotonic() >= delivery.ends:
+                return False
             now, lease = self.clock(), timedelta(seconds=self.settings.lease_seconds)
             return self.inbox.heartbeat(delivery.claim, now + lease, now)
 
@@ -414,8 +431,20 @@ class Dispatcher:
 
         if not retry.until_deadline(write, delivery.record_by, f"the outcome of {claim.key}"):
             lost = {"attempt": claim.attempts}
-            return Outcome(Kind.LEASE_LOST, claim.key, lost, route=delivery.route)
+            return self._lost(inbox, claim, delivery.message_id, delivery.route, lost)
         return _outcome(claim, delivery.route, verdict)
+
+    def _lost(
+        self, inbox: Inbox, claim: Claim, message_id: str, route: str, details: dict[str, Any]
+    ) -> Outcome:
+        """A claim taken over before its verdict was recorded: acknowledged only if what holds
+        the row now leaves nothing to this delivery's message (``wire.outcomes.lease_lost``)."""
+        try:
+            row = inbox.holder(claim.key)
+        except Unavailable:
+            row = None  # the owner is unknown: nacked, the redelivery decides
+        left = row is not None and (row.status in FINAL or _redelivered_elsewhere(row, message_id))
+        return lease_lost(claim.key, route, details, left)
 
     def _advance_slot(self, delivery: Delivery, event: TickEvent) -> None:
         """Retried like the finish; the tick is done either way, a missed advance only delays
@@ -431,12 +460,7 @@ class Dispatcher:
         if row is None or row.status in (Status.RUNNING, Status.FAILED):
             # Running elsewhere with a live lease (or just rearmed): the running copy decides.
             # Only the running delivery's own message must be nacked to stay alive.
-            acknowledge = (
-                row is not None
-                and row.status is Status.RUNNING
-                and row.message_id != event.message.message_id
-                and row.format not in NOT_REDELIVERED
-            )
+            acknowledge = _redelivered_elsewhere(row, event.message.message_id)
             return in_progress(event.key, event.route.value, acknowledge)
         details = {"status": row.status.value}
         return Outcome(Kind.DUPLICATE, event.key, details, route=event.route.value)
@@ -475,6 +499,34 @@ def _outcome(claim: Claim, route: str, verdict: Verdict) -> Outcome:
     if verdict.error:
         body["error"] = verdict.error
     return Outcome(verdict.kind, claim.key, body, route=route)
+
+
+def _taken_over(verdict: Verdict) -> Verdict:
+    """A handler that raised ``LeaseLost``, recorded as what it means if this delivery's claim
+    still holds the row (the guarded write says; if not, the lease was lost, ``_lost``): the
+    handler's own resource was taken over (a later run owns the file), which carries the work
+    on. Skipped: answering ``lease-lost`` left the row ``running`` for ever."""
+    return Verdict(Kind.SKIPPED, {"reason": f"taken over: {verdict.details.get('error', '')}"})
+
+
+def _overran(verdict: Verdict) -> Verdict:
+    """A handler whose lease renewal was refused past its delivery's deadline: failed, so the
+    redelivery takes the row over at once."""
+    error = f"the delivery's deadline passed: {verdict.details.get('error', '')}"
+    return Verdict(Kind.RETRY, {}, error)
+
+
+def _redelivered_elsewhere(row: Holder | None, message_id: str) -> bool:
+    """Whether ``row`` is running under a *different* message that comes back if its delivery
+    dies (unacknowledged while it runs): then acknowledging ``message_id`` loses nothing. A copy
+    of the same message is that message: acking this delivery acks the copy. A failed row's
+    message may be acknowledged already (a replay rearms a dead row under its old message)."""
+    return (
+        row is not None
+        and row.status is Status.RUNNING
+        and row.message_id != message_id
+        and row.format not in NOT_REDELIVERED
+    )
 
 
 def _advances(event: TickEvent) -> bool:

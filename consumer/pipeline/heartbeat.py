@@ -4,12 +4,17 @@ An inbox claim's lease is short (``CONSUMER_INBOX_LEASE_SECONDS``, a few seconds
 a pod that was killed is taken over by the next redelivery within seconds. A live delivery keeps
 its claim because this thread renews it every second while its handler runs. A delivery that ends
 within a second (most do) is never renewed: the hot path pays for a dictionary entry, not a write.
+
+Every beat ends: a claim is renewed up to its delivery's deadline and never past it, so a handler
+that never returns loses its lease about one lease after the ack deadline, and the redelivery
+Pub/Sub makes by then takes the row over (only the process's death ended such a beat before).
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
+import math
 import os
 import threading
 import time
@@ -30,6 +35,8 @@ class Beat:
     """Pushes the lease forward; ``False``: it was taken over (nothing more to renew)."""
     last: float
     """``time.monotonic()`` of the claim or its last renewal."""
+    until: float = math.inf
+    """``time.monotonic()`` of the delivery's deadline: no renewal past it."""
 
 
 class Heartbeats:
@@ -44,18 +51,32 @@ class Heartbeats:
         self._running_in = 0
         """The process whose thread is running (0: none; a forked worker starts its own)."""
 
-    def kept(self, renew: Callable[[], bool]) -> AbstractContextManager[None]:
-        """Keep a claim's lease fresh while the block runs."""
-        return _Kept(self, renew)
+    def kept(
+        self, renew: Callable[[], bool], until: float = math.inf
+    ) -> AbstractContextManager[None]:
+        """Keep a claim's lease fresh while the block runs, until ``until`` at the latest (a
+        ``time.monotonic()`` value: the delivery's deadline)."""
+        return _Kept(self, renew, until)
 
-    def _hold(self, renew: Callable[[], bool]) -> int:
+    def _hold(self, renew: Callable[[], bool], until: float) -> int:
         number = next(self._numbers)
         with self._lock:
-            self._beats[number] = Beat(renew, time.monotonic())
+            self._beats[number] = Beat(renew, time.monotonic(), until)
             if self._running_in != os.getpid():
-                self._running_in = os.getpid()
-                threading.Thread(target=self._run, name="inbox-lease", daemon=True).start()
+                self._start()
         return number
+
+    def _start(self) -> None:
+        """Start this process's thread (the lock held). A thread that could not start (no
+        memory, a thread limit) is tried again at the next claim: the process is marked as
+        running one only once it does."""
+        thread = threading.Thread(target=self._run, name="inbox-lease", daemon=True)
+        try:
+            thread.start()
+        except RuntimeError as exc:
+            log.warning("inbox lease heartbeat not started, tried again at the next claim: %s", exc)
+            return
+        self._running_in = os.getpid()
 
     def _release(self, number: int) -> None:
         with self._lock:
@@ -69,7 +90,14 @@ class Heartbeats:
                 if not self._beats:
                     self._running_in = 0
                     return
+                ended = [n for n, b in self._beats.items() if now >= b.until]
+                for number in ended:  # the delivery's deadline: its lease is let lapse
+                    del self._beats[number]
                 due = [(n, b) for n, b in self._beats.items() if now - b.last >= self.every]
+            if ended:
+                log.warning(
+                    "%d inbox lease(s) not renewed past their delivery's deadline", len(ended)
+                )
             for number, beat in due:
                 self._renew(number, beat)
 
@@ -89,11 +117,11 @@ class Heartbeats:
 class _Kept:
     """One ``kept`` block: a class, not a generator, as every delivery enters one."""
 
-    def __init__(self, heartbeats: Heartbeats, renew: Callable[[], bool]) -> None:
-        self.heartbeats, self.renew, self.number = heartbeats, renew, -1
+    def __init__(self, heartbeats: Heartbeats, renew: Callable[[], bool], until: float) -> None:
+        self.heartbeats, self.renew, self.until, self.number = heartbeats, renew, until, -1
 
     def __enter__(self) -> None:
-        self.number = self.heartbeats._hold(self.renew)
+        self.number = self.heartbeats._hold(self.renew, self.until)
 
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, _: TracebackType | None

@@ -35,8 +35,9 @@ STATUS = {
     Kind.DEAD: 200,
     Kind.UNROUTABLE: 200,
     Kind.SKIPPED: 200,
-    # The effect happened but another delivery owns the row now; acking is right.
-    Kind.LEASE_LOST: 200,
+    # Another delivery owns the row now. A nack unless that owner is known to come back if it
+    # dies (``lease_lost``): a copy of the same message, once acked, is never delivered again.
+    Kind.LEASE_LOST: 409,
     Kind.UNAVAILABLE: 503,
     Kind.ERROR: 500,
 }
@@ -75,6 +76,18 @@ def in_progress(key: str, route: str, running_redelivers: bool) -> Outcome:
     delivery's source never redelivers (a deploy hook, the CLI): then every copy is nacked."""
     status = 200 if running_redelivers else STATUS[Kind.IN_PROGRESS]
     return Outcome(Kind.IN_PROGRESS, key, {"status": "running"}, status=status, route=route)
+
+
+def lease_lost(key: str, route: str, details: dict[str, Any], left_to_another: bool) -> Outcome:
+    """A delivery whose claim another delivery took over before it could record its verdict.
+    Acknowledged (200) only when ``left_to_another``: the row is finished, or held by a
+    *different* message whose delivery Pub/Sub redelivers if it dies. When the new owner is a
+    copy of this same message (a balancer's retry, a push after the ack deadline), acking this
+    one acks that message: if the copy then dies or its answer is dropped, nothing delivers the
+    key again. So the answer is a nack (409), and the redelivery decides (a duplicate once the
+    row is finished)."""
+    status = 200 if left_to_another else STATUS[Kind.LEASE_LOST]
+    return Outcome(Kind.LEASE_LOST, key, details, status=status, route=route)
 
 
 def from_error(error: ConsumerError, route: str = NO_ROUTE) -> Outcome:

@@ -1,10 +1,14 @@
 """The process's inbox-lease heartbeat: held claims are renewed on time, short ones never, a lost
-lease stops its renewals, a failed renewal is tried again, and the thread ends when idle."""
+lease stops its renewals, a failed renewal is tried again, and the thread ends when idle; no claim
+is renewed past its delivery's deadline, and a thread that could not start is started again."""
 
 from __future__ import annotations
 
 import threading
 import time
+from contextlib import suppress
+
+import pytest
 
 from consumer.pipeline.heartbeat import Heartbeats
 
@@ -52,6 +56,41 @@ def test_the_thread_ends_when_no_claim_is_held_and_starts_again_on_demand() -> N
     while running() and time.monotonic() < deadline:  # every heartbeat here is idle now
         time.sleep(0.01)
     assert running() == 0
+    renewed = threading.Event()
+    with heartbeats.kept(lambda: renewed.set() or True):
+        assert renewed.wait(1)
+
+
+def test_a_claim_is_not_renewed_past_its_deadline() -> None:
+    heartbeats, beats = Heartbeats(every=0.05, tick=0.01), {"ending": 0, "open": 0}
+
+    def counter(name: str) -> object:
+        return lambda: beats.__setitem__(name, beats[name] + 1) or True
+
+    until = time.monotonic() + 0.3
+    with heartbeats.kept(counter("ending"), until=until), heartbeats.kept(counter("open")):  # type: ignore[arg-type]
+        time.sleep(0.35)
+        at_deadline = beats["ending"]
+        time.sleep(0.4)
+    assert 3 <= at_deadline <= 6, beats
+    assert beats["ending"] == at_deadline  # none after it: the lease lapses
+    assert beats["open"] >= 10
+
+
+def test_a_thread_that_could_not_start_is_started_at_the_next_claim(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    heartbeats, start = Heartbeats(every=0.05, tick=0.01), threading.Thread.start
+    failures = iter([RuntimeError("can't start new thread")])
+
+    def flaky(thread: threading.Thread) -> None:
+        if thread.name == "inbox-lease" and (failure := next(failures, None)):
+            raise failure
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", flaky)
+    with suppress(RuntimeError), heartbeats.kept(lambda: True):
+        pass  # the start failed
     renewed = threading.Event()
     with heartbeats.kept(lambda: renewed.set() or True):
         assert renewed.wait(1)

@@ -20,7 +20,7 @@ from consumer.plugins import build_registry
 from consumer.service import Service
 from consumer.sources.replay import replay
 from consumer.wire.envelopes_out import deploy_body, storage_body, tick_body, wrapped_body
-from consumer.wire.outcomes import from_error, from_http_status
+from consumer.wire.outcomes import from_error, from_http_status, lease_lost
 from tests.conftest import Clock
 from tests.plugins.effects import effect_rows
 
@@ -411,3 +411,12 @@ def test_the_web_frameworks_errors_come_from_the_table() -> None:
     assert from_http_status(405, "Method Not Allowed").body()["outcome"] == "rejected"
     bug = from_http_status(500, "Internal Server Error")
     assert (bug.http_status, bug.body()["outcome"]) == (500, "error")
+
+
+def test_a_lost_lease_is_acknowledged_only_when_left_to_another_delivery() -> None:
+    """A lost lease is a nack unless the row is finished or another redelivered message holds
+    it (``tests/pipeline/test_lost_lease.py`` plays both through the dispatcher)."""
+    left = lease_lost("k", "deploy", {"attempt": 1}, left_to_another=True)
+    kept = lease_lost("k", "deploy", {"attempt": 1}, left_to_another=False)
+    assert (left.http_status, left.acked, left.body()["outcome"]) == (200, True, "lease-lost")
+    assert (kept.http_status, kept.acked, kept.body()["outcome"]) == (409, False, "lease-lost")

@@ -94,6 +94,11 @@ VARIABLES += ["INBOX_REDRIVE_AFTER_SECONDS"]  # new with the re-drive of rows no
 VARIABLES += ["SWEEP_FLUSH_MS", "INBOX_LEASE_SECONDS"]  # new with the one-effect crash bound
 VARIABLES += ["JOB_LIMITS"]  # new with flow control (docs/flow-control.md)
 VARIABLES += ["SOURCES", "SIGNING_SECRETS", "PRODUCER_MAX_DELAY_SECONDS"]  # docs/sources.md
+VARIABLES += [  # new with the bounds on every database wait
+    "DATABASE_STATEMENT_TIMEOUT_SECONDS", "DATABASE_LOCK_TIMEOUT_SECONDS",
+    "DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS", "DATABASE_POOL_TIMEOUT_SECONDS",
+    "DATABASE_LEASE_JOIN_SECONDS",
+]  # fmt: skip
 
 
 def test_the_sections_read_exactly_the_variables_operators_have_always_set() -> None:
