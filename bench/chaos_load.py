@@ -24,6 +24,7 @@ import requests
 from bench.chaos_emulators import JOBS, TICKS, Emulators
 from bench.chaos_pods import BUCKET, CALL_KIND, DEPLOY_SERVICE, HOOK_SECRET, MAIL_PREFIX
 from consumer.deploy.signature import signed_headers
+from consumer.wire.events import PRODUCER_NAMESPACE
 
 HOOK_RETRY_SECONDS = 1.0
 
@@ -153,11 +154,11 @@ class Load:
             key = f"mail-{second}-{n}"
             payload = {"to": f"{key}@example.com", "subject": "Chaos", "text": "Hello."}
             messages.append(_job_message("email", key, payload))
-            mail.append(key)
+            mail.append(PRODUCER_NAMESPACE + key)  # the job's key: a producer's namespace
         for n in range(self.rates.call_jobs):
             key = f"call-{second}-{n}"
             messages.append(_job_message(CALL_KIND, key, {"n": n}))
-            calls.append(key)
+            calls.append(PRODUCER_NAMESPACE + key)
         if messages:
             self.emulators.publish(JOBS, messages)
         with self.published.lock:

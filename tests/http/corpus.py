@@ -277,6 +277,38 @@ def hostile(kit: Kit) -> list[Probe]:
     return [probe for build in CLASSES for probe in build(kit)]
 
 
+JOBS_SUBSCRIPTION = "projects/corpus/subscriptions/jobs-push"
+"""Declared for the ``job`` route only (``test_front_door_corpus``'s ``CONSUMER_SOURCES``)."""
+
+
+def wrong_source(kit: Kit) -> list[Probe]:
+    """Authenticated pushes (Pub/Sub's own token) that try to start what their subscription is
+    not for: a jobs-topic publisher naming a tick, a run now, a continuation, a deploy and a
+    storage event, and an unsigned run now on a subscription that may start ticks. Each is
+    refused, recorded under its own ``refused:`` key, and starts nothing."""
+    cls = "wrong source"
+    attempts = {
+        "tick": {"task": "billing"},
+        "run now": {"task": "billing", "run_now": "x1"},
+        "continuation": {"task": "sweep", "continuation": "c1"},
+        "deploy": {"event": "deploy", "service": "web", "release": "r-forged"},
+        "storage": {"eventType": "OBJECT_FINALIZE", "bucketId": "b", "objectId": "o",
+                    "objectGeneration": "1", "payloadFormat": "NONE"},
+    }  # fmt: skip
+    probes = []
+    for n, (name, attributes) in enumerate(attempts.items()):
+        body = wrapped_body(attributes=attributes, message_id=f"wrong-{n}",
+                            subscription=JOBS_SUBSCRIPTION)  # fmt: skip
+        probes.append(Probe(cls, f"jobs-topic message as a {name}", "POST", "/push",
+                            (("Authorization", f"Bearer {kit.token()}"), *JSON),
+                            json.dumps(body).encode()))  # fmt: skip
+    unsigned = wrapped_body(attributes={"task": "billing", "run_now": "x2"}, message_id="wrong-9")
+    probes.append(Probe(cls, "unsigned run now on the ticks' subscription", "POST", "/push",
+                        (("Authorization", f"Bearer {kit.token()}"), *JSON),
+                        json.dumps(unsigned).encode()))  # fmt: skip
+    return probes
+
+
 def controls(kit: Kit) -> list[Probe]:
     """Valid requests: each serving runs them, on its own database, alike."""
     cls = "valid (control)"
@@ -297,4 +329,4 @@ def controls(kit: Kit) -> list[Probe]:
     ]  # fmt: skip
 
 
-__all__ = ["ACCOUNT", "AUDIENCE", "Kit", "Probe", "controls", "hostile"]
+__all__ = ["ACCOUNT", "AUDIENCE", "Kit", "Probe", "controls", "hostile", "wrong_source"]

@@ -17,8 +17,14 @@ from contextlib import ExitStack
 
 import pytest
 
+from consumer.wire.envelopes_out import LOCAL_SUBSCRIPTION
 from tests.auth.tokens import ACCOUNT, AUDIENCE, CertsServer, SigningKey
-from tests.conftest import PG_ADMIN_DSN, Server, migrated_postgres_database
+from tests.conftest import (
+    PG_ADMIN_DSN,
+    TEST_SIGNING_SECRET,
+    Server,
+    migrated_postgres_database,
+)
 from tests.http.corpus import (
     HOOK_SECRET,
     SCHEDULER,
@@ -28,6 +34,7 @@ from tests.http.corpus import (
     Probe,
     controls,
     hostile,
+    wrong_source,
 )  # fmt: skip
 from tests.http.servings import SERVINGS, Answer, Serving, servings
 from tests.targets.servers import PyTarget
@@ -52,6 +59,8 @@ def env_of(certs: str, target: str) -> Callable[[str], dict[str, str]]:
             "CONSUMER_DEPLOY_HOOK_SECRETS": HOOK_SECRET,
             "CONSUMER_TICK_PERIODS": "sweep=60",
             "CONSUMER_HTTP_TARGETS": json.dumps([billing]),
+            "CONSUMER_SOURCES": f"{LOCAL_SUBSCRIPTION}=tick+storage+deploy+other,jobs-push=job",
+            "CONSUMER_SIGNING_SECRETS": TEST_SIGNING_SECRET,
         }  # fmt: skip
 
     return env
@@ -132,3 +141,25 @@ def test_valid_requests_get_one_answer_everywhere(
         ("signed tick", 200), ("same tick again", 200), ("Cloud Scheduler tick", 200),
         ("push", 200), ("signed hook", 200), ("chunked signed tick over 64 KiB", 413),
     ]  # fmt: skip
+
+
+def test_a_source_starts_only_what_it_is_for_everywhere(
+    four: dict[str, Serving], target: PyTarget, google_key: SigningKey
+) -> None:
+    """Authenticated pushes from a subscription that may not start what they name: the same
+    answer everywhere (200, recorded refused under a key of its own, so the redelivery is a
+    duplicate and the genuine event keeps its key), and nothing reaches the target."""
+    found: list[str] = []
+    for probe in wrong_source(Kit(google_key)):
+        answers = {name: decided(serving.send(probe.raw)) for name, serving in four.items()}
+        found += differences(probe, answers)
+        found += [
+            f"{probe.name}: {name} answered {answer}"
+            for name, answer in answers.items()
+            if answer.status != 200 or not answer.body.startswith(b"dead refused:")
+        ]
+    assert found == []
+    assert target.received == []
+    for serving in four.values():
+        rows = serving.rows()
+        assert rows.get("jobs", 0) == 0 and rows.get("warm_runs", 0) == 0, rows
