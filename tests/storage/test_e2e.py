@@ -221,10 +221,14 @@ def test_a_file_too_large_for_one_budget_is_imported_once_through_continuations(
         assert job_count(engine, f"{BUCKET}/big/all.csv#{generation}:") == 200_000
         runs = deliveries(engine, f"storage:{BUCKET}/big/all.csv#{generation}:OBJECT_FINALIZE")
         assert len(runs) >= 2, runs  # at least one continuation
-        assert {(status, attempts) for _, status, attempts in runs} == {("done", 1)}
+        assert {status for _, status, _ in runs} == {"done"}
         counts = decisions(server)
         assert counts.get(("storage", "done", "200")) == len(runs)
-        assert not [key for key in counts if key[2] != "200"], counts  # no nack
+        # A delivery that stops at a checkpoint hands on and is acknowledged. On a loaded machine
+        # the download alone can outlast the 0.5 s of work (no checkpoint yet): that delivery is
+        # retried (503), never anything else, and the counts above prove the rows went in once.
+        nacks = {key: n for key, n in counts.items() if key[2] != "200"}
+        assert set(nacks) <= {("storage", "retry", "503")}, counts
     finally:
         server.stop()
         for name in ("big-push", "continuations-push"):

@@ -210,4 +210,14 @@ def check_rejected_replay(target: NodeTarget, engine: Engine, database_url: str)
     with engine.connect() as connection:
         dead = connection.execute(select(inbox.c.key).where(inbox.c.status == "dead")).scalars()
         keys = list(dead)
-    assert [replay(service, key).kind.value for key in keys] == ["done"] * REJECTED
+    assert [replayed(service, key) for key in keys] == ["done"] * REJECTED
+
+
+def replayed(service: Service, key: str, tries: int = 3) -> str:
+    """The replay's outcome; one that timed out (a call's whole exchange is bounded by the
+    target's 1 s, which a loaded machine can miss) is replayed again, as an operator would: the
+    target's Idempotency-Key keeps a repeat one effect."""
+    outcome = replay(service, key).kind.value
+    while outcome == "retry" and tries > 1:
+        outcome, tries = replay(service, key).kind.value, tries - 1
+    return outcome
