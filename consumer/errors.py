@@ -1,6 +1,6 @@
 """The exceptions that carry meaning across layers.
 
-Each family maps to one row of the outcome table (DESIGN.md section 3) in
+Each family maps to one row of the outcome table (docs/architecture.md §3) in
 ``consumer.wire.outcomes``;
 nothing else decides an HTTP status.
 """

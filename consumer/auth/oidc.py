@@ -1,4 +1,4 @@
-"""Verify the OIDC token Pub/Sub signs each push with (DESIGN.md section 5).
+"""Verify the OIDC token Pub/Sub signs each push with (docs/architecture.md §5).
 
 Order matters for cost: the token's shape and header are checked first (no network, no crypto),
 then the signature, ``exp`` and ``iat`` (google-auth, with a small clock skew), then the claims

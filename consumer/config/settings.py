@@ -59,7 +59,7 @@ SECTION = {"section": True}
 @dataclass(frozen=True, repr=False)
 class Settings(Section):
     """Every knob of the service, section by section. Field docs are the configuration
-    reference (see README)."""
+    reference (docs/configuration.md)."""
 
     prefix: ClassVar[str] = ""
     database_url: str = setting(DEFAULT_DATABASE_URL)

@@ -1,5 +1,6 @@
 """The sweep: claim due jobs in batches, run each through its kind, record the results with
-guarded writes as it goes, and stop before the time budget runs out (DESIGN.md sections 2 and 4).
+guarded writes as it goes, and stop before the time budget runs out (docs/architecture.md §2.4
+and §4).
 
 Claims stay batched; results are not. A job that took longer than a commit is recorded before
 the next one starts, and fast jobs' results at least every ``CONSUMER_SWEEP_FLUSH_MS``

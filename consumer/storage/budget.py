@@ -1,4 +1,4 @@
-"""Keeping a long file inside its time budget (DESIGN.md section 4).
+"""Keeping a long file inside its time budget (docs/architecture.md §4).
 
 While a file is read and processed the inbox lease is renewed every quarter lease, so a
 redelivery sees a live lease (409) and cannot start a second copy. Before each unit of work the

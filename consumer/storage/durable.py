@@ -1,4 +1,4 @@
-"""Recording work already done survives a database blip (DESIGN.md section 4).
+"""Recording work already done survives a database blip (docs/architecture.md §4).
 
 A batch's commit (its jobs with the resume point they represent) and a file's final status record
 effects that are already made: giving up on the first fault would throw the attempt's work away

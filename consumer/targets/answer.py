@@ -1,4 +1,4 @@
-"""A target's answer onto the outcome table (DESIGN.md section 3): 2xx done, with a bounded JSON
+"""A target's answer onto the outcome table (docs/architecture.md §3): 2xx done, with a bounded JSON
 answer as the handler's result; 408, 429 and 5xx retry (``Retryable``); a redirect is not
 followed and, like any other 4xx, is permanent (``Permanent``: recorded dead, replayable).
 

@@ -1,4 +1,4 @@
-"""Typed events and their idempotency keys (DESIGN.md section 2).
+"""Typed events and their idempotency keys (docs/architecture.md §2.1).
 
 A key is derived from what the event *means*, not from its messageId, so that a duplicate with a
 fresh messageId (GCS does this) still collides in the inbox.

@@ -1,4 +1,5 @@
-"""The outcome table (DESIGN.md section 3) in one place: what happened -> HTTP status -> ack/nack.
+"""The outcome table (docs/architecture.md §3) in one place: what happened -> HTTP status ->
+ack/nack.
 
 Pub/Sub acks 102, 200, 201, 202 and 204 and redelivers on anything else.
 """

@@ -1,5 +1,5 @@
 """Tick schedules: a fixed period or a cron expression in a time zone, and the slot arithmetic
-that keys, coalesces and refuses ticks (DESIGN.md sections 2 and 7). Pure: no I/O, no clock.
+that keys, coalesces and refuses ticks (docs/architecture.md §2.1 and §2.3). Pure: no I/O, no clock.
 
 Cloud Scheduler publishes no scheduled time, so a tick's ``publishTime`` is all we have: its
 *slot* is the latest scheduled fire time at or before it, and every copy of one run (a

@@ -1,7 +1,7 @@
 """Bounded slices of the push, sweep and import benchmarks, run as a user runs them: one short
 run of each server or mode. They prove the benchmarks start their servers, drive them, drain
 every job (the sweep bench checks) and print every ratio they are read for; they assert no timing
-(the quiet machine's figures are in the README's Performance table). ``test_growth_bench.py``
+(the quiet machine's figures are in docs/performance.md). ``test_growth_bench.py``
 does the same for the growth benchmark."""
 
 from __future__ import annotations
