@@ -20,8 +20,14 @@ from sqlalchemy import Connection
 
 from consumer.db.engine import unavailable_on_db_fault
 from consumer.db.prepared import translated
+from consumer.jobs.bulk_queries import (
+    COPY_STAGE,
+    CREATE_STAGE,
+    INSERT_ONE,
+    MOVE_STAGE,
+    RELAX_COMMIT,
+)
 from consumer.jobs.model import InvalidJob, NewJob, Status
-from consumer.jobs.queries import COPY_STAGE, CREATE_STAGE, INSERT_ONE, MOVE_STAGE, RELAX_COMMIT
 from consumer.wire.timeutil import utcnow
 
 INT32 = (-(1 << 31), (1 << 31) - 1)

@@ -1,4 +1,4 @@
-"""The flow-control statements (``consumer.jobs.throttle`` runs the claim's, ``consumer.jobs.
+"""The flow-control statements (``consumer.jobs.flow_store`` runs the claim's, ``consumer.jobs.
 flow_admin`` the operator's): the ``job_flow`` row a limited kind's claims lock, the running
 jobs a cap counts, the rate's theoretical arrival time, and the lock keys' queue order."""
 

@@ -39,7 +39,7 @@ at a time, so the jobs it holds beyond the one running hold slots idle; small ta
 small cap's slots over sweepers, so that up to ``cap`` jobs do run at once."""
 CAPPED_CLAIM_MOST = 100
 """A claim takes at most this many jobs of a capped kind: the room a claim keeps under the cap
-for the claims holding the kind's other shards (``consumer.jobs.throttle``) is this many each."""
+for the claims holding the kind's other shards (``consumer.jobs.flow_lock``) is this many each."""
 
 
 def configured(registry: Registry, settings: Settings) -> dict[str, JobLimit]:

@@ -94,4 +94,4 @@ job_flow_shard = Table(
     Column("shard", Integer, primary_key=True, autoincrement=False),
 )
 """``consumer.jobs.flow.SHARDS`` rows per capped kind (migration ``0008_job_flow_shards``): a
-claim of the kind locks one of them, or all of them near the cap (``consumer.jobs.throttle``)."""
+claim of the kind locks one of them, or all of them near the cap (``consumer.jobs.flow_lock``)."""

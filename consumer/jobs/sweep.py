@@ -10,10 +10,9 @@ takeover, at most the job it was running plus the fast jobs of one flush window;
 ``record_each`` (the built-in ``email``) has each result recorded before the next job starts, so
 only the job it was running.
 
-The claimed batch is held by a short lease that a heartbeat renews (``consumer.jobs.lease``). A
-write that records effects is retried through an outage until the budget runs out, and nothing new
-is started meanwhile: every write is guarded by the claim's token, so a record made after the
-lease ran out either still finds the rows (nobody took them) or records nothing."""
+The claimed batch is held by a short lease that a heartbeat renews (``consumer.jobs.lease``); the
+writes that record results are ``consumer.jobs.recorder``'s, retried through an outage, and the
+batches are sized by ``consumer.jobs.pace``."""
 
 from __future__ import annotations
 
@@ -22,21 +21,23 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 from sqlalchemy import Connection, Engine
 
 from consumer.config.flow import JobLimit
 from consumer.config.settings import Settings
 from consumer.db.engine import unavailable_on_db_fault
-from consumer.errors import Permanent, Unavailable
-from consumer.jobs.batch import NOTHING, Batch, Flushes, plus
+from consumer.errors import Permanent
+from consumer.jobs.batch import Batch, Flushes, plus
 from consumer.jobs.kinds import JobContext, JobKinds
 from consumer.jobs.lease import LeaseKeeper
 from consumer.jobs.model import Failure, Job, Written
+from consumer.jobs.pace import Pace
+from consumer.jobs.recorder import Recorder
 from consumer.jobs.retry import describe, next_run_at, with_error
 from consumer.jobs.store import JobStore
 from consumer.jobs.throttle import Throttle
@@ -44,13 +45,6 @@ from consumer.observe import metrics, spans
 from consumer.wire.timeutil import Clock, utcnow
 
 log = logging.getLogger("consumer.jobs.sweep")
-T = TypeVar("T")
-FIRST_BATCH = 10
-"""The first batch is small: it measures how long this sweep's jobs take."""
-MIN_RESERVE_SECONDS = 0.05
-BLIP_SECONDS = 0.6
-"""How long a write that records no effect (the first claim, a release) is retried."""
-MAX_PAUSE_SECONDS = 1.0
 
 
 @dataclass
@@ -88,35 +82,6 @@ class SweepSummary:
         self.lost += len(batch.jobs) - written.total
 
 
-@dataclass
-class Pace:
-    """Running estimates that size batches to the time left."""
-
-    job_seconds: float = 0.0
-    write_seconds: float = MIN_RESERVE_SECONDS
-
-    def reserve(self) -> float:
-        """Time kept back to record the batch."""
-        return max(MIN_RESERVE_SECONDS, 2 * self.write_seconds)
-
-    def batch_size(self, available: float, limit: int, first: bool) -> int:
-        if available <= self.job_seconds:
-            return 0
-        if first:
-            return min(limit, FIRST_BATCH)
-        if self.job_seconds <= 0:
-            return limit
-        return min(limit, int(available / self.job_seconds))
-
-    def observe_job(self, seconds: float) -> None:
-        self.job_seconds = (
-            seconds if self.job_seconds <= 0 else 0.7 * self.job_seconds + 0.3 * seconds
-        )
-
-    def observe_write(self, seconds: float) -> None:
-        self.write_seconds = 0.7 * self.write_seconds + 0.3 * seconds
-
-
 def job_lease_seconds(settings: Settings) -> int:
     return settings.jobs.lease_seconds
 
@@ -143,6 +108,7 @@ class Sweeper:
         self.record_each = frozenset(record_each)
         """Kinds whose results are recorded one by one (``Registry.job_kind(record_each=True)``)."""
         self.flow = Throttle(self.store, limits or {}, clock)
+        self.recorder = Recorder(self.store, clock, self.pace, self.flushes)
         self.worker = f"{socket.gethostname()[:24]}/{os.getpid()}"
 
     def run(self, deadline: float) -> SweepSummary:
@@ -209,12 +175,12 @@ class Sweeper:
     ) -> Batch:
         """In one transaction: record the rest of ``finished``, claim up to ``size`` jobs."""
         started = time.monotonic()
-        give_up = self._give_up_at(finished, started, deadline)
+        give_up = self.recorder.give_up_at(finished, started, deadline)
 
         def exchange() -> tuple[Written, Batch]:
-            return self._record(connection, finished), self._claim(connection, size)
+            return self.recorder.record(connection, finished), self._claim(connection, size)
 
-        written, batch = self._retrying(connection, exchange, give_up)
+        written, batch = self.recorder.retrying(connection, exchange, give_up)
         self.pace.observe_write(time.monotonic() - started)
         if finished is not None:
             summary.add(finished, plus(finished.recorded, written))
@@ -222,54 +188,6 @@ class Sweeper:
         if batch.jobs:
             self.lease.hold(batch.token, started)
         return batch
-
-    def _retrying(self, connection: Connection, write: Callable[[], T], give_up: float) -> T:
-        """``write`` in a transaction, retried with backoff through an outage until
-        ``give_up``: effects it records happened, and losing their record would make another
-        sweeper run them again."""
-        pause = 0.05
-        while True:
-            try:
-                with unavailable_on_db_fault(), connection.begin():
-                    return write()
-            except Unavailable as exc:
-                if time.monotonic() + pause >= give_up:
-                    raise
-                log.warning("recording results failed, retrying: %s", exc)
-                time.sleep(pause)
-                pause = min(2 * pause, MAX_PAUSE_SECONDS)
-
-    def _give_up_at(self, finished: Batch | None, started: float, deadline: float) -> float:
-        """Effects to record: retry while the budget lasts (the writes are guarded, so one
-        that comes after the lease is safe). None: a short blip is retried, a longer outage is
-        the tick's 503."""
-        if finished is None or not finished.pending():
-            return started + BLIP_SECONDS
-        return deadline - self.pace.reserve()
-
-    def _record(self, connection: Connection, batch: Batch | None) -> Written:
-        """The results of ``batch`` no flush recorded, and its unrun jobs released."""
-        if batch is None:
-            return NOTHING
-        done, failures = batch.unrecorded()
-        return self.store.complete(
-            batch.token, self.clock(), done, failures, batch.unrun, connection=connection
-        )
-
-    def _flush(self, connection: Connection, batch: Batch, deadline: float) -> None:
-        """Record the results held so far, before another job starts."""
-        started, (done, failures) = time.monotonic(), batch.unrecorded()
-        marks = len(batch.done), len(batch.failures)
-
-        def write() -> Written:
-            return self.store.complete(
-                batch.token, self.clock(), done, failures, connection=connection
-            )
-
-        written = self._retrying(connection, write, deadline - self.pace.reserve())
-        self.flushes.recorded(time.monotonic() - started)
-        batch.mark_recorded(*marks, written)
-        batch.lost = batch.lost or written.total < len(done) + len(failures)
 
     def _claim(self, connection: Connection, size: int) -> Batch:
         token = f"{self.worker}/{uuid.uuid4().hex[:16]}"
@@ -292,7 +210,7 @@ class Sweeper:
         summary.claimed += len(batch.jobs)
         stop_at = deadline - self.pace.reserve()
         pace, fresh, run, monotonic = self.pace, self.lease.ensure_fresh, self._run, time.monotonic
-        due, each = self.flushes.due, self.record_each
+        due, each, flush = self.flushes.due, self.record_each, self.recorder.flush
         self.flushes.begin()
         with JobContext(self.settings, self.engine, deadline) as context:
             for job in batch.jobs:  # per job: a no-op job costs little more than this loop
@@ -303,7 +221,7 @@ class Sweeper:
                     continue
                 run(context, job, batch)
                 if due(started, monotonic()) or job.kind in each:
-                    self._flush(connection, batch, deadline)
+                    flush(connection, batch, deadline)
                 pace.observe_job(monotonic() - started)
 
     def _run(self, context: JobContext, job: Job, batch: Batch) -> None:

@@ -1,18 +1,8 @@
 """The sweep's claim under flow control: each limited kind is claimed on its own and keeps at
 most what its cap and rate allow now; every other kind keeps the plain claim
-(``JobStore.claim``), unchanged and at its cost.
-
-Locked rows are what make a cap global without a coordinator: concurrent ``SKIP LOCKED``
-claims do not see each other's uncommitted rows, so two of them could each count one running job
-under a cap of two and both take one. So a claim takes its jobs, then locks rows of the kind,
-counts the running jobs (its own included) and gives back the excess. On PostgreSQL a capped
-kind has ``flow.SHARDS`` shard rows: near the cap a claim locks them all, so the next claim
-counts only once this one has committed; far from it a claim locks one and keeps room under the
-cap for what the holders of the others may not have committed yet (``SHARD_RESERVE``), so such
-claims commit side by side. The claim, the lock and the count travel in one round trip
-(``flow.CAP_LOCK``: the count is taken once the shards are locked). A rate's state is the kind's
-``job_flow`` row, locked before the shards; rows are locked in kind order, so two claims never
-wait for each other in a circle. SQLite's single writer serialises claims already.
+(``JobStore.claim``), unchanged and at its cost. A limited kind's claim takes its jobs, then locks
+and counts (``consumer.jobs.flow_lock``, which says why) and gives back what its limits do not
+allow; its statements are ``FlowStore``'s (``consumer.jobs.flow_store``).
 
 A kind held back is *throttled*: its jobs stay due (no attempt is used), the claim moves on to
 the other kinds, and ``held`` says which kinds and why (``cap`` or ``rate``).
@@ -23,16 +13,18 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Collection, Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, NamedTuple
 
 from sqlalchemy import Connection
 
 from consumer.config.flow import JobLimit
 from consumer.db.dialect import POSTGRESQL
-from consumer.db.prepared import prepared
-from consumer.jobs import flow, limits, queries
+from consumer.jobs import flow, limits
+from consumer.jobs.flow_lock import FlowLocks, Locked
+from consumer.jobs.flow_store import FlowStore, Params
 from consumer.jobs.model import Job, claim_order
+from consumer.jobs.slots import StartSlots
 from consumer.jobs.store import JobStore
 from consumer.observe import metrics
 from consumer.wire.timeutil import Clock, utcnow
@@ -50,20 +42,6 @@ MAX_BACKOFF = 3
 of many idle sweepers, few keep polling a kind that others are keeping busy."""
 
 
-SHARD_RESERVE = (flow.SHARDS - 1) * limits.CAPPED_CLAIM_MOST
-"""Room a claim holding one shard of a capped kind keeps under the cap: the most the claims
-holding the other shards may take and not have committed yet."""
-
-
-class Locked(NamedTuple):
-    """What a claim locked: the kind's row ``(limits, tat)``, the running jobs counted once
-    locked (``None``: not counted), and the room to keep for others' uncommitted claims."""
-
-    found: tuple[Any, Any] | None
-    counted: int | None
-    reserve: int
-
-
 class Allowance(NamedTuple):
     """How many jobs of a kind a claim may take now, and which limit says so (``""``: none)."""
 
@@ -75,14 +53,19 @@ class Allowance(NamedTuple):
 
 class Throttle:
     """One sweeper's flow control: ``claim`` in place of ``JobStore.claim``, ``wait`` between
-    claims that left only throttled work."""
+    claims that left only throttled work, ``start_at`` before each job."""
 
     def __init__(
         self, store: JobStore, configured: Mapping[str, JobLimit], clock: Clock = utcnow
     ) -> None:
         self.store = store
+        self.flows = FlowStore(store.engine)
         self.configured = dict(configured)
         self.clock = clock
+        self.locks = FlowLocks(self.flows, self.configured)
+        self.slots = StartSlots()
+        self.start_at = self.slots.start_at
+        """Wait for a claimed job's start slot (``StartSlots.start_at``)."""
         self.overrides: dict[str, str] = {}
         self._refreshed = float("-inf")
         self.held: dict[str, str] = {}
@@ -92,12 +75,6 @@ class Throttle:
         self._took_before: set[str] = set()
         """The kinds the previous claim took jobs of (it skips the glance for them)."""
         self._misses = 0
-        self._slots: dict[int, tuple[float, float]] = {}
-        """Claimed jobs of rate-limited kinds: when each may start (``time.monotonic()``), and
-        the kind's interval."""
-        self._last_start: dict[str, float] = {}
-        self._counted: dict[str, int] = {}
-        """The running jobs of each capped kind as this sweeper last counted them."""
 
     def claim(
         self,
@@ -153,26 +130,6 @@ class Throttle:
         time.sleep(pause)
         return True
 
-    def start_at(self, job: Job) -> None:
-        """Wait for the start slot the rate gave ``job`` (none: start now), and at least an
-        interval after this sweeper's previous start of the kind: a sweeper running behind its
-        slots spaces its late starts instead of bunching them."""
-        scheduled = self._slots.pop(job.id, None)
-        if scheduled is None:
-            return
-        slot, interval = scheduled
-        start = max(slot, self._last_start.get(job.kind, float("-inf")) + interval)
-        if start > time.monotonic():
-            time.sleep(start - time.monotonic())
-        self._last_start[job.kind] = time.monotonic()
-
-    def _schedule(
-        self, claimed: list[Job], slots: list[datetime], now: datetime, interval: float
-    ) -> None:
-        base = time.monotonic()
-        for job, slot in zip(sorted(claimed, key=lambda job: job.id), slots, strict=True):
-            self._slots[job.id] = (base + (slot - now).total_seconds(), interval)
-
     def left(self, due: Mapping[str, int]) -> dict[str, int]:
         """The due jobs of the kinds the last claim held back, by kind."""
         return {kind: due[kind] for kind in sorted(self.held) if due.get(kind)}
@@ -180,8 +137,7 @@ class Throttle:
     def _limited(self, connection: Connection, kinds: Collection[str]) -> dict[str, JobLimit]:
         """The kinds among ``kinds`` with a cap or a rate, configured or set by an operator."""
         if time.monotonic() - self._refreshed >= REFRESH_SECONDS:
-            rows = connection.execute(flow.OVERRIDES).all()
-            self.overrides = {str(kind): str(text) for kind, text in rows}
+            self.overrides = self.flows.overrides(connection)
             self._refreshed = time.monotonic()
         limited = {}
         for kind in set(self.configured).union(self.overrides).intersection(kinds):
@@ -202,42 +158,24 @@ class Throttle:
         now: datetime,
         lease_until: datetime,
     ) -> list[Job]:
-        """One limited kind's claim: claim (``SKIP LOCKED``, beside the kind's other claims),
-        then lock the kind's row, count, and give back what the limits do not allow. The lock
-        is held for the count only, not for the claim. A sweeper that took none of the kind last
-        time glances first, without the lock: a kind at its cap or rate is held back without a
-        claim to give back."""
+        """One limited kind's claim: claim and lock (``_claim_locked``), count, and give back
+        what the limits do not allow. A sweeper that took none of the kind last time glances
+        first, without the lock: a kind at its cap or rate is held back without a claim to give
+        back."""
         params = {"flow_kind": kind, "now": now}
         want = min(size, limits.most_per_claim(limit))
         if kind not in self._took_before or want == 0:
-            peeked = connection.execute(flow.PEEK_ROW, params).first()
+            peeked = self.flows.peek(connection, params)
             glance = self._allowance(connection, peeked, params, size)
             if glance.allowed == 0:
                 self._hold_if_due(connection, params, glance, now)
                 return []
             want = min(want, glance.allowed)
-        if self.store.dialect == POSTGRESQL and limit.rate is None and limit.cap is not None:
-            # A cap alone: the claim and the lock travel together (one round trip).
-            values = self._cap_values(params, limit.cap, want)
-            claimed, row = self.store.claim_then(
-                token, want, kind, now, lease_until, flow.cap_lock, values, connection
-            )
-            if not claimed:
-                return []
-            locked_row = self._cap_locked(values, row, None)
-        else:
-            claimed = self._take(connection, kind, token, want, now, lease_until)
-            if not claimed:
-                return []
-            locked_row = self._lock(connection, params, limit, len(claimed))
+        claimed, locked_row = self._claim_locked(
+            connection, params, limit, token, want, lease_until
+        )
         if locked_row is None:
-            # The kind's first claim ever. (Not on every claim: an insert that meets the row
-            # while another claim holds it locked waits for that claim, as the lock does.)
-            connection.execute(flow.ensure_row(self.store.dialect), params)
-            if self.store.dialect == POSTGRESQL:
-                connection.execute(flow.ensure_shards(self.store.dialect), params)
-            locked_row = self._lock(connection, params, limit, len(claimed))
-            assert locked_row is not None
+            return []
         now = params["now"] = self.clock()  # the lock may have been waited for: slots from now
         found, counted, reserve = locked_row
         locked = self._allowance(connection, found, params, size, len(claimed), counted, reserve)
@@ -249,14 +187,52 @@ class Throttle:
         claimed = self._give_back(connection, token, claimed, locked.allowed, now)
         rate, tat = locked.limit.rate, locked.tat
         if rate is not None and claimed:
-            self._schedule(claimed, limits.slots(rate, tat, now, len(claimed)), now, rate.interval)
+            slots = limits.slots(rate, tat, now, len(claimed))
+            self.slots.schedule(claimed, slots, now, rate.interval)
             tat = limits.advanced(rate, tat, now, len(claimed))
-            connection.execute(flow.SET_TAT, {**params, "new_tat": tat})
+            self.flows.set_tat(connection, params, tat)
         if claimed:
             self._took.add(kind)
         if len(claimed) >= min(want, locked.allowed):
             self._hold_if_due(connection, params, locked._replace(tat=tat), now, bool(claimed))
         return claimed
+
+    def _claim_locked(
+        self,
+        connection: Connection,
+        params: Params,
+        limit: JobLimit,
+        token: str,
+        want: int,
+        lease_until: datetime,
+    ) -> tuple[list[Job], Locked | None]:
+        """Claim up to ``want`` jobs of the kind (``SKIP LOCKED``, beside its other claims),
+        then lock what its limits need (``FlowLocks``); the lock is held for the count only,
+        not for the claim. Nothing claimed: ``([], None)``."""
+        kind, now = params["flow_kind"], params["now"]
+        if self.store.dialect == POSTGRESQL and limit.rate is None and limit.cap is not None:
+            # A cap alone: the claim and the lock travel together (one round trip).
+            values = self.locks.cap_values(params, limit.cap, want)
+            claimed, row = self.store.claim_then(
+                token, want, kind, now, lease_until, flow.cap_lock, values, connection
+            )
+            if not claimed:
+                return [], None
+            locked = self.locks.cap_locked(values, row, None)
+        else:
+            if want <= 0:
+                return [], None
+            claimed = self.store.claim(token, want, [kind], now, lease_until, connection=connection)
+            if not claimed:
+                return [], None
+            locked = self.locks.lock(connection, params, limit, len(claimed))
+        if locked is None:
+            # The kind's first claim ever. (Not on every claim: an insert that meets the row
+            # while another claim holds it locked waits for that claim, as the lock does.)
+            self.flows.ensure_rows(connection, params)
+            locked = self.locks.lock(connection, params, limit, len(claimed))
+            assert locked is not None
+        return claimed, locked
 
     def _give_back(
         self, connection: Connection, token: str, claimed: list[Job], allowed: int, now: datetime
@@ -268,70 +244,14 @@ class Throttle:
         ordered = sorted(claimed, key=claim_order)
         kept, back = ordered[: max(0, allowed)], [job.id for job in ordered[max(0, allowed) :]]
         if back:
-            params = {"token": token, "now": now, "ids": back}
-            connection.execute(queries.released(self.store.dialect), params)
+            self.store.complete(token, now, released=back, connection=connection)
         return kept
-
-    def _lock(
-        self, connection: Connection, params: dict[str, Any], limit: JobLimit, own: int
-    ) -> Locked | None:
-        """Lock what the kind's limits need (``None``: its rows are not there yet). A rate: the
-        kind's row, for its state. A cap, on PostgreSQL: one of the kind's shards while the
-        cap leaves room for the claims holding the others, else all of them; the running jobs
-        are counted in the same statement, once locked. Prepared on PostgreSQL: a limited
-        kind's every claim runs these."""
-        if self.store.dialect != POSTGRESQL:
-            row = connection.execute(flow.LOCK_ROW, params).first()
-            return None if row is None else Locked((row[0], row[1]), None, 0)
-        found, cap = None, limit.cap
-        if limit.rate is not None:
-            row = prepared(flow.lock_row, connection.dialect).first(connection, params)
-            if row is None:
-                return None
-            found = (row[0], row[1] and row[1].astimezone(UTC))
-            configured = self.configured.get(params["flow_kind"], JobLimit())
-            cap = limits.effective(configured, row[0]).cap
-        if cap is None:
-            return Locked(found, None, 0)
-        values = self._cap_values(params, cap, own)
-        row = prepared(flow.cap_lock, connection.dialect).first(connection, values)
-        return self._cap_locked(values, row, found)
-
-    def _cap_values(self, params: dict[str, Any], cap: int, own: int) -> dict[str, Any]:
-        """``flow.CAP_LOCK``'s values: one shard at random if, by the last count this sweeper
-        saw, the cap leaves room for ``own`` jobs and for what the other shards' holders may be
-        committing; else all of them (near the cap, claims of the kind go one at a time)."""
-        last = self._counted.get(params["flow_kind"])
-        if last is None or last + own + SHARD_RESERVE > cap:
-            return {**params, "first_shard": 0, "last_shard": flow.SHARDS - 1}
-        shard = random.randrange(flow.SHARDS)
-        return {**params, "first_shard": shard, "last_shard": shard}
-
-    def _cap_locked(
-        self, values: dict[str, Any], row: Any, found: tuple[Any, Any] | None
-    ) -> Locked | None:
-        """What ``flow.CAP_LOCK`` returned (``None``: the kind's rows are not there yet)."""
-        if row is None or row[2] is None:
-            return None
-        self._counted[values["flow_kind"]] = counted = int(row[2])
-        if found is None:
-            found = (row[0], row[1] and row[1].astimezone(UTC))
-        one = values["first_shard"] == values["last_shard"] and flow.SHARDS > 1
-        return Locked(found, counted, SHARD_RESERVE if one else 0)
-
-    def _running(self, connection: Connection, params: dict[str, Any]) -> int:
-        if self.store.dialect != POSTGRESQL:
-            running = int(connection.execute(flow.RUNNING, params).scalar_one())
-        else:
-            running = int(prepared(flow.running, connection.dialect).first(connection, params)[0])
-        self._counted[params["flow_kind"]] = running
-        return running
 
     def _allowance(
         self,
         connection: Connection,
         found: Any,
-        params: dict[str, Any],
+        params: Params,
         size: int,
         own: int = 0,
         counted: int | None = None,
@@ -346,7 +266,7 @@ class Throttle:
         allowed, reason = size, ""
         if limit.cap is not None:
             if counted is None:
-                counted = self._running(connection, params)
+                counted = self.locks.running(connection, params)
             running = counted - own
             by_cap = limits.cap_allowance(limit.cap, running + reserve)
             allowed, reason = (by_cap, "cap") if by_cap < allowed else (allowed, reason)
@@ -355,23 +275,10 @@ class Throttle:
             allowed, reason = (by_rate, "rate") if by_rate < allowed else (allowed, reason)
         return Allowance(allowed, reason, limit, tat)
 
-    def _take(
-        self,
-        connection: Connection,
-        kind: str,
-        token: str,
-        allowed: int,
-        now: datetime,
-        lease_until: datetime,
-    ) -> list[Job]:
-        if allowed <= 0:
-            return []
-        return self.store.claim(token, allowed, [kind], now, lease_until, connection=connection)
-
     def _hold_if_due(
         self,
         connection: Connection,
-        params: dict[str, Any],
+        params: Params,
         allowance: Allowance,
         now: datetime,
         took: bool = False,
@@ -380,7 +287,7 @@ class Throttle:
         for granted after a claim that took all it was allowed, saving a statement)."""
         if not allowance.reason:
             return
-        if not took and connection.execute(flow.ANY_DUE, params).first() is None:
+        if not took and not self.flows.any_due(connection, params):
             return
         self.held[params["flow_kind"]] = allowance.reason
         metrics.claim_throttled(params["flow_kind"], allowance.reason)

@@ -22,7 +22,7 @@ from consumer import NewJob, enqueue_many
 from consumer.config.flow import JobLimit
 from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
-from consumer.jobs import flow, limits, throttle
+from consumer.jobs import flow, flow_lock, limits
 from consumer.jobs.model import Job, Status
 from consumer.jobs.schema import jobs
 from consumer.jobs.store import JobStore
@@ -122,16 +122,16 @@ def shard_hammer(url: str, reserve: int, monkeypatch: pytest.MonkeyPatch) -> tup
     taking one job and keeping ``reserve`` under the cap when it holds one shard: the most jobs
     seen running at once, and how many claims locked one shard."""
     monkeypatch.setattr(limits, "CAPPED_CLAIM_MOST", SMALL_CLAIM)
-    monkeypatch.setattr(throttle, "SHARD_RESERVE", reserve)
-    cap_values = throttle.Throttle._cap_values
+    monkeypatch.setattr(flow_lock, "SHARD_RESERVE", reserve)
+    cap_values = flow_lock.FlowLocks.cap_values
     picked: list[bool] = []
 
-    def spied(self: throttle.Throttle, params: dict[str, Any], cap: int, own: int) -> Any:
+    def spied(self: flow_lock.FlowLocks, params: dict[str, Any], cap: int, own: int) -> Any:
         values = cap_values(self, params, cap, own)
         picked.append(values["first_shard"] == values["last_shard"])
         return values
 
-    monkeypatch.setattr(throttle.Throttle, "_cap_values", spied)
+    monkeypatch.setattr(flow_lock.FlowLocks, "cap_values", spied)
     engine = make_engine(url, pool_size=SWEEPERS + 2)
     recorder = Recorder(hold=0.05)
     with engine.begin() as connection:

@@ -17,8 +17,9 @@ from consumer.db.engine import make_engine
 from consumer.errors import AlreadyRegistered
 from consumer.jobs.batch import Flushes
 from consumer.jobs.kinds import JobContext
+from consumer.jobs.pace import FIRST_BATCH
 from consumer.jobs.schema import jobs
-from consumer.jobs.sweep import FIRST_BATCH, Sweeper
+from consumer.jobs.sweep import Sweeper
 from consumer.pipeline.registry import Registry
 from consumer.plugins import build_registry
 from consumer.service import Service

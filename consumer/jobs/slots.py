@@ -1,0 +1,40 @@
+"""When each claimed job of a rate-limited kind may start: the rate gives a claim's jobs their
+slots (``limits.slots``), and the sweep waits for each job's before running it."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+
+from consumer.jobs.model import Job
+
+
+class StartSlots:
+    """One sweeper's start slots (``time.monotonic()`` values) of the rate-limited jobs it
+    claimed, and its last start of each kind."""
+
+    def __init__(self) -> None:
+        self._slots: dict[int, tuple[float, float]] = {}
+        """Claimed jobs of rate-limited kinds: when each may start, and the kind's interval."""
+        self._last_start: dict[str, float] = {}
+
+    def schedule(
+        self, claimed: list[Job], slots: list[datetime], now: datetime, interval: float
+    ) -> None:
+        """Give ``claimed`` (in id order) the ``slots`` the rate allotted them at ``now``."""
+        base = time.monotonic()
+        for job, slot in zip(sorted(claimed, key=lambda job: job.id), slots, strict=True):
+            self._slots[job.id] = (base + (slot - now).total_seconds(), interval)
+
+    def start_at(self, job: Job) -> None:
+        """Wait for the start slot the rate gave ``job`` (none: start now), and at least an
+        interval after this sweeper's previous start of the kind: a sweeper running behind its
+        slots spaces its late starts instead of bunching them."""
+        scheduled = self._slots.pop(job.id, None)
+        if scheduled is None:
+            return
+        slot, interval = scheduled
+        start = max(slot, self._last_start.get(job.kind, float("-inf")) + interval)
+        if start > time.monotonic():
+            time.sleep(start - time.monotonic())
+        self._last_start[job.kind] = time.monotonic()
