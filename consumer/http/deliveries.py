@@ -87,7 +87,7 @@ class Deliveries:
         try:
             body = read_body(environ, admission.limit)
             admission.credentials.verify_body(body, clock())
-            event = parse_hook(body, clock(), self.dispatcher.registry.period_of)
+            event = parse_hook(body, clock(), self.dispatcher.registry.schedule_of)
         except ConsumerError as error:
             return self.dispatcher.refuse(Source.HOOK, error, started)
         return self.dispatcher.handle(event, Source.HOOK, started)

@@ -148,7 +148,7 @@ class Dispatcher:
         """The event ``message`` is, under this process's schedules and limits; ``InvalidEvent``
         (a 400: nothing is stored) when the message is ours but incomplete."""
         nodes = self.settings.inbox.max_json_nodes
-        return classify(message, self.registry.period_of, nodes)
+        return classify(message, self.registry.schedule_of, nodes)
 
     def _classify(self, received: Received) -> Event:
         return self.classify(received) if isinstance(received, PushMessage) else received

@@ -47,8 +47,6 @@ S = TypeVar("S", bound=type[Section])
 
 ROUTES = ("storage", "deploy", "job", "message")
 """Routes a handler may be registered for; CloudEvent types have their own table."""
-MessageEvent = OtherEvent
-"""What a ``message`` or CloudEvent handler receives: the raw ``PushMessage`` as ``.message``."""
 
 
 @dataclass(frozen=True)
@@ -226,8 +224,6 @@ class Registry:
             return as_schedule(self.period_overrides[task])
         registered = self.tasks.get(task)
         return registered.schedule if registered else DEFAULT_SCHEDULE
-
-    period_of = schedule_of  # the older name
 
     def policy_of(self, task: str, overrides: Mapping[str, Mapping[str, str]]) -> TickPolicy:
         """The registered policies, with those of ``overrides`` (``CONSUMER_TICK_POLICIES``,
