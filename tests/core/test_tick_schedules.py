@@ -18,6 +18,7 @@ from consumer.pipeline.context import HandlerContext
 from consumer.pipeline.registry import Registry
 from consumer.plugins import build_registry
 from consumer.service import Service
+from consumer.ticks import policy as ticks
 from consumer.wire.envelopes_out import tick_body
 from consumer.wire.events import TickEvent
 from tests.conftest import Clock
@@ -35,6 +36,7 @@ def on_tick(context: HandlerContext, event: TickEvent) -> dict[str, Any]:
 
 def registry() -> Registry:
     registry = Registry()
+    ticks.register(registry)  # the tick rules, as the built-ins install them
     registry.tick("sweep", period_seconds=10)(on_tick)
     registry.tick("report", cron="0 9 * * 1-5", timezone="Europe/Madrid")(on_tick)
     return registry

@@ -1,0 +1,3 @@
+"""Tick tasks, one feature: their route policy (``policy``: coalescing, pause, overlap, the
+completed slot), their catch-up runs (``catch_up``) and their own answers (``answers``). The
+pipeline asks the tick route's policy at each step of a delivery and knows no tick."""
