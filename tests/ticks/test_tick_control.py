@@ -15,12 +15,12 @@ from sqlalchemy import Engine
 
 from consumer.config.settings import Settings
 from consumer.errors import SettingsError
-from consumer.inbox.control import TickControl
 from consumer.inbox.model import Claim, Status
 from consumer.inbox.store import Inbox
 from consumer.pipeline.registry import Registry
 from consumer.service import Service
-from consumer.sources import tasks
+from consumer.ticks import controls as tasks
+from consumer.ticks.pauses import TickControl
 from consumer.wire.envelopes_out import wrapped_body
 from consumer.wire.message import PushMessage
 from tests.conftest import Clock

@@ -1,5 +1,5 @@
 """``TickControl``: the operator's pauses of tick tasks (the ``tick_control`` table). A delivery
-reads them, and its task's live runs, through its own ``Inbox`` (``paused``, ``running_runs``)."""
+reads them, and its task's live runs, through its own ``Inbox`` (``paused``, ``run_holder``)."""
 
 from __future__ import annotations
 
