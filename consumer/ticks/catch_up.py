@@ -10,10 +10,10 @@ from dataclasses import replace
 from typing import Protocol
 
 from consumer.config.settings import Settings
-from consumer.inbox.store import Inbox
 from consumer.pipeline.policy import Runs
 from consumer.pipeline.running import Verdict
 from consumer.ticks.answers import waiting_outcome
+from consumer.ticks.store import TickStore
 from consumer.wire import schedule
 from consumer.wire.events import Event, TickEvent
 from consumer.wire.outcomes import Kind, Outcome
@@ -35,7 +35,7 @@ class Rules(Protocol):
     def policy(self, task: str) -> TickPolicy: ...
 
 
-def missed_runs(rules: Rules, event: TickEvent, inbox: Inbox) -> list[TickEvent]:
+def missed_runs(rules: Rules, event: TickEvent, store: TickStore) -> list[TickEvent]:
     """The runs that catch up the slots missed between the completed slot and the oldest
     slot the stale rule still runs, per the task's catch-up policy, oldest first."""
     if not event.scheduled:
@@ -43,7 +43,7 @@ def missed_runs(rules: Rules, event: TickEvent, inbox: Inbox) -> list[TickEvent]
     catch_up = rules.policy(event.task).catch_up
     if catch_up.mode is CatchUpMode.LATEST:
         return []  # the completed slot is not even read
-    last = inbox.last_slot(event.task)
+    last = store.last_slot(event.task)
     if last is None:
         return []  # a task that never completed a slot has missed nothing
     oldest = event.schedule.recent(rules.clock(), rules.settings.ticks.max_age_periods)

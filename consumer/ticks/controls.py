@@ -18,11 +18,11 @@ from sqlalchemy import Engine
 
 from consumer.config.settings import Settings
 from consumer.errors import ConsumerError
-from consumer.inbox.model import Pause
 from consumer.pipeline.decisions import Source
 from consumer.pipeline.dispatch import Dispatcher
 from consumer.pipeline.registry import Registry
-from consumer.ticks.pauses import TickControl
+from consumer.ticks.pauses import Pause, TickControl
+from consumer.ticks.store import TickStore
 from consumer.wire.events import TickEvent
 from consumer.wire.message import Format, PushMessage
 from consumer.wire.outcomes import Outcome
@@ -64,7 +64,7 @@ class TaskState:
 
 def task_states(service: Composed) -> list[TaskState]:
     """Every registered task, by name: its schedule, policies, last completed slot, pause."""
-    dispatcher = Dispatcher(service.settings, service.engine, service.registry)
+    progress = TickStore(service.engine)
     pauses = {pause.task: pause for pause in TickControl(service.engine).all_paused()}
     overrides = service.settings.tick_control.policies
     return [
@@ -72,7 +72,7 @@ def task_states(service: Composed) -> list[TaskState]:
             name,
             str(service.registry.schedule_of(name)),
             service.registry.policy_of(name, overrides),
-            dispatcher.inbox.last_slot(name),
+            progress.last_slot(name),
             pauses.get(name),
         )
         for name in sorted(service.registry.tasks)

@@ -25,6 +25,7 @@ from consumer.pipeline.registry import Registry
 from consumer.pipeline.running import Verdict
 from consumer.ticks import catch_up
 from consumer.ticks.answers import PAUSED, waiting, waiting_outcome
+from consumer.ticks.store import TickStore
 from consumer.wire import schedule
 from consumer.wire.events import Event, Route, TickEvent
 from consumer.wire.outcomes import Kind, Outcome
@@ -75,7 +76,7 @@ class TickRules(Policy):
         tick = _tick(event)
         if not self.holds(tick) or self.policy(tick.task).overlap is not Overlap.WAIT:
             return None
-        holder = inbox.run_holder(tick.task, self.clock())
+        holder = _store(inbox).run_holder(tick.task, self.clock())
         return waiting_outcome(event, holder) if holder and holder != event.key else None
 
     def stale(self, event: Event, inbox: Inbox) -> str:
@@ -86,7 +87,7 @@ class TickRules(Policy):
         max_age = self.settings.ticks.max_age_periods
         if old := schedule.stale_reason(tick.schedule, tick.slot, self.clock(), max_age):
             return old
-        last = inbox.last_slot(tick.task)
+        last = _store(inbox).last_slot(tick.task)
         if last is not None and tick.slot < last:
             return f"tick slot {tick.slot.isoformat()} precedes completed slot {last.isoformat()}"
         return ""
@@ -96,14 +97,14 @@ class TickRules(Policy):
         task is held for this run, for as long as its claim, or the tick yields: ``skipped``
         naming the run still going, or (``wait``) its claim given back."""
         tick = _tick(event)
-        if pause := inbox.paused(tick.task):
+        if pause := _store(inbox).paused(tick.task):
             return Verdict(Kind.SKIPPED, {"reason": PAUSED, "paused_by": pause.paused_by})
         if not self.holds(tick):
             return None
         now = self.clock()
-        if inbox.take_run(tick.task, event.key, claim.lease_until, now):
+        if _store(inbox).take_run(tick.task, event.key, claim.lease_until, now):
             return None
-        other = inbox.run_holder(tick.task, now) or "another run"
+        other = _store(inbox).run_holder(tick.task, now) or "another run"
         if self.policy(tick.task).overlap is Overlap.WAIT:
             # Failed with the attempt refunded: the retry claims it again, as a first attempt.
             return Verdict(Kind.RETRY, {"waiting_for": other}, waiting(other), True)
@@ -112,10 +113,10 @@ class TickRules(Policy):
     def release(self, event: Event, inbox: Inbox) -> None:
         tick = _tick(event)
         if self.holds(tick):
-            inbox.release_run(tick.task, event.key)
+            _store(inbox).release_run(tick.task, event.key)
 
     def run(self, event: Event, runs: Runs) -> Outcome:
-        missed = catch_up.missed_runs(self, _tick(event), runs.inbox)
+        missed = catch_up.missed_runs(self, _tick(event), _store(runs.inbox))
         return catch_up.run(self.settings, event, missed, runs)
 
     def renewing(self, event: Event, inbox: Inbox, renew: Renew) -> Renew:
@@ -128,7 +129,7 @@ class TickRules(Policy):
         def both() -> bool:
             if not renew():
                 return False
-            inbox.renew_run(tick.task, event.key, self.clock() + lease)
+            _store(inbox).renew_run(tick.task, event.key, self.clock() + lease)
             return True
 
         return both
@@ -140,7 +141,7 @@ class TickRules(Policy):
         tick = _tick(event)
         if outcome.kind is not Kind.DONE or tick.continuation or tick.run_now:
             return
-        advance = lambda: inbox.advance_slot(tick.task, tick.slot, str(tick.schedule))  # noqa: E731
+        advance = lambda: _store(inbox).advance_slot(tick.task, tick.slot, str(tick.schedule))  # noqa: E731
         try:
             retry.until_deadline(advance, record_by, f"the slot of {event.key}")
         except Unavailable:
@@ -161,3 +162,8 @@ class TickRules(Policy):
 def _tick(event: Event) -> TickEvent:
     assert isinstance(event, TickEvent)  # the tick route's events are ticks
     return event
+
+
+def _store(inbox: Inbox) -> TickStore:
+    """The tick tables, on the delivery's connection."""
+    return TickStore(inbox.engine, inbox.connection)
