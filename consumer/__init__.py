@@ -31,7 +31,7 @@ from consumer.http.app import create_app
 from consumer.jobs.model import EnqueueResult, InvalidJob, Job, NewJob, UnknownKind
 from consumer.jobs.store import enqueue, enqueue_many
 from consumer.pipeline.context import HandlerContext
-from consumer.pipeline.registry import MessageEvent, Registry
+from consumer.pipeline.registry import Registry
 from consumer.plugins import build_registry
 from consumer.service import Service, compose
 from consumer.storage.model import FileResult, FileStatus, Progress, StoredObject
@@ -42,7 +42,7 @@ from consumer.wire.events import DeployEvent, Event, OtherEvent, StorageEvent, T
 __all__ = [
     "ConsumerError", "DeployEvent", "EnqueueResult", "Event", "FileInput", "FileResult",
     "FileStatus", "HandlerContext", "Incomplete", "InvalidJob", "Job", "LeaseLost",
-    "MessageEvent", "NewJob", "NotReplayable", "OtherEvent", "Permanent", "Progress",
+    "NewJob", "NotReplayable", "OtherEvent", "Permanent", "Progress",
     "Registry", "Retryable", "Section", "Service", "Settings", "SettingsError", "Skip",
     "StorageEvent", "StoredObject", "TargetResult", "TickEvent", "UnknownKind", "WarmReport",
     "__version__", "boolean", "build_registry", "compose", "create_app", "enqueue",

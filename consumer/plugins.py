@@ -27,6 +27,7 @@ from consumer.jobs import tick as jobs_tick
 from consumer.jobs import topic as jobs_topic
 from consumer.pipeline.registry import Registry
 from consumer.storage import handler as storage_handler
+from consumer.ticks import policy as ticks
 
 ENTRY_POINT_GROUP = "consumer.plugins"
 """Where installed packages declare plugins."""
@@ -58,7 +59,8 @@ def load_plugins(module_names: Iterable[str]) -> Registry:
 
 
 def register_builtins(registry: Registry) -> None:
-    """The built-in tick tasks and routes: each feature registers its own."""
+    """The built-in tick tasks, routes and route policies: each feature registers its own."""
+    ticks.register(registry)
     cleanup.register(registry)
     jobs_tick.register(registry)
     jobs_topic.register(registry)

@@ -12,7 +12,7 @@ import click
 
 from consumer.cli.context import current_cli
 from consumer.observe.logs import configure_logging
-from consumer.sources import tasks as controls
+from consumer.ticks import controls
 
 by_option = click.option(
     "--by", default=None, help="Who does it, for the log line (default: the OS user)."

@@ -1,6 +1,6 @@
 """The dashboard's actions: POST forms (CSRF-checked by the app's guard), each logged with who
 did it. They go through the same code as the CLI: ``consumer.sources.replay``, the jobs store,
-the tick tasks' controls (``consumer.sources.tasks``) and flow control's (``consumer.jobs
+the tick tasks' controls (``consumer.ticks.controls``) and flow control's (``consumer.jobs
 .flow_admin``)."""
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from consumer.errors import ConsumerError
 from consumer.jobs.flow_admin import FlowAdmin, KindFlow, NoSuchKind, kinds_flow, known
 from consumer.jobs.limits import effective
 from consumer.jobs.store import JobStore
-from consumer.sources import tasks
 from consumer.sources.replay import replay
+from consumer.ticks import controls as tasks
 
 log = logging.getLogger("consumer.dashboard")
 blueprint = Blueprint("actions", __name__, url_prefix="/actions")

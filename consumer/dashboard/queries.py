@@ -15,8 +15,7 @@ from sqlalchemy import Engine, func, select
 
 from consumer.db.engine import unavailable_on_db_fault
 from consumer.deploy.store import WarmRun, WarmRuns
-from consumer.inbox import queries as inbox_queries
-from consumer.inbox.model import InboxRow, Pause, Status
+from consumer.inbox.model import InboxRow, Status
 from consumer.inbox.schema import inbox
 from consumer.jobs import queries as job_queries
 from consumer.jobs.model import Status as JobStatus
@@ -24,6 +23,8 @@ from consumer.jobs.schema import jobs
 from consumer.pipeline.registry import Registry
 from consumer.storage.model import FileRow
 from consumer.storage.store import ProcessedFiles
+from consumer.ticks import queries as tick_queries
+from consumer.ticks.pauses import Pause
 from consumer.wire.schedule import Schedule, ScheduleError
 from consumer.wire.schedule import parse as parse_schedule
 
@@ -133,8 +134,8 @@ def task_schedules(engine: Engine, registry: Registry, now: datetime) -> list[Ta
     (``consumer serve --local`` ticks the sweep every 10 s; a ``consumer status`` beside it
     would say 5 minutes). A task that never ran is shown on this process's schedule."""
     with unavailable_on_db_fault(), engine.connect() as connection:
-        rows = connection.execute(inbox_queries.SERVED).all()
-        pauses = [Pause.from_row(row) for row in connection.execute(inbox_queries.ALL_PAUSED)]
+        rows = connection.execute(tick_queries.SERVED).all()
+        pauses = [Pause.from_row(row) for row in connection.execute(tick_queries.ALL_PAUSED)]
     paused = {pause.task: pause for pause in pauses}
     slots = {task: slot for task, slot, _ in rows}
     served = {task: schedule_or_none(text) for task, _, text in rows}

@@ -17,7 +17,7 @@ from datetime import datetime
 
 from consumer.deploy.signature import SIGNATURE_HEADER, TIMESTAMP, TIMESTAMP_HEADER
 from consumer.errors import BodyTooLarge, InvalidEvent, Unauthorized
-from consumer.wire.classify import PeriodLookup, classify
+from consumer.wire.classify import ScheduleLookup, classify
 from consumer.wire.envelope import Limits, load_json_object
 from consumer.wire.events import DeployEvent
 from consumer.wire.message import Format, PushMessage
@@ -44,7 +44,7 @@ def check_headers(headers: Mapping[str, str], enabled: bool) -> None:
         raise BodyTooLarge(f"hook body is over {HOOK_MAX_BYTES} bytes")
 
 
-def parse_hook(body: bytes, received: datetime, period_of: PeriodLookup) -> DeployEvent:
+def parse_hook(body: bytes, received: datetime, schedule_of: ScheduleLookup) -> DeployEvent:
     """The deploy event a verified hook body describes; ``InvalidEvent``/``InvalidEnvelope``
     (400) when it does not describe one."""
     message = PushMessage(
@@ -55,7 +55,7 @@ def parse_hook(body: bytes, received: datetime, period_of: PeriodLookup) -> Depl
         subscription=HOOK_SUBSCRIPTION,
         format=Format.DEPLOY_HOOK,
     )
-    event = classify(message, period_of)
+    event = classify(message, schedule_of)
     if not isinstance(event, DeployEvent):  # the canonical message always classifies as deploy
         raise InvalidEvent("not a deploy")
     return event

@@ -20,12 +20,12 @@ from werkzeug.wsgi import get_input_stream
 
 from consumer.deploy.hook import parse_hook
 from consumer.errors import BodyTooLarge, ConsumerError
-from consumer.http import ticks
 from consumer.http.credentials import Scheme
 from consumer.http.gate import Admission
 from consumer.http.routes import Handler
 from consumer.pipeline.decisions import Source
 from consumer.pipeline.dispatch import Dispatcher
+from consumer.ticks.hook import tick_message
 from consumer.wire.envelope import Limits, parse_push
 from consumer.wire.outcomes import Outcome
 
@@ -87,7 +87,7 @@ class Deliveries:
         try:
             body = read_body(environ, admission.limit)
             admission.credentials.verify_body(body, clock())
-            event = parse_hook(body, clock(), self.dispatcher.registry.period_of)
+            event = parse_hook(body, clock(), self.dispatcher.registry.schedule_of)
         except ConsumerError as error:
             return self.dispatcher.refuse(Source.HOOK, error, started)
         return self.dispatcher.handle(event, Source.HOOK, started)
@@ -100,7 +100,7 @@ class Deliveries:
             body = read_body(environ, admission.limit)
             scheduled = credentials.verify_body(body, self.dispatcher.clock())
             signed = credentials.scheme is Scheme.HMAC
-            message = ticks.tick_message(
+            message = tick_message(
                 admission.params["task"], body, scheduled, admission.view.headers, signed
             )
         except ConsumerError as error:

@@ -24,10 +24,10 @@ from prometheus_client.registry import Collector
 from sqlalchemy import Connection, Engine
 
 from consumer.http import state_queries as queries
-from consumer.inbox import queries as inbox_queries
 from consumer.jobs import flow as job_flow
 from consumer.jobs import queries as job_queries
 from consumer.pipeline.registry import Registry
+from consumer.ticks import queries as tick_queries
 from consumer.wire.schedule import interval_at
 from consumer.wire.timeutil import Clock, utcnow
 
@@ -69,7 +69,7 @@ def files_by_status(connection: Connection) -> list[tuple[str, int]]:
 
 def tick_last_slots(connection: Connection) -> list[tuple[str, datetime]]:
     """Each tick task's latest completed slot (one row per task)."""
-    return [(str(task), slot) for task, slot in connection.execute(inbox_queries.LAST_SLOTS)]
+    return [(str(task), slot) for task, slot in connection.execute(tick_queries.LAST_SLOTS)]
 
 
 GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -162,7 +162,7 @@ class StateCollector(Collector):
             file_rows = files_by_status(connection)
             slots = tick_last_slots(connection)
             paused = [
-                (row.task, row.paused_at) for row in connection.execute(inbox_queries.ALL_PAUSED)
+                (row.task, row.paused_at) for row in connection.execute(tick_queries.ALL_PAUSED)
             ]
         age = max(0.0, (now - oldest).total_seconds()) if oldest else 0.0
         return [

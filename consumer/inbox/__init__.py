@@ -1,2 +1,3 @@
 """The inbox: one row per idempotency key, so each event's handler runs once however often it is
-delivered; and ``tick_progress``, each tick task's latest completed slot."""
+delivered. The tick tables are defined beside it (``schema``, which the migrations read); their
+queries and store are the ticks feature's (``consumer.ticks``)."""

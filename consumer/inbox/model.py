@@ -1,5 +1,4 @@
-"""The inbox's values: a row's ``Status``, the ``Claim`` a delivery holds, the rows it reads, and a
-paused tick task's ``Pause``."""
+"""The inbox's values: a row's ``Status``, the ``Claim`` a delivery holds, and the rows it reads."""
 
 from __future__ import annotations
 
@@ -64,17 +63,3 @@ class Holder:
     message_id: str
     format: str
     """The held message's ``consumer.wire.message.Format`` value."""
-
-
-@dataclass(frozen=True)
-class Pause:
-    """A paused tick task: when, by whom, and why (``tick_control``)."""
-
-    task: str
-    paused_at: datetime
-    paused_by: str
-    reason: str
-
-    @classmethod
-    def from_row(cls, row: Any) -> Pause:
-        return cls(**dict(row._mapping))

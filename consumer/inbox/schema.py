@@ -1,5 +1,7 @@
 """The ``inbox``, ``tick_progress``, ``tick_control`` and ``tick_runs`` tables, on the shared
-``metadata`` (migrations 0001_inbox, 0005_tick_schedule and 0006_tick_control)."""
+``metadata`` (migrations 0001_inbox, 0005_tick_schedule and 0006_tick_control). The tick tables'
+statements are ``consumer.ticks.queries``; the tables stay here while the migrations' environment
+lists this module as theirs."""
 
 from __future__ import annotations
 

@@ -1,13 +1,12 @@
-"""``Inbox``: the ``inbox`` and ``tick_progress`` tables' queries (``consumer.inbox.queries``),
-run in the caller's transaction when given its ``connection``, on the connection the inbox is
-bound to (``on``), or in a transaction of their own.
+"""``Inbox``: the ``inbox`` table's queries (``consumer.inbox.queries``), run in the caller's
+transaction when given its ``connection``, on the connection the inbox is bound to (``on``), or in
+a transaction of their own.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -15,47 +14,23 @@ from sqlalchemy import Connection, Engine
 
 from consumer.db.engine import unavailable_on_db_fault
 from consumer.db.prepared import on_autocommit, prepared
-from consumer.db.store import Store
+from consumer.db.store import BoundStore
 from consumer.inbox import queries
-from consumer.inbox.model import Claim, Holder, InboxRow, Pause, Status
+from consumer.inbox.model import Claim, Holder, InboxRow, Status
 from consumer.wire.message import PushMessage
 
 T = TypeVar("T")
 
 
-class Inbox(Store):
-    """Named queries over the ``inbox`` and ``tick_progress`` tables. Besides the store's
-    ``connection=`` (join the caller's transaction), an inbox can be bound to one connection
-    (``on``): its statements then each run in a transaction of their own on that checkout."""
+class Inbox(BoundStore):
+    """Named queries over the ``inbox`` table. Besides the store's ``connection=`` (join the
+    caller's transaction), an inbox can be bound to one connection (``on``): its statements then
+    each run in a transaction of their own on that checkout."""
 
     def __init__(self, engine: Engine, connection: Connection | None = None) -> None:
-        super().__init__(engine)
-        self.connection = connection
+        super().__init__(engine, connection)
         self._claim = prepared(queries.claim, engine.dialect)
         self._finish = prepared(queries.finish, engine.dialect)
-
-    def on(self, connection: Connection) -> Inbox:
-        """The same queries on one connection (a delivery's claim and finish share it). After a
-        fault the connection reconnects on its next use, so a retry needs no new checkout."""
-        return Inbox(self.engine, connection)
-
-    @contextmanager
-    def _write(self, connection: Connection | None = None) -> Iterator[Connection]:
-        """The caller's connection as it is; else a transaction on the bound connection, or on
-        one checked out for it. One flat block: the claim and finish of every delivery pass
-        here."""
-        with unavailable_on_db_fault():
-            if connection is not None:
-                yield connection
-            elif self.connection is None:
-                with self.engine.begin() as own:
-                    yield own
-            else:
-                with self.connection.begin():
-                    yield self.connection
-
-    # Reads too: on the bound connection a read must end its transaction before the next begins.
-    _read = _write
 
     def _prepared(self, connection: Connection | None, run: Callable[[Connection], T]) -> T:
         """``run`` a prepared statement where ``_write`` would, except that on a bound
@@ -188,47 +163,3 @@ class Inbox(Store):
         lock is held past a deadline)."""
         with self._write(connection) as conn:
             return conn.execute(queries.purged(finished_before, limit)).rowcount
-
-    def last_slot(self, task: str, *, connection: Connection | None = None) -> datetime | None:
-        with self._read(connection) as conn:
-            return conn.execute(queries.last_slot(task)).scalar()
-
-    def advance_slot(
-        self, task: str, slot: datetime, schedule: str, *, connection: Connection | None = None
-    ) -> None:
-        """Remember the latest completed slot and the schedule it ran under (``str`` of a
-        ``Schedule``); never move it backwards."""
-        with self._write(connection) as conn:
-            conn.execute(queries.advance_slot(self.dialect, task, slot, schedule))
-
-    def paused(self, task: str, *, connection: Connection | None = None) -> Pause | None:
-        with self._read(connection) as conn:
-            row = conn.execute(queries.paused(task)).first()
-        return Pause.from_row(row) if row else None
-
-    def take_run(
-        self, task: str, key: str, lease_until: datetime, now: datetime,
-        *, connection: Connection | None = None,
-    ) -> bool:  # fmt: skip
-        """Hold ``task`` for the run of ``key`` until ``lease_until``; ``False`` if another
-        run's lease is live (``run_holder`` says which)."""
-        statement = queries.take_run(self.dialect, task, key, lease_until, now)
-        with self._write(connection) as conn:
-            return conn.execute(statement).first() is not None
-
-    def run_holder(
-        self, task: str, now: datetime, *, connection: Connection | None = None
-    ) -> str | None:
-        with self._read(connection) as conn:
-            return conn.execute(queries.run_holder(task, now)).scalar()
-
-    def renew_run(
-        self, task: str, key: str, lease_until: datetime, *, connection: Connection | None = None
-    ) -> None:
-        with self._write(connection) as conn:
-            conn.execute(queries.renew_run(task, key, lease_until))
-
-    def release_run(self, task: str, key: str, *, connection: Connection | None = None) -> None:
-        """Let the next run take ``task`` (a run that died lets go when its lease ends)."""
-        with self._write(connection) as conn:
-            conn.execute(queries.release_run(task, key))

@@ -25,7 +25,7 @@ from consumer.config.settings import Settings
 from consumer.inbox.store import Inbox, Status
 from consumer.pipeline.decisions import Source
 from consumer.wire import signed
-from consumer.wire.events import Event, Route, StorageEvent, TickEvent, escape
+from consumer.wire.events import Event, Route, escape, privileged
 from consumer.wire.message import PushMessage
 from consumer.wire.outcomes import Kind, Outcome, in_progress
 
@@ -100,21 +100,12 @@ def _route_reason(rules: AdmissionSettings, source: Source, event: Event) -> str
 
 
 def _signature_reason(rules: AdmissionSettings, event: Event) -> str:
-    asked = _privileged(event)
+    asked = privileged(event)
     if asked and not signed.is_signed(event.message, rules.signing_secrets):
         return (
             f"refused: a {asked} the service did not sign; only its own are honoured "
             "(CONSUMER_SIGNING_SECRETS)"
         )
-    return ""
-
-
-def _privileged(event: Event) -> str:
-    """What only the service's own tooling may ask for: a run now, a continuation."""
-    if isinstance(event, TickEvent) and event.run_now:
-        return "run_now"
-    if isinstance(event, TickEvent | StorageEvent) and event.continuation:
-        return "continuation"
     return ""
 
 

@@ -21,7 +21,7 @@ class Source(StrEnum):
     PUSH = "push"
     HOOK = "hook"
     TICKS = "ticks"
-    """``POST /ticks/<task>``: a tick from a scheduler that calls HTTP (``consumer.http.ticks``)."""
+    """``POST /ticks/<task>``: a tick from a scheduler that calls HTTP (``consumer.ticks.hook``)."""
     PULL = "pull"
     REPLAY = "replay"
     REDRIVE = "redrive"

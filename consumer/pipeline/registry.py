@@ -22,8 +22,9 @@ from consumer.config.targets import TargetSpec, target
 from consumer.errors import AlreadyRegistered, SettingsError
 from consumer.pipeline.context import HandlerContext
 from consumer.pipeline.extensions import Functions, Named, Warmers
+from consumer.pipeline.policy import Factory
 from consumer.wire.envelope import STORAGE_TYPE_PREFIX
-from consumer.wire.events import DeployEvent, Event, OtherEvent, Route, StorageEvent, TickEvent
+from consumer.wire.events import DeployEvent, Event, OtherEvent, Route, StorageEvent
 from consumer.wire.schedule import (
     Cron,
     Every,
@@ -38,7 +39,6 @@ DEFAULT_SCHEDULE = Every(DEFAULT_TICK_PERIOD_SECONDS)
 
 HandlerResult = Mapping[str, Any] | None
 Handler = Callable[[HandlerContext, Any], HandlerResult]
-TickHandler = Callable[[HandlerContext, TickEvent], HandlerResult]
 StorageHandler = Callable[[HandlerContext, StorageEvent], HandlerResult]
 DeployHandler = Callable[[HandlerContext, DeployEvent], HandlerResult]
 MessageHandler = Callable[[HandlerContext, OtherEvent], HandlerResult]
@@ -47,15 +47,14 @@ S = TypeVar("S", bound=type[Section])
 
 ROUTES = ("storage", "deploy", "job", "message")
 """Routes a handler may be registered for; CloudEvent types have their own table."""
-MessageEvent = OtherEvent
-"""What a ``message`` or CloudEvent handler receives: the raw ``PushMessage`` as ``.message``."""
 
 
 @dataclass(frozen=True)
 class TickTask:
     name: str
     schedule: Schedule
-    handler: TickHandler
+    handler: Handler
+    """Called with the tick event of each run."""
     policy: TickPolicy = field(default_factory=TickPolicy)
     """Its overlap and catch-up policies, as declared (``policy_of`` applies the settings')."""
 
@@ -72,6 +71,8 @@ class Registry:
         self.one_commit_routes: set[str] = set()
         self.one_commit_types: set[str] = set()
         """Routes and CloudEvent types whose handler declared ``local_effects``."""
+        self.route_policies: dict[str, Factory] = {}
+        """What rules a route's deliveries around their claim (``consumer.pipeline.policy``)."""
         self.job_kinds = Functions("job kind")
         """Job kinds the sweep runs: ``@registry.job_kind("name")``."""
         self.job_limits: dict[str, JobLimit] = {}
@@ -111,8 +112,9 @@ class Registry:
         ``timezone="Europe/Madrid"``): its slots key its ticks, and so decide its duplicates.
         ``overlap`` (``allow``, ``skip``, ``wait``) and ``catch_up`` (``latest``, ``once``,
         ``all:N``): docs/flow-control.md."""
-        schedule = _schedule(name, period_seconds, cron, timezone)
-        policy = _policy(name, {"overlap": overlap, "catch_up": catch_up})
+        schedule, policy = _declared(
+            name, period_seconds, cron, timezone, overlap=overlap, catch_up=catch_up
+        )
         if name in self.tasks and not replace:
             raise AlreadyRegistered(
                 f"tick task {name!r} is already registered (pass replace=True to replace it)"
@@ -201,6 +203,12 @@ class Registry:
         _mark(self.one_commit_types, event_type, local_effects)
         return handler
 
+    def route_policy(self, route: Route, factory: Factory) -> None:
+        """``route``'s policy (``consumer.ticks``'s), built by ``factory`` per dispatcher."""
+        if route.value in self.route_policies:
+            raise AlreadyRegistered(f"route {route.value!r} has a policy already")
+        self.route_policies[route.value] = factory
+
     def http_target(self, name: str, *, replace: bool = False, **declared: Any) -> TargetSpec:
         """Declare an HTTP target, as ``CONSUMER_HTTP_TARGETS`` does (same keys: ``url``,
         ``serves``, ``auth``, ``timeout_seconds``, ``concurrency``, and for a job kind ``cap`` and
@@ -227,8 +235,6 @@ class Registry:
         registered = self.tasks.get(task)
         return registered.schedule if registered else DEFAULT_SCHEDULE
 
-    period_of = schedule_of  # the older name
-
     def policy_of(self, task: str, overrides: Mapping[str, Mapping[str, str]]) -> TickPolicy:
         """The registered policies, with those of ``overrides`` (``CONSUMER_TICK_POLICIES``,
         checked when read) on top."""
@@ -244,8 +250,6 @@ class Registry:
     def one_commit(self, event: Event) -> bool:
         """Whether the handler ``resolve`` gives ``event`` declared ``local_effects`` (a tick
         task never does: its policies write beside its run)."""
-        if event.route is Route.TICK:
-            return False
         if event.route is Route.OTHER:
             cloudevent = event.message.cloudevent
             if cloudevent is not None and cloudevent.type in self.cloudevents:
@@ -283,18 +287,14 @@ def _mark(names: set[str], name: str, local_effects: bool) -> None:
         names.discard(name)
 
 
-def _schedule(name: str, period_seconds: int | None, cron: str | None, timezone: str) -> Schedule:
-    """The task's schedule; a bad one is a start-up error naming the task."""
+def _declared(
+    name: str, period_seconds: int | None, cron: str | None, timezone: str, **policy: str
+) -> tuple[Schedule, TickPolicy]:
+    """The task's schedule and policies; a bad one is a start-up error naming the task."""
     if (period_seconds is None) == (cron is None):
         raise SettingsError(f"tick task {name!r}: give period_seconds or cron, not both or neither")
     try:
-        return Every(period_seconds) if period_seconds is not None else Cron(str(cron), timezone)
-    except ScheduleError as exc:
-        raise SettingsError(f"tick task {name!r}: {exc}") from None
-
-
-def _policy(name: str, chosen: Mapping[str, str]) -> TickPolicy:
-    try:
-        return TickPolicy.of(**chosen)
+        every = Every(period_seconds) if period_seconds is not None else None
+        return every or Cron(str(cron), timezone), TickPolicy.of(**policy)
     except ScheduleError as exc:
         raise SettingsError(f"tick task {name!r}: {exc}") from None

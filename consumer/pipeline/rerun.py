@@ -17,9 +17,10 @@ from consumer.wire.message import PushMessage
 
 
 class Rerun(Dispatcher):
-    """The pipeline for a stored message: every rule of a delivery but the stale-slot one."""
+    """The pipeline for a stored message: every rule of a delivery, with the route policies
+    built for a rerun (a tick's stale-slot rule does not apply)."""
 
-    coalesces = False
+    rerun = True
 
 
 def stored_event(dispatcher: Dispatcher, row: InboxRow) -> Event:

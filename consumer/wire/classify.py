@@ -36,7 +36,6 @@ from consumer.wire.text import is_storable
 
 ScheduleLookup = Callable[[str], Schedule | int]
 """A task's schedule; a bare number is a period in seconds (as lookups were written before)."""
-PeriodLookup = ScheduleLookup  # the older name
 
 CLOUDEVENT_STORAGE_TYPES = {
     STORAGE_TYPE_PREFIX + "finalized": StorageEventType.OBJECT_FINALIZE,

@@ -197,6 +197,16 @@ class OtherEvent:
 Event = TickEvent | StorageEvent | DeployEvent | JobEvent | OtherEvent
 
 
+def privileged(event: Event) -> str:
+    """What ``event`` asks for that only the service's own tooling may (``""``: nothing):
+    a run now, a continuation (``consumer.pipeline.admission`` honours them signed only)."""
+    if isinstance(event, TickEvent) and event.run_now:
+        return "run_now"
+    if isinstance(event, TickEvent | StorageEvent) and event.continuation:
+        return "continuation"
+    return ""
+
+
 def escape(component: str, separator: str) -> str:
     """``component`` with ``%`` and ``separator`` percent-encoded (``%25``, ``:`` as ``%3A``...),
     so the separator that follows it in a key is the first unescaped one."""

@@ -10,6 +10,7 @@ from sqlalchemy import Engine
 
 from consumer.inbox.model import Status
 from consumer.inbox.store import Inbox
+from consumer.ticks.store import TickStore
 from consumer.wire.message import PushMessage
 from tests.conftest import Rollback
 
@@ -24,20 +25,20 @@ def dead_row(inbox: Inbox, key: str) -> None:
 
 
 def test_claim_finish_and_slot_join_the_callers_transaction(engine: Engine) -> None:
-    inbox = Inbox(engine)
+    inbox, ticks = Inbox(engine), TickStore(engine)
     with pytest.raises(Rollback), engine.begin() as connection:
         claim = inbox.claim("k", "deploy", MESSAGE, NOW, LEASE, connection=connection)
         assert claim is not None
         assert inbox.finish(claim, Status.DONE, NOW, {"ok": 1}, connection=connection)
         assert inbox.finished_as(claim, Status.DONE, connection=connection)
-        inbox.advance_slot("sweep", NOW, "300", connection=connection)
+        ticks.advance_slot("sweep", NOW, "300", connection=connection)
         row = inbox.get("k", connection=connection)  # the caller sees its own writes
         assert row is not None and row.status is Status.DONE and row.result == {"ok": 1}
-        assert inbox.last_slot("sweep", connection=connection) == NOW
+        assert ticks.last_slot("sweep", connection=connection) == NOW
         raise Rollback
-    assert inbox.get("k") is None and inbox.last_slot("sweep") is None and inbox.list() == []
-    inbox.advance_slot("sweep", NOW, "300")  # without a connection: its own transaction, committed
-    assert inbox.last_slot("sweep") == NOW
+    assert inbox.get("k") is None and ticks.last_slot("sweep") is None and inbox.list() == []
+    ticks.advance_slot("sweep", NOW, "300")  # without a connection: its own transaction, committed
+    assert ticks.last_slot("sweep") == NOW
 
 
 def test_rearm_and_purge_roll_back_with_the_caller(engine: Engine) -> None:

@@ -13,11 +13,12 @@ from sqlalchemy import Engine, func, select
 from consumer.config.settings import Settings
 from consumer.http.app import create_app
 from consumer.inbox.schema import inbox
-from consumer.inbox.store import Inbox
 from consumer.pipeline.context import HandlerContext
 from consumer.pipeline.registry import Registry
 from consumer.plugins import build_registry
 from consumer.service import Service
+from consumer.ticks import policy as ticks
+from consumer.ticks.store import TickStore
 from consumer.wire.envelopes_out import tick_body
 from consumer.wire.events import TickEvent
 from tests.conftest import Clock
@@ -35,6 +36,7 @@ def on_tick(context: HandlerContext, event: TickEvent) -> dict[str, Any]:
 
 def registry() -> Registry:
     registry = Registry()
+    ticks.register(registry)  # the tick rules, as the built-ins install them
     registry.tick("sweep", period_seconds=10)(on_tick)
     registry.tick("report", cron="0 9 * * 1-5", timezone="Europe/Madrid")(on_tick)
     return registry
@@ -65,7 +67,7 @@ def test_tick_from_the_future_takes_no_slot_and_the_genuine_tick_runs(
     assert forged["outcome"] == "skipped" and forged["recorded"] is False
     assert "in the future" in forged["reason"]
     assert inbox_rows(engine, forged["key"]) == 0
-    assert Inbox(engine).last_slot("sweep") is None  # the completed slot did not advance
+    assert TickStore(engine).last_slot("sweep") is None  # the completed slot did not advance
     assert effect_rows(engine) == []
     clock.now += timedelta(seconds=25)  # the slot comes: Cloud Scheduler's own tick
     genuine = tick(client, "sweep", clock.now)

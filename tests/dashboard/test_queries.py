@@ -15,7 +15,6 @@ from consumer.dashboard import queries
 from consumer.dashboard.app import create_dashboard
 from consumer.db.engine import make_engine
 from consumer.inbox.model import Status
-from consumer.inbox.store import Inbox
 from consumer.jobs import store
 from consumer.jobs.model import Status as JobStatus
 from consumer.jobs.schema import jobs
@@ -23,6 +22,7 @@ from consumer.jobs.store import JobStore
 from consumer.pipeline.dispatch import Dispatcher
 from consumer.plugins import build_registry
 from consumer.service import Service
+from consumer.ticks.store import TickStore
 from consumer.wire.envelope import parse_push
 from consumer.wire.envelopes_out import tick_body
 from consumer.wire.schedule import Every
@@ -105,7 +105,7 @@ def test_task_schedules(engine: Engine, seeded: Settings) -> None:
     assert not sweep.late
     later = {t.name: t for t in queries.task_schedules(engine, registry, now + timedelta(hours=1))}
     assert later["sweep"].late and not later["cleanup"].late  # never completed is not "late"
-    Inbox(engine).advance_slot("retired-task", now, "60")
+    TickStore(engine).advance_slot("retired-task", now, "60")
     names = [t.name for t in queries.task_schedules(engine, registry, now)]
     assert "retired-task" in names and names == sorted(names)
 

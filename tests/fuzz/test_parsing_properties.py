@@ -34,7 +34,7 @@ def parse_or_refuse(headers: dict[str, str], body: bytes) -> PushMessage | None:
 
 def classify_or_refuse(message: PushMessage) -> Any:
     try:
-        return classify(message, REGISTRY.period_of)
+        return classify(message, REGISTRY.schedule_of)
     except InvalidEvent as error:
         assert error.message
         return None

@@ -20,8 +20,8 @@ from consumer.pipeline.decisions import Source
 from consumer.pipeline.dispatch import Dispatcher
 from consumer.plugins import build_registry
 from consumer.service import Service
-from consumer.sources import tasks
 from consumer.sources.replay import replay
+from consumer.ticks import controls as tasks
 from consumer.wire import signed
 from consumer.wire.envelopes_out import deploy_body, storage_body, wrapped_body
 from consumer.wire.message import PushMessage

@@ -14,9 +14,9 @@ import requests
 
 from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
-from consumer.inbox.control import TickControl
 from consumer.inbox.model import Status
 from consumer.inbox.store import Inbox
+from consumer.ticks.pauses import TickControl
 from tests.conftest import Server, settings_env
 from tests.dashboard.browser import chromium_page
 from tests.dashboard.conftest import APP, DASHBOARD_WORKER, TOKEN

@@ -18,6 +18,7 @@ from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
 from consumer.inbox.model import Status
 from consumer.inbox.store import Inbox
+from consumer.ticks.store import TickStore
 from consumer.wire.envelopes_out import wrapped_body
 from consumer.wire.timeutil import utcnow
 from tests.conftest import Server, settings_env, wait_until
@@ -86,7 +87,8 @@ def test_wait_defers_the_next_push_until_the_run_is_over(
         engine = make_engine(postgres_url)
         try:
             inbox = Inbox(engine)
-            wait_until(lambda: inbox.run_holder("slow-wait", utcnow()) is not None, timeout=30)
+            holder = TickStore(engine).run_holder
+            wait_until(lambda: holder("slow-wait", utcnow()) is not None, timeout=30)
             status, body = push(server, "slow-wait", run_now="r1")
             assert (status, body["outcome"], body["status"]) == (429, "in-progress", "waiting")
             assert inbox.get("tick:slow-wait:run-now:r1") is None  # nothing written

@@ -15,12 +15,13 @@ from sqlalchemy import Engine
 
 from consumer.config.settings import Settings
 from consumer.errors import SettingsError
-from consumer.inbox.control import TickControl
 from consumer.inbox.model import Claim, Status
 from consumer.inbox.store import Inbox
 from consumer.pipeline.registry import Registry
 from consumer.service import Service
-from consumer.sources import tasks
+from consumer.ticks import controls as tasks
+from consumer.ticks.pauses import TickControl
+from consumer.ticks.store import TickStore
 from consumer.wire.envelopes_out import wrapped_body
 from consumer.wire.message import PushMessage
 from tests.conftest import Clock
@@ -70,14 +71,14 @@ def another_pods_run(engine: Engine, minutes: int, clock: Clock) -> Claim:
     inbox = Inbox(engine)
     claim = inbox.claim(key(minutes), "tick", message, clock(), timedelta(seconds=70))
     assert claim is not None
-    assert inbox.take_run("report", claim.key, claim.lease_until, clock())
+    assert TickStore(engine).take_run("report", claim.key, claim.lease_until, clock())
     return claim
 
 
 def finished(engine: Engine, claim: Claim, clock: Clock) -> None:
     """The other pod's run ends: recorded done, and it lets go of the task."""
     Inbox(engine).finish(claim, Status.DONE, clock())
-    Inbox(engine).release_run("report", claim.key)
+    TickStore(engine).release_run("report", claim.key)
 
 
 def row(engine: Engine, row_key: str) -> Any:
@@ -96,14 +97,14 @@ def test_a_paused_task_records_its_ticks_skipped_until_it_is_resumed(
     )  # fmt: skip
     recorded = row(engine, key(0))
     assert recorded.status is Status.SKIPPED and recorded.result["reason"] == "paused"
-    assert Inbox(engine).last_slot("report") is None  # a skipped slot completes nothing
+    assert TickStore(engine).last_slot("report") is None  # a skipped slot completes nothing
     assert push(client, START)[1]["outcome"] == "duplicate"  # its redelivery stays skipped
     assert tasks.resume(service, "report", "alice") == "report is resumed"
     assert tasks.resume(service, "report", "alice") == "report was not paused"
     clock.advance(PERIOD)
     status, body = push(client, START + timedelta(seconds=PERIOD))
     assert (status, body["outcome"], body["key"]) == (200, "done", key(1))
-    assert Inbox(engine).last_slot("report") == slot(1)
+    assert TickStore(engine).last_slot("report") == slot(1)
 
 
 def test_a_pause_is_a_gauge_with_its_time(
@@ -129,10 +130,10 @@ def test_run_now_has_a_key_of_its_own_and_each_run_runs_once(
     )  # fmt: skip
     assert (again[1]["outcome"], other[1]["outcome"]) == ("duplicate", "done")
     assert row(engine, "tick:report:run-now:r1").result["run_now"] == "r1"
-    assert Inbox(engine).last_slot("report") == slot(0)  # a run now completes no slot
+    assert TickStore(engine).last_slot("report") == slot(0)  # a run now completes no slot
     outcome = tasks.run_now(Service.of(app_settings, engine), "report", "alice", "r1")
     assert outcome.kind.value == "duplicate"  # the CLI's and the push's run-now are one key
-    Inbox(engine).advance_slot("report", slot(5), "60")
+    TickStore(engine).advance_slot("report", slot(5), "60")
     assert push(client, START, run_now="r3")[1]["outcome"] == "done"  # a run now is never stale
 
 
@@ -207,7 +208,7 @@ def test_catch_up_latest_runs_the_current_slots_only(
     current = push(client, START + timedelta(minutes=10))
     assert backlog[1]["outcome"] == "skipped" and "older than" in backlog[1]["reason"]
     assert current[1]["outcome"] == "done" and "caught_up" not in current[1]
-    assert Inbox(engine).last_slot("report") == slot(10)
+    assert TickStore(engine).last_slot("report") == slot(10)
 
 
 @with_policies(catch_up="once")
@@ -225,7 +226,7 @@ def test_catch_up_once_runs_one_run_for_every_missed_slot(
     assert caught.result["catch_up"] == {
         "mode": "once", "first": slot(1).isoformat(), "last": slot(8).isoformat(),
     }  # fmt: skip
-    assert Inbox(engine).last_slot("report") == slot(10)
+    assert TickStore(engine).last_slot("report") == slot(10)
     late = push(client, START + timedelta(minutes=9))  # slot 9's own tick still runs
     assert late[1]["outcome"] == "skipped"  # ... but it precedes the completed slot 10
     again = push(client, START + timedelta(minutes=10), run_now="r1")
@@ -248,7 +249,7 @@ def test_catch_up_all_runs_each_missed_slot_up_to_n_oldest_first(
         assert recorded.status is Status.DONE
         assert recorded.result["slot"] == slot(minutes).isoformat()
     assert row(engine, key(5, "catch-up:")) is None  # beyond N
-    assert Inbox(engine).last_slot("report") == slot(10)
+    assert TickStore(engine).last_slot("report") == slot(10)
     duplicate = push(client, START + timedelta(minutes=10))
     assert duplicate[1]["outcome"] == "duplicate"
 

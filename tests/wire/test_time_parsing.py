@@ -18,10 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from consumer.errors import BadRequest, InvalidEnvelope, Permanent
-from consumer.http.ticks import SCHEDULE_TIME_HEADER, scheduled_time
 from consumer.jobs.topic import new_job
 from consumer.targets.answer import Answer, retry_after
 from consumer.targets.cloudevent import for_event
+from consumer.ticks.hook import SCHEDULE_TIME_HEADER, scheduled_time
 from consumer.wire.classify import classify
 from consumer.wire.envelope import parse_push
 from consumer.wire.events import JobEvent, OtherEvent

@@ -1,16 +1,31 @@
 """``TickControl``: the operator's pauses of tick tasks (the ``tick_control`` table). A delivery
-reads them, and its task's live runs, through its own ``Inbox`` (``paused``, ``running_runs``)."""
+reads them, and its task's live runs, through its own ``Inbox`` (``paused``, ``run_holder``)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import Connection
 
 from consumer.db.store import Store
-from consumer.inbox import queries
-from consumer.inbox.model import Pause
+from consumer.ticks import queries
+
+
+@dataclass(frozen=True)
+class Pause:
+    """A paused tick task: when, by whom, and why (``tick_control``)."""
+
+    task: str
+    paused_at: datetime
+    paused_by: str
+    reason: str
+
+    @classmethod
+    def from_row(cls, row: Any) -> Pause:
+        return cls(**dict(row._mapping))
 
 
 class TickControl(Store):

@@ -12,13 +12,17 @@ import logging
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 
+from sqlalchemy import Engine
+
+from consumer.config.settings import Settings
 from consumer.errors import ConsumerError
-from consumer.inbox.control import TickControl
-from consumer.inbox.model import Pause
 from consumer.pipeline.decisions import Source
 from consumer.pipeline.dispatch import Dispatcher
-from consumer.service import Service
+from consumer.pipeline.registry import Registry
+from consumer.ticks.pauses import Pause, TickControl
+from consumer.ticks.store import TickStore
 from consumer.wire.events import TickEvent
 from consumer.wire.message import Format, PushMessage
 from consumer.wire.outcomes import Outcome
@@ -28,6 +32,19 @@ from consumer.wire.timeutil import utcnow
 log = logging.getLogger("consumer.tasks")
 MAX_REASON = 500
 """A pause's reason is shown on every status page: a sentence, not a document."""
+
+
+class Composed(Protocol):
+    """What the controls use of a composed service (``consumer.service.Service``)."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def engine(self) -> Engine: ...
+
+    @property
+    def registry(self) -> Registry: ...
 
 
 class UnknownTask(ConsumerError):
@@ -45,9 +62,9 @@ class TaskState:
     pause: Pause | None
 
 
-def task_states(service: Service) -> list[TaskState]:
+def task_states(service: Composed) -> list[TaskState]:
     """Every registered task, by name: its schedule, policies, last completed slot, pause."""
-    dispatcher = Dispatcher(service.settings, service.engine, service.registry)
+    progress = TickStore(service.engine)
     pauses = {pause.task: pause for pause in TickControl(service.engine).all_paused()}
     overrides = service.settings.tick_control.policies
     return [
@@ -55,14 +72,14 @@ def task_states(service: Service) -> list[TaskState]:
             name,
             str(service.registry.schedule_of(name)),
             service.registry.policy_of(name, overrides),
-            dispatcher.inbox.last_slot(name),
+            progress.last_slot(name),
             pauses.get(name),
         )
         for name in sorted(service.registry.tasks)
     ]
 
 
-def pause(service: Service, task: str, by: str, reason: str = "") -> str:
+def pause(service: Composed, task: str, by: str, reason: str = "") -> str:
     """Pause ``task`` on every pod; what was done, in words."""
     _require_task(service, task)
     if len(reason) > MAX_REASON:
@@ -72,14 +89,14 @@ def pause(service: Service, task: str, by: str, reason: str = "") -> str:
     return _logged("pause", task, by, paused, result)
 
 
-def resume(service: Service, task: str, by: str) -> str:
+def resume(service: Composed, task: str, by: str) -> str:
     _require_task(service, task)
     resumed = TickControl(service.engine).resume(task)
     result = f"{task} is resumed" if resumed else f"{task} was not paused"
     return _logged("resume", task, by, resumed, result)
 
 
-def run_now(service: Service, task: str, by: str, run_id: str = "") -> Outcome:
+def run_now(service: Composed, task: str, by: str, run_id: str = "") -> Outcome:
     """Run ``task`` now, in this process, under a run-now key (``run_id``: a new one if empty;
     the same id again is a duplicate)."""
     _require_task(service, task)
@@ -94,7 +111,7 @@ def run_now(service: Service, task: str, by: str, run_id: str = "") -> Outcome:
     return outcome
 
 
-def _require_task(service: Service, task: str) -> None:
+def _require_task(service: Composed, task: str) -> None:
     if task not in service.registry.tasks:
         names = ", ".join(sorted(service.registry.tasks)) or "none"
         raise UnknownTask(f"no tick task {task!r} is registered (registered: {names})")
