@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from consumer.sources import ticker as local_ticks
 from consumer.wire.envelopes_out import tick_body
 from tests.conftest import free_port, stop_process, wait_ready
 from tests.core.metrics_text import total
@@ -53,7 +54,7 @@ def test_serve_sums_its_workers_and_a_tick_is_one_line(sqlite_url: str, tmp_path
     assert len(decisions) >= PUSHES + in_progress + ticks
     # No access line and no ticker line: the decision is the one line. (The ticker still warns
     # when a tick cannot be sent, e.g. before gunicorn listens.)
-    ticker = [line for line in lines if line["logger"] == "consumer.sources.ticker"]
+    ticker = [line for line in lines if line["logger"] == local_ticks.log.name]
     assert all("failed" in line["message"] for line in ticker), ticker
     access = [line for line in lines if line["logger"] == "gunicorn.access"]
     assert [line for line in access if line["httpRequest"]["requestUrl"] == "/push"] == []
