@@ -21,7 +21,7 @@ from consumer.plugins import build_registry
 from consumer.wire.envelope import Limits, parse_wrapped
 from consumer.wire.envelopes_out import deploy_body
 from tests.conftest import free_port
-from tests.core.metrics_text import total
+from tests.support.metrics_text import total
 
 
 def scrape() -> str:

@@ -21,7 +21,7 @@ from consumer.jobs.store import enqueue
 from consumer.service import Service
 from consumer.wire.envelopes_out import tick_body, wrapped_body
 from consumer.wire.timeutil import utcnow
-from tests.core.metrics_text import total
+from tests.support.metrics_text import total
 from tests.jobs import kinds_plugin
 
 

@@ -15,7 +15,7 @@ from consumer.db.engine import make_engine
 from consumer.jobs.store import enqueue
 from consumer.wire.envelopes_out import tick_body
 from tests.conftest import Server
-from tests.core.metrics_text import total
+from tests.support.metrics_text import total
 from tests.jobs import kinds_plugin
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]

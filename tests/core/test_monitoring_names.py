@@ -20,7 +20,7 @@ from consumer.jobs.store import enqueue
 from consumer.observe import metrics
 from consumer.service import Service
 from consumer.wire.envelopes_out import tick_body
-from tests.core.metrics_text import samples
+from tests.support.metrics_text import samples
 from tests.jobs import kinds_plugin
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,7 +16,7 @@ import requests
 
 from consumer.wire.envelopes_out import tick_body
 from tests.conftest import free_port, stop_process, wait_ready
-from tests.core.metrics_text import total
+from tests.support.metrics_text import total
 
 pytestmark = pytest.mark.slow
 PUSHES = 16
