@@ -25,7 +25,7 @@ from consumer.errors import SettingsError
 from consumer.observe import exporting, spans
 from consumer.wire.envelopes_out import tick_body, wrapped_body
 from tests.conftest import free_port, server_env
-from tests.core.test_startup_faults import assert_one_line, run, server_command
+from tests.cli.test_startup_faults import assert_one_line, run, server_command
 from tests.observe.test_trace_tree import client_for
 from tests.targets.servers import PyTarget
 
