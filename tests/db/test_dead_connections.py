@@ -24,7 +24,7 @@ from consumer.pipeline.decisions import Source
 from consumer.pipeline.dispatch import Dispatcher
 from consumer.pipeline.registry import Registry
 from consumer.wire.events import DeployEvent
-from tests.core.test_keys import deploy
+from tests.wire.test_keys import deploy
 
 pytestmark = pytest.mark.postgres
 END_OTHER_BACKENDS = """

@@ -20,7 +20,7 @@ from consumer.pipeline.dispatch import Dispatcher
 from consumer.pipeline.registry import Registry
 from consumer.wire.events import DeployEvent
 from tests.db.test_dead_connections import end_other_backends
-from tests.core.test_keys import deploy
+from tests.wire.test_keys import deploy
 
 pytestmark = pytest.mark.postgres
 BACKENDS = """

@@ -18,7 +18,7 @@ from consumer.http.embed import Consumer
 from consumer.inbox.store import Inbox
 from consumer.service import Service
 from tests.conftest import Clock
-from tests.core.test_golden_formats import CASES, load_case
+from tests.wire.test_golden_formats import CASES, load_case
 from tests.http.conftest import SECRET
 from tests.http.host import PREFIX, TEAM_KEY, host_app
 
