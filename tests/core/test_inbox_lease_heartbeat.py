@@ -17,7 +17,7 @@ from sqlalchemy import Engine
 from consumer.db.engine import make_engine
 from consumer.wire.envelopes_out import deploy_body
 from tests.conftest import Server, settings_env
-from tests.core.test_delivery_through_gunicorn import effect_settings, push, wait_for_started_pid
+from tests.http.test_delivery_through_gunicorn import effect_settings, push, wait_for_started_pid
 from tests.plugins.effects import effect_rows
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]

@@ -19,7 +19,7 @@ import requests
 from consumer.demo.processes import descendants
 from consumer.wire.envelopes_out import wrapped_body
 from tests.conftest import free_port, stop_process, wait_until
-from tests.core.test_serve import clean_env
+from tests.http.test_serve import clean_env
 
 pytestmark = pytest.mark.slow
 TOKEN = "push-token-0123456789abcdef"

@@ -23,7 +23,7 @@ import requests
 from consumer.config.settings import DEFAULT_MAX_BODY_BYTES
 from consumer.demo.processes import descendants
 from tests.conftest import free_port, stop_process, wait_until
-from tests.core.test_serve import clean_env
+from tests.http.test_serve import clean_env
 
 pytestmark = pytest.mark.slow
 CEILING_MIB = 200

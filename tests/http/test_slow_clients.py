@@ -17,7 +17,7 @@ import requests
 
 from consumer.wire.envelopes_out import tick_body
 from tests.conftest import free_port, stop_process, wait_until
-from tests.core.test_serve import clean_env
+from tests.http.test_serve import clean_env
 from tests.deploy_artifacts.artifacts import dockerfile, image_command
 from tests.deploy_artifacts.conftest import rendered_overlay
 from tests.deploy_artifacts.test_container_command import pod_env, run_migration_job
