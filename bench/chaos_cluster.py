@@ -20,8 +20,8 @@ from pathlib import Path
 
 import psycopg
 
+from bench.support.tcpproxy import TcpProxy
 from consumer.demo.processes import free_port
-from tests.support.tcpproxy import TcpProxy
 
 BIN_GLOB = "/usr/lib/postgresql/*/bin"
 SERVER_OPTIONS = (

@@ -1,5 +1,5 @@
 """The chaos run's witnesses: a real SMTP server that stamps each accepted message with the time
-it arrived, and the Node.js target (``tests/targets/target_server.js``), whose calls are read
+it arrived, and the Node.js target (``bench/support/target_server.js``), whose calls are read
 every couple of seconds and stamped when first seen. Both can be told to stall or fail for a
 spell."""
 
@@ -15,9 +15,9 @@ from typing import Any
 import requests
 from aiosmtpd.smtp import Envelope, Session
 
-from tests.jobs import smtp_server
-from tests.jobs.smtp_server import Recorder
-from tests.targets.servers import NodeTarget
+from bench.support import smtp_server
+from bench.support.smtp_server import Recorder
+from bench.support.target_servers import NodeTarget
 
 SMTP_FAIL_REPLY = "451 4.3.0 Try again later"
 SMTP_STALL_SECONDS = 3.0

@@ -41,8 +41,8 @@ from consumer.storage.handler import StorageHandler
 from consumer.storage.model import FINAL
 from consumer.storage.reader import ObjectStore
 from consumer.storage.store import ProcessedFiles
-from tests.conftest import Server, settings_env
-from tests.storage.conftest import Harness, email_csv
+from bench.support.serving import Server, settings_env
+from bench.support.storage import Harness, email_csv
 from triggers.local import stack
 
 ADMIN = os.environ.get("TESTS_PG_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from bench.chaos_cluster import postgres_bin
+from bench.support.target_servers import NODE
 from consumer.demo.processes import pubsub_emulator
-from tests.targets.servers import NODE
 from triggers.local import stack
 
 pytestmark = pytest.mark.slow

@@ -15,6 +15,7 @@ import pytest
 import requests
 from sqlalchemy import Engine
 
+from bench.support.tcpproxy import TcpProxy
 from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
 from consumer.inbox.model import Status
@@ -22,7 +23,6 @@ from consumer.inbox.store import Inbox
 from consumer.wire.envelopes_out import deploy_body, storage_body
 from tests.conftest import Server, settings_env, wait_until
 from tests.plugins.effects import effect_rows
-from tests.support.tcpproxy import TcpProxy
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 ACKED = {102, 200, 201, 202, 204}

@@ -17,6 +17,7 @@ from contextlib import ExitStack
 
 import pytest
 
+from bench.support.target_servers import PyTarget
 from tests.auth.tokens import ACCOUNT, AUDIENCE, CertsServer, SigningKey
 from tests.conftest import PG_ADMIN_DSN, Server, migrated_postgres_database
 from tests.http.corpus import (
@@ -30,7 +31,6 @@ from tests.http.corpus import (
     hostile,
 )  # fmt: skip
 from tests.http.servings import SERVINGS, Answer, Serving, servings
-from tests.targets.servers import PyTarget
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 

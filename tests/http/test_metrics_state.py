@@ -21,8 +21,8 @@ from consumer.jobs.store import enqueue
 from consumer.service import Service
 from consumer.wire.envelopes_out import tick_body, wrapped_body
 from consumer.wire.timeutil import utcnow
-from tests.support.metrics_text import total
 from tests.jobs import kinds_plugin
+from tests.support.metrics_text import total
 
 
 def scrape(collector: StateCollector) -> str:

@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 import requests
 
+from bench.support.slow_clients import SlowClients, measure, probe_healthz, probe_push
 from consumer.wire.envelopes_out import tick_body
 from tests.conftest import free_port, stop_process, wait_until
-from tests.http.test_serve import clean_env
 from tests.deploy_artifacts.artifacts import dockerfile, image_command
 from tests.deploy_artifacts.conftest import rendered_overlay
 from tests.deploy_artifacts.test_container_command import pod_env, run_migration_job
-from tests.support.slow_clients import SlowClients, measure, probe_healthz, probe_push
+from tests.http.test_serve import clean_env
 
 pytestmark = pytest.mark.slow
 WINDOW_SECONDS = 30

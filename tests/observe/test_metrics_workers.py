@@ -15,8 +15,8 @@ from consumer.db.engine import make_engine
 from consumer.jobs.store import enqueue
 from consumer.wire.envelopes_out import tick_body
 from tests.conftest import Server
-from tests.support.metrics_text import total
 from tests.jobs import kinds_plugin
+from tests.support.metrics_text import total
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 PUSHES = 24

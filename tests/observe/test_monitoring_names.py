@@ -20,8 +20,8 @@ from consumer.jobs.store import enqueue
 from consumer.observe import metrics
 from consumer.service import Service
 from consumer.wire.envelopes_out import tick_body
-from tests.support.metrics_text import samples
 from tests.jobs import kinds_plugin
+from tests.support.metrics_text import samples
 
 ROOT = Path(__file__).resolve().parents[2]
 MONITORING = ROOT / "k8s" / "base" / "monitoring"

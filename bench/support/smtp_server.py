@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from tests.conftest import free_port
+from bench.support.serving import free_port
 
 MESSAGE_ID = re.compile(rb"^Message-ID: *(\S+)", re.IGNORECASE | re.MULTILINE)
 

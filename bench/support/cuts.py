@@ -11,9 +11,9 @@ from typing import Any
 
 from aiosmtpd.smtp import Envelope, Session
 
-from tests.deploy.targets import TargetServer
-from tests.jobs.smtp_server import Recorder
-from tests.support.tcpproxy import TcpProxy
+from bench.support.deploy_targets import TargetServer
+from bench.support.smtp_server import Recorder
+from bench.support.tcpproxy import TcpProxy
 
 
 class Cutter:

@@ -19,7 +19,7 @@ from typing import Any
 
 import requests
 
-from tests.conftest import stop_process
+from bench.support.serving import stop_process
 
 NODE = shutil.which("node")
 SCRIPT = Path(__file__).with_name("target_server.js")
