@@ -29,10 +29,10 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from bench.fault_routes import POINTS, Counts, ImportRoute, Route, Sizes, SweepRoute, WarmRoute
 from bench.support.cuts import Cutter
+from bench.support.postgres import PG_ADMIN_DSN, migrated_postgres_database
 from bench.support.tcpproxy import TcpProxy
 from consumer.db.engine import make_engine
 from consumer.errors import Unavailable
-from bench.support.postgres import PG_ADMIN_DSN, migrated_postgres_database
 from triggers.local import stack
 
 REDELIVERY_SECONDS = 0.5

@@ -24,6 +24,8 @@ from sqlalchemy import Engine, select
 from bench.support import smtp_server
 from bench.support import storage_plugin as plugin
 from bench.support.cuts import Cutter, HookedRecorder, HookedTargets, at_nth, on_statement, sql
+from bench.support.job_rows import add_emails, status_counts
+from bench.support.storage import Harness, email_csv
 from bench.support.tcpproxy import TcpProxy
 from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
@@ -39,8 +41,6 @@ from consumer.wire.envelope import Limits, parse_push, parse_wrapped
 from consumer.wire.envelopes_out import deploy_body, storage_body
 from consumer.wire.events import DeployEvent
 from consumer.wire.outcomes import ACK_STATUSES, STATUS, Outcome
-from bench.support.job_rows import add_emails, status_counts
-from bench.support.storage import Harness, email_csv
 from triggers.local import stack
 
 INBOX_FINISH = sql(b"UPDATE inbox SET status=")

@@ -32,7 +32,7 @@ exported over OTLP/HTTP to a local receiver that parses each request and counts 
 this one nothing), and prints the ratio traced/consumer (target >= 0.90) and the app CPU per
 request of each (the span cost itself, whatever else the machine does).
 
-    python bench/push_bench.py [--seconds 10] [--repeat 3] [--connections 16]
+    python -m bench.push_bench [--seconds 10] [--repeat 3] [--connections 16]
                                [--worker sync|asyncio] [--one-commit] [--tracing]
                                [--profile | --phases]
 """
@@ -54,8 +54,6 @@ from typing import Any, NamedTuple
 
 import psycopg
 import requests
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.push_floor_app import TABLES
 from bench.push_load import Result, python_load, wrk_load

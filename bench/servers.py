@@ -21,9 +21,9 @@ from collections.abc import Iterator
 
 import requests
 
-from consumer.db.migrate import upgrade
 from bench.support.postgres import migrated_postgres_database
 from bench.support.serving import free_port
+from consumer.db.migrate import upgrade
 
 KINDS = ("sync", "asyncio")
 

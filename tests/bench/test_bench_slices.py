@@ -17,9 +17,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_bench(script: str, *args: str) -> str:
+def run_bench(module: str, *args: str) -> str:
     result = subprocess.run(
-        [sys.executable, f"bench/{script}", *args],
+        [sys.executable, "-m", f"bench.{module}", *args],
         cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -34,7 +34,7 @@ def ratio(printed: str, label: str) -> float:
 
 
 def test_the_push_bench_prints_the_consumer_against_its_floors(postgres_admin: str) -> None:
-    printed = run_bench("push_bench.py", "--seconds", "1", "--repeat", "1", "--one-commit")
+    printed = run_bench("push_bench", "--seconds", "1", "--repeat", "1", "--one-commit")
     for label in (
         "ratio consumer/floor", "consumer/2-writes", "consumer/2w-wsgi", "ratio 1-commit/floor",
     ):  # fmt: skip
@@ -58,21 +58,21 @@ SWEEP_SLICE = ["--jobs", "3000", "--sweepers", "1,2", "--repeat", "1"]
 
 
 def test_the_sweep_bench_prints_the_ratio_to_direct_sql(postgres_admin: str) -> None:
-    printed = run_bench("sweep_bench.py", *SWEEP_SLICE, "--skip-procrastinate")
+    printed = run_bench("sweep_bench", *SWEEP_SLICE, "--skip-procrastinate")
     found = sweep_ratios(printed, "consumer/direct")
     assert set(found) == {1, 2}, printed
     assert all(ratio > 0 for ratio in found.values()), printed
 
 
 def test_the_sweep_bench_prints_what_a_cap_costs(postgres_admin: str) -> None:
-    printed = run_bench("sweep_bench.py", *SWEEP_SLICE, "--cap", "100000")
+    printed = run_bench("sweep_bench", *SWEEP_SLICE, "--cap", "100000")
     found = sweep_ratios(printed, "capped/consumer")
     assert set(found) == {1, 2}, printed
     assert all(ratio > 0 for ratio in found.values()), printed
 
 
 def test_the_import_bench_prints_each_mode_against_the_copy_floor(postgres_admin: str) -> None:
-    printed = run_bench("storage_bench.py", "--rows", "2000", "--repeat", "1")
+    printed = run_bench("storage_bench", "--rows", "2000", "--repeat", "1")
     for mode in ("handler in process", "e2e: upload -> jobs committed"):
         line = next((line for line in printed.splitlines() if line.startswith(mode)), None)
         assert line is not None, printed

@@ -1,5 +1,5 @@
 """The fault plan of a chaos run, drawn up front from the seed (``--seed`` replays it): one list
-per family, each played in time order by a thread of its own (``bench.chaos_faults``), so faults
+per family, each played in time order by a thread of its own (``bench.chaos.faults``), so faults
 of different families overlap and those of one family never do.
 
 - ``kill``: SIGKILL a random pod every 15-30 s (scaled down for short runs), then start it again;

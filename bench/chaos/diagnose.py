@@ -20,7 +20,7 @@ from pathlib import Path
 
 from sqlalchemy import Connection, Engine, select, text
 
-from bench.chaos_ledger import TERMINAL
+from bench.chaos.ledger import TERMINAL
 from consumer.inbox.schema import inbox
 
 ACTIVITY = text(

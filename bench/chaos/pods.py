@@ -67,7 +67,7 @@ def pod_env(port: int, wiring: Wiring) -> dict[str, str]:
         **inherited, "PYTHONUNBUFFERED": "1", "STORAGE_EMULATOR_HOST": wiring.gcs_url,
         "CONSUMER_BIND": f"127.0.0.1:{port}", "CONSUMER_DATABASE_URL": wiring.database_url,
         "CONSUMER_LOCAL_MODE": "true", "CONSUMER_LOCAL_TICK_SECONDS": "0",
-        "CONSUMER_WORKERS": "2", "CONSUMER_LOG_LEVEL": "WARNING",  # chaos_diagnose reads them
+        "CONSUMER_WORKERS": "2", "CONSUMER_LOG_LEVEL": "WARNING",  # bench.chaos.diagnose reads them
         "CONSUMER_SMTP_HOST": "127.0.0.1", "CONSUMER_SMTP_PORT": str(wiring.smtp_port),
         "CONSUMER_SMTP_SECURITY": "none", "CONSUMER_MAIL_FROM": MAIL_FROM,
         "CONSUMER_ACK_DEADLINE_SECONDS": str(ACK_DEADLINE_SECONDS),

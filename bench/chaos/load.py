@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 
 import requests
 
-from bench.chaos_emulators import JOBS, TICKS, Emulators
-from bench.chaos_pods import BUCKET, CALL_KIND, DEPLOY_SERVICE, HOOK_SECRET, MAIL_PREFIX
+from bench.chaos.emulators import JOBS, TICKS, Emulators
+from bench.chaos.pods import BUCKET, CALL_KIND, DEPLOY_SERVICE, HOOK_SECRET, MAIL_PREFIX
 from consumer.deploy.signature import signed_headers
 
 HOOK_RETRY_SECONDS = 1.0

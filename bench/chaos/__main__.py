@@ -6,7 +6,7 @@ of its own reached through a TCP proxy. For the given time it SIGKILLs pods, pau
 stall or fail, and records every worker death the pods' logs tell of; then it drains (bounded)
 and accounts for every tick, event, job, email and call (docs/faults.md, "The chaos harness").
 
-    python bench/chaos.py --seconds 600 [--drain-seconds 90] [--seed N] [--workdir DIR]
+    python -m bench.chaos --seconds 600 [--drain-seconds 90] [--seed N] [--workdir DIR]
 
 The last line is ``chaos: N faults, lost N, duplicates N (N attributed), recovery p50 N s max
 N s``; the exit status is 1 on any loss or unattributed duplicate. Everything binds 127.0.0.1
@@ -22,11 +22,14 @@ import signal
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench.chaos.load import Rates
+from bench.chaos.run import Options, run
 
 
 def arguments(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="bench/chaos.py", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.chaos", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--seconds", type=float, default=600, help="load and faults (default 600)")
     parser.add_argument(
         "--drain-seconds", type=float, default=90, help="longest wait for the backlog (default 90)"
@@ -44,10 +47,6 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = arguments(argv)
-    sys.path.insert(0, str(ROOT))  # run as a script: tests.support and triggers.local
-    from bench.chaos_load import Rates
-    from bench.chaos_run import Options, run
-
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwinds: every process stopped
     seed = args.seed if args.seed is not None else random.randrange(1_000_000)
     rates = Rates(csv_rows=args.csv_rows, mail_jobs=args.mail_jobs, call_jobs=args.call_jobs)

@@ -15,16 +15,16 @@ from pathlib import Path
 
 from sqlalchemy import Engine
 
-from bench.chaos_balancer import DeadlineBalancer
-from bench.chaos_cluster import Cluster
-from bench.chaos_diagnose import diagnosis
-from bench.chaos_emulators import emulators
-from bench.chaos_faults import Chaos
-from bench.chaos_ledger import Account, Records, account
-from bench.chaos_load import Load, Rates
-from bench.chaos_plan import Window, plan
-from bench.chaos_pods import ACK_DEADLINE_SECONDS, BUCKET, Pods, Wiring
-from bench.chaos_report import (
+from bench.chaos.balancer import DeadlineBalancer
+from bench.chaos.cluster import Cluster
+from bench.chaos.diagnose import diagnosis
+from bench.chaos.emulators import emulators
+from bench.chaos.faults import Chaos
+from bench.chaos.ledger import Account, Records, account
+from bench.chaos.load import Load, Rates
+from bench.chaos.plan import Window, plan
+from bench.chaos.pods import ACK_DEADLINE_SECONDS, BUCKET, Pods, Wiring
+from bench.chaos.report import (
     Timeline,
     fault_lines,
     last_line,
@@ -32,8 +32,8 @@ from bench.chaos_report import (
     recoveries,
     throughput,
 )
-from bench.chaos_sinks import Target, TimedRecorder, mail_sink
-from bench.chaos_watch import ExitWatcher
+from bench.chaos.sinks import Target, TimedRecorder, mail_sink
+from bench.chaos.watch import ExitWatcher
 from consumer.db.engine import make_engine
 from consumer.db.migrate import upgrade
 from consumer.demo.processes import free_port

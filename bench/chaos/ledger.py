@@ -2,7 +2,7 @@
 what the database recorded and what the SMTP sink and the target saw.
 
 - **lost**: an event with no terminal inbox row (``done`` or ``skipped``), a published tick whose
-  slot has no row (``bench.chaos_ticks``), a job that is missing or not ``done``, a done email
+  slot has no row (``bench.chaos.ticks``), a job that is missing or not ``done``, a done email
   job whose Message-ID never reached the sink, a done call job or deploy whose key never reached
   the target's effect.
 - **duplicates**: each extra copy of an email (same Message-ID), each repeated call of a key the
@@ -24,11 +24,11 @@ from typing import Any
 
 from sqlalchemy import Engine, text
 
-from bench.chaos_faults import Fault
-from bench.chaos_load import Published
-from bench.chaos_pods import BUCKET, DEPLOY_SERVICE
-from bench.chaos_sinks import Call
-from bench.chaos_ticks import TickCount, count_ticks
+from bench.chaos.faults import Fault
+from bench.chaos.load import Published
+from bench.chaos.pods import BUCKET, DEPLOY_SERVICE
+from bench.chaos.sinks import Call
+from bench.chaos.ticks import TickCount, count_ticks
 
 JOBS = text("SELECT id, kind, status, idempotency_key, finished_at, attempts, errors FROM jobs")
 EVENTS = text("SELECT key, route, status, finished_at FROM inbox")

@@ -12,11 +12,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from bench.chaos_load import Tick
+from bench.chaos.load import Tick
 
 GRACE_SECONDS = 30.0
 Events = Mapping[str, tuple[str, str, float | None]]
-"""key -> (route, status, finished_at), as ``bench.chaos_ledger.Records`` holds them."""
+"""key -> (route, status, finished_at), as ``bench.chaos.ledger.Records`` holds them."""
 
 
 @dataclass(frozen=True)

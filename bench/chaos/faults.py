@@ -1,4 +1,4 @@
-"""The faults of a chaos run, played from the plan (``bench.chaos_plan``) by one thread per
+"""The faults of a chaos run, played from the plan (``bench.chaos.plan``) by one thread per
 family. A pod is the subject of one fault at a time (a kill never meets a pause of the same pod).
 
 Every fault is recorded with its window (wall-clock seconds, comparable with the database's
@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import SQLAlchemyError
 
-from bench.chaos_cluster import Cluster
-from bench.chaos_plan import Planned
-from bench.chaos_pods import Pods
-from bench.chaos_sinks import Target, TimedRecorder
+from bench.chaos.cluster import Cluster
+from bench.chaos.plan import Planned
+from bench.chaos.pods import Pods
+from bench.chaos.sinks import Target, TimedRecorder
 
 HELD = text("SELECT id, claimed_by FROM jobs WHERE status = 'running'")
 CLAIMED = text("SELECT key FROM inbox WHERE status = 'running' AND key NOT LIKE '%:continuation:%'")
@@ -91,7 +91,7 @@ class Chaos:
             self.progress(f"{fault.name}: {fault.end - fault.start:.1f} s")
 
     def record(self, fault: Fault) -> None:
-        """A fault nobody planned (``bench.chaos_watch``), for the ledger."""
+        """A fault nobody planned (``bench.chaos.watch``), for the ledger."""
         with self.lock:
             self.faults.append(fault)
         self.progress(f"{fault.name}")

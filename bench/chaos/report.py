@@ -17,10 +17,10 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bench.chaos_faults import Fault
-from bench.chaos_ledger import Account, Records
-from bench.chaos_sinks import Call
-from bench.chaos_ticks import tick_line
+from bench.chaos.faults import Fault
+from bench.chaos.ledger import Account, Records
+from bench.chaos.sinks import Call
+from bench.chaos.ticks import tick_line
 
 BEFORE, WINDOW, STEP, SHARE = 10.0, 3.0, 0.25, 0.5
 TABLE_SECONDS = 10

@@ -26,7 +26,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from bench.chaos_faults import Fault, held_by
+from bench.chaos.faults import Fault, held_by
 
 WATCHDOG = "a request outlived the ack deadline"
 DEATHS = (
