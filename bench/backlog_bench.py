@@ -11,7 +11,7 @@ tick every ``--tick-seconds`` (a new slot each time) until every job is done, or
   with     the topic set: a sweep that stops on its budget publishes continuations (fan-out
            ``--fanout``), pushed back by the emulator to whichever worker is free.
 
-    python bench/backlog_bench.py [--jobs 200000] [--budget 10] [--tick-seconds 60]
+    python -m bench.backlog_bench [--jobs 200000] [--budget 10] [--tick-seconds 60]
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ import psycopg
 import requests
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 ADMIN = os.environ.get("TESTS_PG_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 PROJECT = "backlog-bench"
 FILL = """

@@ -6,7 +6,7 @@ ages over a week, as a retained week of traffic looks), then times, as medians o
   floor     the same grouped counts and lists hand-written in SQL, sent through psycopg;
 and prints the ratio overview/floor (the price of SQLAlchemy and the row objects; target <= 1.5).
 
-    python bench/dashboard_bench.py [--rows 100000 300000] [--repeat 7]
+    python -m bench.dashboard_bench [--rows 100000 300000] [--repeat 7]
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ import argparse
 from datetime import UTC, datetime
 
 import psycopg
-from pgdb import database, median_seconds
+
+from bench.pgdb import database, median_seconds
 
 FILL = """
 INSERT INTO inbox (key, route, status, attempts, message_id, message, created_at, updated_at)

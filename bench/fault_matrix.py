@@ -28,11 +28,11 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from bench.fault_routes import POINTS, Counts, ImportRoute, Route, Sizes, SweepRoute, WarmRoute
+from bench.support.cuts import Cutter
+from bench.support.postgres import PG_ADMIN_DSN, migrated_postgres_database
+from bench.support.tcpproxy import TcpProxy
 from consumer.db.engine import make_engine
 from consumer.errors import Unavailable
-from tests.conftest import PG_ADMIN_DSN, migrated_postgres_database
-from tests.support.cuts import Cutter
-from tests.support.tcpproxy import TcpProxy
 from triggers.local import stack
 
 REDELIVERY_SECONDS = 0.5

@@ -21,6 +21,12 @@ from typing import Protocol
 
 from sqlalchemy import Engine, select
 
+from bench.support import smtp_server
+from bench.support import storage_plugin as plugin
+from bench.support.cuts import Cutter, HookedRecorder, HookedTargets, at_nth, on_statement, sql
+from bench.support.job_rows import add_emails, status_counts
+from bench.support.storage import Harness, email_csv
+from bench.support.tcpproxy import TcpProxy
 from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
 from consumer.deploy.schema import warm_runs
@@ -35,12 +41,6 @@ from consumer.wire.envelope import Limits, parse_push, parse_wrapped
 from consumer.wire.envelopes_out import deploy_body, storage_body
 from consumer.wire.events import DeployEvent
 from consumer.wire.outcomes import ACK_STATUSES, STATUS, Outcome
-from tests.jobs import smtp_server
-from tests.jobs.test_multiprocess import add_emails, status_counts
-from tests.storage import plugin
-from tests.storage.conftest import Harness, email_csv
-from tests.support.cuts import Cutter, HookedRecorder, HookedTargets, at_nth, on_statement, sql
-from tests.support.tcpproxy import TcpProxy
 from triggers.local import stack
 
 INBOX_FINISH = sql(b"UPDATE inbox SET status=")

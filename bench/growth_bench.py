@@ -19,7 +19,7 @@ transaction, within the handler's budget; run again while it reports more) delet
 retention while the load goes on, for at most ``--purge-seconds``; the push p99 before and during
 are printed with their ratio (target <= 2).
 
-    python bench/growth_bench.py [--rows 0,2000000,10000000] [--seconds 10] [--repeat 3]
+    python -m bench.growth_bench [--rows 0,2000000,10000000] [--seconds 10] [--repeat 3]
                                  [--rate 200] [--steady 20] [--purge-seconds 60]
                                  [--chunk-rows 5000] [--pause-ratio 1]
 """
@@ -29,15 +29,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import statistics
-import sys
 import threading
 import time
-from pathlib import Path
 from typing import NamedTuple
 
 import psycopg
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.push_bench import (
     APPS,

@@ -8,7 +8,7 @@ runs, and reports per second: transactions committed and rows updated in the ben
 database, CPU of the backends serving it, and WAL written (cluster-wide, so other activity on the
 server is included; a window with no heartbeats is measured first as the floor).
 
-    python bench/heartbeat_cost.py [--sweeps 8] [--batch 100] [--claims 8] [--seconds 20]
+    python -m bench.heartbeat_cost [--sweeps 8] [--batch 100] [--claims 8] [--seconds 20]
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 import psycopg
-from pgdb import database
 
+from bench.pgdb import database
 from consumer import NewJob, enqueue_many
 from consumer.config.settings import Settings
 from consumer.db.engine import make_engine

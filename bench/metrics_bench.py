@@ -8,7 +8,7 @@ On a PostgreSQL database filled with ``--jobs`` jobs (40% pending and due, 50% d
   scrape    a whole in-process /metrics payload with the state cached (what most scrapes cost).
 Medians of ``--repeat`` runs, and the ratio state/floor.
 
-    python bench/metrics_bench.py [--jobs 300000] [--repeat 7]
+    python -m bench.metrics_bench [--jobs 300000] [--repeat 7]
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import psycopg
-from pgdb import database, median_seconds
 from prometheus_client import CollectorRegistry, generate_latest
 from sqlalchemy.dialects.postgresql import psycopg as dialect
 
+from bench.pgdb import database, median_seconds
 from consumer.db.engine import make_engine
 from consumer.db.migrate import upgrade
 from consumer.http import state_metrics as metrics_state

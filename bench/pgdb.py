@@ -1,8 +1,4 @@
-"""What the PostgreSQL benchmarks share: a throw-away database and the median of timed runs.
-
-The benchmarks are run as scripts (``python bench/<name>.py``), so they import this module by its
-bare name from their own folder.
-"""
+"""What the PostgreSQL benchmarks share: a throw-away database and the median of timed runs."""
 
 from __future__ import annotations
 

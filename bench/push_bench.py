@@ -28,11 +28,11 @@ one-commit handler (``bench.one_commit_deploy``: claim and outcome in one transa
 
 ``--tracing`` adds ``traced``: the consumer with OpenTelemetry on, every trace sampled, its spans
 exported over OTLP/HTTP to a local receiver that parses each request and counts its spans
-(``tests.observe.otlp_receiver``; it keeps none, as a collector on another machine would cost
+(``bench.support.otlp_receiver``; it keeps none, as a collector on another machine would cost
 this one nothing), and prints the ratio traced/consumer (target >= 0.90) and the app CPU per
 request of each (the span cost itself, whatever else the machine does).
 
-    python bench/push_bench.py [--seconds 10] [--repeat 3] [--connections 16]
+    python -m bench.push_bench [--seconds 10] [--repeat 3] [--connections 16]
                                [--worker sync|asyncio] [--one-commit] [--tracing]
                                [--profile | --phases]
 """
@@ -55,15 +55,13 @@ from typing import Any, NamedTuple
 import psycopg
 import requests
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from bench.push_floor_app import TABLES
 from bench.push_load import Result, python_load, wrk_load
+from bench.support.otlp_receiver import Receiver
 from consumer.config.settings import Settings
 from consumer.db.migrate import upgrade
 from consumer.http.app import create_app
 from consumer.service import Service
-from tests.observe.otlp_receiver import Receiver
 
 ADMIN = os.environ.get("TESTS_PG_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 APPS = {

@@ -8,7 +8,7 @@ process (Flask's test client, no HTTP) on one fresh database; after a warm-up an
 them. ``--records`` adds ``pg_waldump --stats=record`` over the same range (which records make
 it up), when the server's WAL directory is readable (run as the database's owner or root).
 
-    python bench/push_wal.py [--requests 3000] [--records]
+    python -m bench.push_wal [--requests 3000] [--records]
 """
 
 from __future__ import annotations
@@ -17,14 +17,11 @@ import argparse
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import psycopg
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.push_bench import consumer_app, database
 from bench.push_load import deploy_body

@@ -21,8 +21,9 @@ from collections.abc import Iterator
 
 import requests
 
+from bench.support.postgres import migrated_postgres_database
+from bench.support.serving import free_port
 from consumer.db.migrate import upgrade
-from tests.conftest import free_port, migrated_postgres_database
 
 KINDS = ("sync", "asyncio")
 

@@ -13,8 +13,8 @@ import argparse
 import json
 
 from bench.servers import KINDS, database, server
+from bench.support.slow_clients import SlowClients, measure, probe_healthz, probe_push
 from consumer.wire.envelopes_out import tick_body
-from tests.support.slow_clients import SlowClients, measure, probe_healthz, probe_push
 
 FLOOR_SECONDS = 10
 

@@ -8,7 +8,7 @@ stamps when it starts. The emulator's own publish-to-push latency to a bare endp
 in the same run, is the floor. Without wake-ups a job waits for the ``sweep`` tick: P/2 on
 average, P at worst.
 
-    python bench/start_latency.py [--jobs 200] [--rate 10] [--pods 3] [--workers 2]
+    python -m bench.start_latency [--jobs 200] [--rate 10] [--pods 3] [--workers 2]
 """
 
 from __future__ import annotations
@@ -29,15 +29,15 @@ from typing import Any
 from sqlalchemy import Column, Engine, Float, Integer, MetaData, Table, insert, select
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
+from bench.support.postgres import migrated_postgres_database  # noqa: E402
+from bench.support.serving import free_port, wait_ready  # noqa: E402
 from consumer.config.settings import Settings  # noqa: E402
 from consumer.db.engine import make_engine  # noqa: E402
 from consumer.demo.balancer import Balancer  # noqa: E402
 from consumer.jobs import wake  # noqa: E402
 from consumer.jobs.store import enqueue  # noqa: E402
 from consumer.jobs.tick import SWEEP_PERIOD_SECONDS  # noqa: E402
-from tests.conftest import free_port, migrated_postgres_database, wait_ready  # noqa: E402
 from triggers.local import stack  # noqa: E402
 
 ADMIN = os.environ.get("TESTS_PG_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")

@@ -11,7 +11,7 @@ Modes, each on a fresh migrated database, medians of ``--repeat`` runs, measured
            the upload call to ``processed_files.finished_at``.
 The headline is e2e beside the floor, and their ratio.
 
-    python bench/storage_bench.py [--rows 100000] [--repeat 3] [--profile]
+    python -m bench.storage_bench [--rows 100000] [--repeat 3] [--profile]
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import tempfile
 import time
 import uuid
@@ -32,8 +31,8 @@ from typing import Any
 
 import psycopg
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
+from bench.support.serving import Server, settings_env
+from bench.support.storage import Harness, email_csv
 from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
 from consumer.db.migrate import upgrade
@@ -41,8 +40,6 @@ from consumer.storage.handler import StorageHandler
 from consumer.storage.model import FINAL
 from consumer.storage.reader import ObjectStore
 from consumer.storage.store import ProcessedFiles
-from tests.conftest import Server, settings_env
-from tests.storage.conftest import Harness, email_csv
 from triggers.local import stack
 
 ADMIN = os.environ.get("TESTS_PG_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")

@@ -13,8 +13,8 @@ With ``--cap N`` it measures instead what a concurrency cap costs: the real swee
 the kind's ``job_flow`` lock), N large enough that no job waits for it; target capped/consumer
 >= 0.90.
 
-    python bench/sweep_bench.py [--jobs 20000] [--batch 100] [--repeat 3] [--profile]
-    python bench/sweep_bench.py --cap 100000 [--sweepers 1,4]
+    python -m bench.sweep_bench [--jobs 20000] [--batch 100] [--repeat 3] [--profile]
+    python -m bench.sweep_bench --cap 100000 [--sweepers 1,4]
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
-from pgdb import database
+
+from bench.pgdb import database
 
 LEASE = timedelta(seconds=300)
 

@@ -10,7 +10,7 @@ directory must exist before the workers start and be emptied when the server sta
 Every metric here is a counter or histogram, which need no multiprocess mode.
 
 The names are the contract with k8s/monitoring (alert rules and the Grafana dashboard):
-``tests/core/test_monitoring_names.py`` checks that every name used there is exported here.
+``tests/observe/test_monitoring_names.py`` checks that every name used there is exported here.
 """
 
 from __future__ import annotations

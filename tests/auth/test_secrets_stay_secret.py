@@ -13,7 +13,7 @@ import pytest
 import requests
 
 from tests.conftest import free_port, stop_process, wait_until
-from tests.core.test_serve import clean_env
+from tests.http.test_serve import clean_env
 
 pytestmark = pytest.mark.slow
 PUSH_TOKEN = "push-token-ZQ81x9vv3"

@@ -1,7 +1,7 @@
-"""The CI slice of the chaos harness: ``bench/chaos.py --seconds 60`` in a subprocess, the same
-code as the ten-minute run. Three pods, the emulators, a PostgreSQL cluster of its own, and at
-least one fault of every kind (a pause of a pod and one of the database among them); nothing may
-be lost, every published tick has its row, and every duplicate must be attributed."""
+"""The CI slice of the chaos harness: ``python -m bench.chaos --seconds 60`` in a subprocess,
+the same code as the ten-minute run. Three pods, the emulators, a PostgreSQL cluster of its own,
+and at least one fault of every kind (a pause of a pod and one of the database among them);
+nothing may be lost, every published tick has its row, and every duplicate must be attributed."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.chaos_cluster import postgres_bin
+from bench.chaos.cluster import postgres_bin
+from bench.support.target_servers import NODE
 from consumer.demo.processes import pubsub_emulator
-from tests.targets.servers import NODE
 from triggers.local import stack
 
 pytestmark = pytest.mark.slow
@@ -45,7 +45,7 @@ def missing() -> str:
 def run(command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """The harness, bounded: past the bound it gets SIGTERM, on which it stops every process it
     started (a SIGKILL would leave its pods, emulators and cluster behind)."""
-    process = subprocess.Popen(command, env=env, text=True, stdout=subprocess.PIPE,
+    process = subprocess.Popen(command, env=env, cwd=ROOT, text=True, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE)  # fmt: skip
     try:
         stdout, stderr = process.communicate(timeout=TIMEOUT_SECONDS)
@@ -67,7 +67,7 @@ def test_a_minute_of_chaos_loses_nothing_and_explains_every_duplicate(tmp_path: 
     if reason := missing():
         pytest.skip(reason)
     env = {k: v for k, v in os.environ.items() if not k.startswith("CONSUMER_")}
-    command = [sys.executable, str(ROOT / "bench" / "chaos.py"), "--seconds", "60",
+    command = [sys.executable, "-m", "bench.chaos", "--seconds", "60",
                "--drain-seconds", "90", "--workdir", str(tmp_path)]  # fmt: skip
     finished = run(command, env)
     report = finished.stdout

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Connection, Engine, insert, text
 
-from bench.chaos_diagnose import diagnosis
+from bench.chaos.diagnose import diagnosis
 from consumer.inbox.schema import inbox
 
 pytestmark = pytest.mark.postgres

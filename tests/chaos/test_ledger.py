@@ -3,11 +3,11 @@ explains a repeat, and how recovery is read from the effects' timeline."""
 
 from __future__ import annotations
 
-from bench.chaos_faults import Fault
-from bench.chaos_ledger import JobRow, Records, account
-from bench.chaos_load import Published, Upload
-from bench.chaos_report import Timeline, recoveries
-from bench.chaos_sinks import Call
+from bench.chaos.faults import Fault
+from bench.chaos.ledger import JobRow, Records, account
+from bench.chaos.load import Published, Upload
+from bench.chaos.report import Timeline, recoveries
+from bench.chaos.sinks import Call
 
 MAIL = ["mail-0-0", "mail-0-1"]
 

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from bench.chaos_balancer import DeadlineBalancer
-from bench.chaos_cluster import GatedProxy
-from bench.chaos_plan import PAUSE_SECONDS, Window, plan
-from bench.chaos_pods import Pods, Wiring
+from bench.chaos.balancer import DeadlineBalancer
+from bench.chaos.cluster import GatedProxy
+from bench.chaos.plan import PAUSE_SECONDS, Window, plan
+from bench.chaos.pods import Pods, Wiring
 from consumer.demo.processes import descendants, spawn
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from bench.chaos_ledger import Records, account
-from bench.chaos_load import Published, Tick
-from bench.chaos_ticks import GRACE_SECONDS, count_ticks, tick_line
+from bench.chaos.ledger import Records, account
+from bench.chaos.load import Published, Tick
+from bench.chaos.ticks import GRACE_SECONDS, count_ticks, tick_line
 
 SECOND = datetime(2026, 12, 3, 8, 41, 0, tzinfo=UTC).timestamp()
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, text
 
-from bench.chaos_faults import Fault
-from bench.chaos_watch import ExitWatcher
+from bench.chaos.faults import Fault
+from bench.chaos.watch import ExitWatcher
 
 AT = datetime(2026, 12, 1, 23, 16, 44, 977510, UTC)
 WATCHDOG = "a request outlived the ack deadline; the worker exits so it cannot run on"

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.deploy.targets import TargetServer
+from bench.support.deploy_targets import TargetServer
 
 SECRET = "test-secret-0123456789abcdef"
 OLD_SECRET = "old-secret-0123456789abcdef"

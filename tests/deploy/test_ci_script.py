@@ -17,13 +17,13 @@ import pytest
 import requests
 import yaml
 
+from bench.support.deploy_targets import TargetServer
 from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
 from consumer.inbox.model import Status
 from consumer.inbox.store import Inbox
 from tests.conftest import Server, free_port, settings_env
 from tests.deploy.conftest import SECRET
-from tests.deploy.targets import TargetServer
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "triggers" / "ci" / "announce-deploy"

@@ -13,6 +13,7 @@ import pytest
 import requests
 from sqlalchemy import Engine
 
+from bench.support.deploy_targets import TargetServer
 from consumer.config.settings import Settings
 from consumer.deploy.hook import HOOK_MAX_BYTES
 from consumer.deploy.signature import signed_headers
@@ -21,7 +22,6 @@ from consumer.inbox.store import Inbox
 from consumer.wire.envelopes_out import deploy_body
 from tests.conftest import Server, settings_env
 from tests.deploy.conftest import SECRET
-from tests.deploy.targets import TargetServer
 
 BODY = json.dumps({"service": "web", "release": "2026.11.29-1"}).encode()
 KEY = "deploy:web:2026.11.29-1"

@@ -14,6 +14,7 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from sqlalchemy import Engine, func, select
 
+from bench.support.deploy_targets import TargetServer
 from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
 from consumer.deploy.hook import HOOK_MAX_BYTES
@@ -24,7 +25,6 @@ from consumer.inbox.store import Inbox
 from consumer.service import Service
 from consumer.wire.envelopes_out import deploy_body
 from tests.deploy.conftest import OLD_SECRET, SECRET
-from tests.deploy.targets import TargetServer
 
 BODY = {"service": "web", "release": "v1.4.2", "environment": "production", "commit": "abc123"}
 

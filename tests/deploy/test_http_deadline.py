@@ -8,8 +8,8 @@ import time
 import pytest
 from sqlalchemy import Engine
 
+from bench.support.target_servers import Dripping
 from tests.deploy.test_http_warmer import local_engine, warm
-from tests.targets.servers import Dripping
 
 __all__ = ["local_engine"]
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
+from bench.support.deploy_targets import TargetServer, sitemap, sitemap_index
 from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
 from consumer.deploy.http_warmer import HttpWarmer
@@ -19,7 +20,6 @@ from consumer.pipeline.context import HandlerContext
 from consumer.wire.envelope import Limits, parse_wrapped
 from consumer.wire.envelopes_out import deploy_body
 from consumer.wire.events import DeployEvent
-from tests.deploy.targets import TargetServer, sitemap, sitemap_index
 
 EVENT = DeployEvent("web", "v1", message=parse_wrapped(deploy_body("web", "v1"), Limits()))
 

@@ -6,8 +6,8 @@ import gzip
 
 import pytest
 
+from bench.support.deploy_targets import sitemap, sitemap_index
 from consumer.deploy.sitemap import SitemapError, parse_sitemap, sitemap_urls
-from tests.deploy.targets import sitemap, sitemap_index
 
 BASE = "http://cache.test"
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import Engine, text
 
+from bench.support.deploy_targets import TargetServer
 from consumer.config.settings import Settings
 from consumer.deploy.store import WarmRuns
 from consumer.pipeline.dispatch import Dispatcher
@@ -15,7 +16,6 @@ from consumer.plugins import build_registry
 from consumer.wire.envelope import Limits, parse_wrapped
 from consumer.wire.envelopes_out import deploy_body
 from consumer.wire.events import DeployEvent
-from tests.deploy.targets import TargetServer
 
 
 def runner(settings: Settings, engine: Engine, urls: list[str]) -> Dispatcher:

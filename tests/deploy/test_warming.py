@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
+from bench.support.deploy_targets import TargetServer
 from consumer.config.settings import Settings
 from consumer.deploy.store import WarmRuns
 from consumer.deploy.warming import warmers_of
@@ -23,7 +24,6 @@ from consumer.wire.envelopes_out import deploy_body, wrapped_body
 from consumer.wire.message import PushMessage
 from tests.conftest import Clock
 from tests.deploy import plugin
-from tests.deploy.targets import TargetServer
 
 
 @pytest.fixture(autouse=True)

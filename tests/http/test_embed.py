@@ -18,9 +18,9 @@ from consumer.http.embed import Consumer
 from consumer.inbox.store import Inbox
 from consumer.service import Service
 from tests.conftest import Clock
-from tests.core.test_golden_formats import CASES, load_case
 from tests.http.conftest import SECRET
 from tests.http.host import PREFIX, TEAM_KEY, host_app
+from tests.wire.test_golden_formats import CASES, load_case
 
 TOKEN = "push-token-0123456789abcdef"
 

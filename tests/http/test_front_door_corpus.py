@@ -18,6 +18,7 @@ from contextlib import ExitStack
 import pytest
 
 from consumer.wire.envelopes_out import LOCAL_SUBSCRIPTION
+from bench.support.target_servers import PyTarget
 from tests.auth.tokens import ACCOUNT, AUDIENCE, CertsServer, SigningKey
 from tests.conftest import (
     PG_ADMIN_DSN,
@@ -37,7 +38,6 @@ from tests.http.corpus import (
     wrong_source,
 )  # fmt: skip
 from tests.http.servings import SERVINGS, Answer, Serving, servings
-from tests.targets.servers import PyTarget
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 

@@ -26,7 +26,7 @@ from consumer.inbox.store import Inbox
 from consumer.pipeline.dispatch import Dispatcher
 from consumer.service import Service
 from tests.conftest import PG_ADMIN_DSN, Clock, migrated_postgres_database
-from tests.core.test_golden_formats import CASES, load_case
+from tests.wire.test_golden_formats import CASES, load_case
 
 LIMIT = 4096
 Send = Callable[[Client, str], Any]

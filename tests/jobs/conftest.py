@@ -9,13 +9,14 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import Engine
 
+from bench.support import smtp_server
+from bench.support.smtp_server import Recorder
 from consumer.config.settings import Settings
 from consumer.jobs.kinds import JobKinds
 from consumer.jobs.sweep import Sweeper, SweepSummary
 from consumer.pipeline.registry import Registry
 from tests.conftest import Clock
-from tests.jobs import kinds_plugin, smtp_server
-from tests.jobs.smtp_server import Recorder
+from tests.jobs import kinds_plugin
 
 
 @pytest.fixture

@@ -13,14 +13,14 @@ import pytest
 from click.testing import CliRunner, Result
 from sqlalchemy import Engine, select
 
+from bench.support.cuts import Cutter, on_statement, sql
+from bench.support.tcpproxy import TcpProxy
 from consumer import InvalidJob
 from consumer.cli.main import main
 from consumer.db.engine import make_engine
 from consumer.errors import Unavailable
 from consumer.jobs.bulk import JobTemplate, insert_jobs
 from consumer.jobs.schema import jobs
-from tests.support.cuts import Cutter, on_statement, sql
-from tests.support.tcpproxy import TcpProxy
 
 
 def stored(engine: Engine) -> list[tuple[str, Any, str, int, int | None]]:

@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, select
 
+from bench.support.smtp_server import Recorder
 from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
 from consumer.jobs.schema import jobs
 from consumer.jobs.sweep import Sweeper
 from consumer.plugins import build_registry
-from tests.jobs.smtp_server import Recorder
 from tests.jobs.test_multiprocess import add_emails, mail_env, status_counts
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]

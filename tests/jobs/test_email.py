@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
+from bench.support import smtp_server
+from bench.support.smtp_server import Recorder
 from consumer import enqueue
 from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
@@ -21,9 +23,7 @@ from consumer.jobs.store import JobStore
 from consumer.jobs.tick import register
 from consumer.pipeline.registry import Registry
 from tests.conftest import free_port
-from tests.jobs import smtp_server
 from tests.jobs.conftest import sweep
-from tests.jobs.smtp_server import Recorder
 
 MAIL = {"to": "ann@example.com", "subject": "Your order", "text": "It shipped."}
 

@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
+from bench.support.smtp_server import Recorder
 from consumer import enqueue
 from consumer.jobs.kinds import JobKinds
 from consumer.jobs.model import Status
 from consumer.jobs.store import JobStore
 from tests.jobs.conftest import sweep
-from tests.jobs.smtp_server import Recorder
 from tests.jobs.test_email import MAIL, db, kinds, smtp_settings
 
 __all__ = ["db", "kinds"]  # fixtures shared with test_email

@@ -16,14 +16,14 @@ import pytest
 from aiosmtpd.smtp import Envelope, Session
 from sqlalchemy import Engine
 
+from bench.support import smtp_server
+from bench.support.smtp_server import Recorder
+from bench.support.tcpproxy import TcpProxy
 from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
 from consumer.jobs.sweep import Sweeper
 from consumer.plugins import build_registry
-from tests.jobs import smtp_server
-from tests.jobs.smtp_server import Recorder
 from tests.jobs.test_multiprocess import add_emails, mail_env, start_sweeps, status_counts
-from tests.support.tcpproxy import TcpProxy
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 

@@ -17,15 +17,17 @@ from typing import Any
 
 import pytest
 import requests
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, select
 
+from bench.support.job_rows import add_emails as add_emails
+from bench.support.job_rows import status_counts as status_counts
+from bench.support.smtp_server import Recorder
 from consumer import NewJob, enqueue_many
 from consumer.db.engine import make_engine
 from consumer.jobs.schema import jobs
 from consumer.wire.envelopes_out import tick_body
 from tests.conftest import Server
 from tests.jobs import kinds_plugin
-from tests.jobs.smtp_server import Recorder
 
 pytestmark = pytest.mark.slow
 SWEEP = [sys.executable, "-m", "consumer", "sweep", "--once"]
@@ -51,14 +53,6 @@ def mail_env(url: str, smtp: Recorder, **extra: str) -> dict[str, str]:
     }
 
 
-def add_emails(engine: Engine, count: int) -> None:
-    with engine.begin() as connection:
-        enqueue_many(
-            connection,
-            [NewJob("email", {"to": f"user{i}@example.com", "text": "hi"}) for i in range(count)],
-        )
-
-
 def start_sweeps(count: int, env: dict[str, str]) -> list[subprocess.Popen[str]]:
     inherited = {k: v for k, v in os.environ.items() if not k.startswith("CONSUMER_")}
     return [
@@ -80,12 +74,6 @@ def finish(processes: list[subprocess.Popen[str]]) -> list[dict[str, Any]]:
         assert process.returncode == 0, err
         summaries.append(json.loads(out))
     return summaries
-
-
-def status_counts(engine: Engine) -> dict[str, int]:
-    query = select(jobs.c.status, func.count()).group_by(jobs.c.status)
-    with engine.connect() as connection:
-        return {str(status): int(n) for status, n in connection.execute(query)}
 
 
 class Ticker:

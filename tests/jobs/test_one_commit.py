@@ -23,6 +23,8 @@ import pytest
 from sqlalchemy import Engine, func, insert, select, text
 from sqlalchemy.exc import DBAPIError
 
+from bench.support.cuts import Cutter, on_statement, sql
+from bench.support.tcpproxy import TcpProxy
 from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
 from consumer.errors import Permanent
@@ -39,8 +41,6 @@ from consumer.wire.message import PushMessage
 from consumer.wire.outcomes import Kind
 from consumer.wire.timeutil import utcnow
 from tests.jobs.test_topic import job_message
-from tests.support.cuts import Cutter, on_statement, sql
-from tests.support.tcpproxy import TcpProxy
 
 ROOT = Path(__file__).resolve().parents[2]
 COPIES = 12

@@ -9,8 +9,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from bench.support.target_servers import PyTarget
 from consumer.observe import spans
-from tests.targets.servers import PyTarget
 from triggers.local import stack
 
 

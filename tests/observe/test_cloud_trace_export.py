@@ -20,14 +20,14 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from google.cloud.trace_v2 import BatchWriteSpansRequest, TraceServiceClient
 from google.cloud.trace_v2.types import Span as CloudSpan
 
+from bench.support.target_servers import PyTarget
 from consumer.config.tracing import TracingSettings
 from consumer.errors import SettingsError
 from consumer.observe import exporting, spans
 from consumer.wire.envelopes_out import tick_body, wrapped_body
+from tests.cli.test_startup_faults import assert_one_line, run, server_command
 from tests.conftest import free_port, server_env
-from tests.core.test_startup_faults import assert_one_line, run, server_command
 from tests.observe.test_trace_tree import client_for
-from tests.targets.servers import PyTarget
 
 PROJECT = "acme-traces"
 CREDENTIALS_PROJECT = "acme-credentials"

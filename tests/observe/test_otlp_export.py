@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import requests
 
+from bench.support.otlp_receiver import GrpcReceiver, Receiver
+from bench.support.target_servers import PyTarget
 from consumer.wire.envelopes_out import tick_body, wrapped_body
 from tests.conftest import Server, wait_until
-from tests.observe.otlp_receiver import GrpcReceiver, Receiver
-from tests.targets.servers import PyTarget
 
 pytestmark = pytest.mark.slow
 TRACE = "0af7651916cd43dd8448eb211c80319c"

@@ -14,6 +14,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
+from bench.support.target_servers import PyTarget, Reply
 from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
 from consumer.errors import SettingsError
@@ -23,7 +24,6 @@ from consumer.observe import spans, tracing
 from consumer.service import compose
 from consumer.wire.envelopes_out import tick_body, wrapped_body
 from tests.conftest import server_env
-from tests.targets.servers import PyTarget, Reply
 
 PUBLISHER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 PUBLISHER_SPAN = "00f067aa0ba902b7"

@@ -14,12 +14,12 @@ import pytest
 import requests
 from sqlalchemy import func, select
 
+from bench.support.target_servers import PyTarget
 from consumer.db.engine import make_engine
 from consumer.jobs.schema import jobs
 from consumer.wire import signed
 from consumer.wire.envelopes_out import deploy_body, storage_body, wrapped_body
 from tests.conftest import Server
-from tests.targets.servers import PyTarget
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 TOKEN = "push-token-0123456789abcdef"

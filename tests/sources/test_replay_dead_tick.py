@@ -14,6 +14,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import Engine
 
+from bench.support.target_servers import PyTarget, Reply
 from consumer.config.settings import Settings
 from consumer.http.app import create_app
 from consumer.inbox.model import Status
@@ -21,7 +22,6 @@ from consumer.inbox.store import Inbox
 from consumer.service import Service
 from consumer.wire.envelopes_out import tick_body
 from tests.conftest import Clock, server_env
-from tests.targets.servers import PyTarget, Reply
 
 TASK, PERIOD = "process-pending", 60
 

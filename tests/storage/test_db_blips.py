@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import pytest
 from sqlalchemy import Engine
 
+from bench.support import storage_plugin as plugin
+from bench.support.tcpproxy import TcpProxy
 from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
 from consumer.pipeline.registry import Registry
@@ -23,9 +25,7 @@ from consumer.storage.model import FileStatus
 from consumer.storage.reader import ObjectStore
 from consumer.storage.store import ProcessedFiles
 from consumer.wire.outcomes import Kind, Outcome
-from tests.storage import plugin
 from tests.storage.conftest import Harness, email_csv
-from tests.support.tcpproxy import TcpProxy
 from triggers.local import stack
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]

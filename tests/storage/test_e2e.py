@@ -113,7 +113,7 @@ def service(
     """The service under gunicorn (with the test plugin), and a push subscription to it that
     first points at a closed port: uploads made meanwhile wait in Pub/Sub, as in an outage."""
     settings = Settings(
-        database_url=postgres_url, local_mode=True, plugins=("tests.storage.plugin",)
+        database_url=postgres_url, local_mode=True, plugins=("bench.support.storage_plugin",)
     )
     (tmp_path / "metrics").mkdir()
     env = settings_env(

@@ -6,8 +6,8 @@ from prometheus_client import generate_latest
 
 from consumer.observe.metrics import process_registry
 from consumer.wire.outcomes import Kind
-from tests.core.metrics_text import total
 from tests.storage.conftest import Harness, email_csv
+from tests.support.metrics_text import total
 
 
 def scrape() -> str:

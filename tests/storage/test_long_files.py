@@ -9,6 +9,7 @@ from datetime import datetime
 
 import pytest
 
+from bench.support import storage_plugin as plugin
 from consumer.config.settings import Settings
 from consumer.errors import Unavailable
 from consumer.inbox.store import Inbox
@@ -17,7 +18,6 @@ from consumer.pipeline.registry import Registry
 from consumer.storage.budget import BudgetExhausted, Pacer
 from consumer.storage.model import FileStatus
 from consumer.wire.outcomes import Kind, Outcome
-from tests.storage import plugin
 from tests.storage.conftest import Harness, email_csv
 
 

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.targets.servers import NODE, NodeTarget, PyTarget
+from bench.support.target_servers import NODE, NodeTarget, PyTarget
 
 
 @pytest.fixture

@@ -11,13 +11,13 @@ from datetime import UTC, datetime
 import pytest
 from sqlalchemy import Engine
 
+from bench.support.target_servers import PyTarget, Reply
 from consumer.config.settings import Settings
 from consumer.config.targets import TargetSettings, target
 from consumer.pipeline.dispatch import Dispatcher
 from consumer.service import Service
 from consumer.wire.message import PushMessage
 from consumer.wire.outcomes import Kind
-from tests.targets.servers import PyTarget, Reply
 
 BODIES = {
     "nan": b'{"count": NaN, "more": [Infinity, -Infinity]}',

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from bench.support.target_servers import PyTarget, Reply
 from consumer.config.targets import target
 from consumer.deploy.signature import Verifier
 from consumer.errors import Permanent, Retryable
@@ -21,7 +22,6 @@ from consumer.targets.cloudevent import for_event, idempotency_key
 from consumer.wire.events import TickEvent
 from consumer.wire.message import PushMessage
 from consumer.wire.schedule import Every
-from tests.targets.servers import PyTarget, Reply
 
 SLOT = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 SECRETS = ["first-secret-0123456789", "second-secret-0123456789"]

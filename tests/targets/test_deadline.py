@@ -8,8 +8,8 @@ import time
 
 import pytest
 
+from bench.support.target_servers import Dripping
 from consumer.errors import Retryable
-from tests.targets.servers import Dripping
 from tests.targets.test_call import call, caller
 
 

@@ -27,6 +27,7 @@ import pytest
 import requests
 from sqlalchemy import Engine, select
 
+from bench.support.target_servers import NodeTarget
 from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
 from consumer.demo.processes import descendants
@@ -39,7 +40,6 @@ from consumer.sources.replay import replay
 from consumer.wire.envelopes_out import deploy_body, storage_body, tick_body
 from consumer.wire.timeutil import utcnow
 from tests.conftest import Server
-from tests.targets.servers import NodeTarget
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 ACKED = {102, 200, 201, 202, 204}

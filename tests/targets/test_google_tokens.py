@@ -17,9 +17,9 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from google.oauth2 import id_token
 
+from bench.support.target_servers import PyTarget
 from consumer.targets.auth import GoogleIdTokens
 from tests.auth.tokens import CertsServer, SigningKey, claims
-from tests.targets.servers import PyTarget
 
 CALLER = "consumer@project.iam.gserviceaccount.com"
 AUDIENCE = "https://orders.internal"

@@ -14,6 +14,7 @@ import pytest
 from flask.testing import FlaskClient
 from sqlalchemy import Engine
 
+from bench.support.target_servers import PyTarget
 from consumer.config.settings import Settings
 from consumer.config.targets import TargetSettings, target
 from consumer.errors import SettingsError
@@ -23,7 +24,6 @@ from consumer.plugins import build_registry
 from consumer.service import Service, compose
 from consumer.targets.install import install_targets
 from consumer.wire.envelopes_out import storage_body
-from tests.targets.servers import PyTarget
 
 PAID = "com.example.invoice.paid"
 AUDIT = "google.cloud.audit.log.v1.written"

@@ -1,0 +1,79 @@
+"""Bounded slices of the push, sweep and import benchmarks, run as a user runs them: one short
+run of each server or mode. They prove the benchmarks start their servers, drive them, drain
+every job (the sweep bench checks) and print every ratio they are read for; they assert no timing
+(the quiet machine's figures are in docs/performance.md). ``test_growth_bench.py``
+does the same for the growth benchmark."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.postgres]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_bench(module: str, *args: str) -> str:
+    result = subprocess.run(
+        [sys.executable, "-m", f"bench.{module}", *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result.stdout
+
+
+def ratio(printed: str, label: str) -> float:
+    """The ratio printed after ``label`` (``ratio consumer/floor 0.55x``)."""
+    match = re.search(re.escape(label) + r" (\d+\.\d+)x", printed)
+    assert match is not None, f"{label!r} not printed:\n{printed}"
+    return float(match[1])
+
+
+def test_the_push_bench_prints_the_consumer_against_its_floors(postgres_admin: str) -> None:
+    printed = run_bench("push_bench", "--seconds", "1", "--repeat", "1", "--one-commit")
+    for label in (
+        "ratio consumer/floor", "consumer/2-writes", "consumer/2w-wsgi", "ratio 1-commit/floor",
+    ):  # fmt: skip
+        assert ratio(printed, label) > 0, printed
+    for server in ("consumer", "2w-wsgi"):
+        assert re.search(server + r"\s+\d+ req/s .* non-2xx 0 ", printed), printed
+
+
+def sweep_ratios(printed: str, header: str) -> dict[int, float]:
+    """The ratio column under ``header`` in the sweep bench's table, by number of sweepers."""
+    found = {}
+    for line in printed[printed.index(header) :].splitlines()[1:]:
+        match = re.match(r"\s*(\d+)\s+(\d+\.\d+)", line)
+        if match is None:
+            break
+        found[int(match[1])] = float(match[2])
+    return found
+
+
+SWEEP_SLICE = ["--jobs", "3000", "--sweepers", "1,2", "--repeat", "1"]
+
+
+def test_the_sweep_bench_prints_the_ratio_to_direct_sql(postgres_admin: str) -> None:
+    printed = run_bench("sweep_bench", *SWEEP_SLICE, "--skip-procrastinate")
+    found = sweep_ratios(printed, "consumer/direct")
+    assert set(found) == {1, 2}, printed
+    assert all(ratio > 0 for ratio in found.values()), printed
+
+
+def test_the_sweep_bench_prints_what_a_cap_costs(postgres_admin: str) -> None:
+    printed = run_bench("sweep_bench", *SWEEP_SLICE, "--cap", "100000")
+    found = sweep_ratios(printed, "capped/consumer")
+    assert set(found) == {1, 2}, printed
+    assert all(ratio > 0 for ratio in found.values()), printed
+
+
+def test_the_import_bench_prints_each_mode_against_the_copy_floor(postgres_admin: str) -> None:
+    printed = run_bench("storage_bench", "--rows", "2000", "--repeat", "1")
+    for mode in ("handler in process", "e2e: upload -> jobs committed"):
+        line = next((line for line in printed.splitlines() if line.startswith(mode)), None)
+        assert line is not None, printed
+        assert float(line.split()[-1]) > 0, line
