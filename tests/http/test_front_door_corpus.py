@@ -17,8 +17,8 @@ from contextlib import ExitStack
 
 import pytest
 
-from consumer.wire.envelopes_out import LOCAL_SUBSCRIPTION
 from bench.support.target_servers import PyTarget
+from consumer.wire.envelopes_out import LOCAL_SUBSCRIPTION
 from tests.auth.tokens import ACCOUNT, AUDIENCE, CertsServer, SigningKey
 from tests.conftest import (
     PG_ADMIN_DSN,
