@@ -30,6 +30,7 @@ from consumer.pipeline.context import HandlerContext
 from consumer.pipeline.decisions import Source
 from consumer.pipeline.dispatch import Dispatcher
 from consumer.pipeline.registry import Registry
+from consumer.ticks import policy as ticks
 from consumer.wire.envelope import Limits, parse_push, parse_wrapped
 from consumer.wire.envelopes_out import deploy_body, tick_body, wrapped_body
 from consumer.wire.message import Format, PushMessage
@@ -64,6 +65,7 @@ class Rig:
 
     def built(self, settings: Settings, engine: Engine) -> Dispatcher:
         registry = Registry()
+        ticks.register(registry)  # the tick rules, as the built-ins install them
         registry.deploy(self.act)
         registry.tick("beat", period_seconds=60)(lambda context, event: {"beat": True})
         return Dispatcher(settings, engine, registry, self.clock)
