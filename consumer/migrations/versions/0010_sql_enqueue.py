@@ -8,9 +8,12 @@ message on the jobs topic is. A refusal raises SQLSTATE ``22023`` and stores not
 already used returns that job's id. A job due now NOTIFYs channel ``consumer_jobs``: PostgreSQL
 delivers it when the caller commits (never on a rollback), and the pods that LISTEN sweep at once.
 
-``SET search_path FROM CURRENT`` pins the schema the migration ran in, so a caller whose own
-search path lacks the consumer's schema calls ``schema.consumer_enqueue(...)`` and the body still
-finds its tables. SQLite has no such function: Python's ``consumer.enqueue`` is the way there.
+It runs as its owner (``SECURITY DEFINER``, the role that migrates), so a caller needs only
+``EXECUTE`` on it, no right on the consumer's tables: the migration revokes it from ``PUBLIC`` and
+the team grants it to its own roles (docs/jobs.md). ``SET search_path FROM CURRENT`` pins the
+schema the migration ran in: the body finds its tables, and nothing a caller puts on its own
+search path can stand in for them. SQLite has no such function: Python's ``consumer.enqueue``
+is the way there.
 
 Revision ID: 0010_sql_enqueue
 Revises: 0009_one_history
@@ -36,7 +39,7 @@ CREATE FUNCTION consumer_enqueue(
     kind text, payload jsonb DEFAULT '{}', key text DEFAULT NULL, run_at timestamptz DEFAULT NULL,
     priority integer DEFAULT 0, max_attempts integer DEFAULT NULL, lock_key text DEFAULT NULL
 ) RETURNS bigint
-LANGUAGE plpgsql VOLATILE SET search_path FROM CURRENT AS $$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path FROM CURRENT AS $$
 #variable_conflict use_column
 DECLARE
     declared job_kinds%ROWTYPE;
@@ -101,6 +104,7 @@ def upgrade() -> None:
     )
     if op.get_bind().dialect.name == "postgresql":
         op.execute(CREATE_FUNCTION)
+        op.execute(f"REVOKE ALL ON FUNCTION consumer_enqueue({SIGNATURE}) FROM PUBLIC")
 
 
 def downgrade() -> None:
