@@ -9,6 +9,8 @@ side by side, and a job of a kind only the old pods know still has a sweeper unt
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import Connection
 
 from consumer.config.settings import Settings
@@ -29,7 +31,10 @@ def declare(connection: Connection, kinds: Functions, settings: Settings) -> int
             "kind": name, "producer_fields": None if fields is None else sorted(fields),
             "max_payload_bytes": limit, "updated_at": now,
         }  # fmt: skip
-        statement = upsert(job_kinds, connection.dialect.name, values, [job_kinds.c.kind],
-                           lambda excluded: {c: excluded[c] for c in values if c != "kind"})  # fmt: skip
-        connection.execute(statement)
+        dialect = connection.dialect.name
+        connection.execute(upsert(job_kinds, dialect, values, [job_kinds.c.kind], _refreshed))
     return len(kinds.names())
+
+
+def _refreshed(excluded: Any) -> dict[str, Any]:
+    return {name: excluded[name] for name in ("producer_fields", "max_payload_bytes", "updated_at")}

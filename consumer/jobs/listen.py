@@ -10,7 +10,7 @@ sweep runs fold into one more sweep after it.
 
 Nothing here runs on a request's thread or holds a pooled connection while it waits. The
 connection is re-opened with a growing backoff when it breaks (a database restart, a failover),
-followed by one sweep for what committed while nobody listened; a quiet connection is pinged
+followed by one sweep for what committed while it did not listen; a quiet connection is pinged
 every ``PING_SECONDS`` so a silently dead one is noticed. On (re)connecting it first declares
 the process's kinds (``consumer.jobs.declared``), which ``consumer_enqueue`` checks.
 
@@ -103,23 +103,25 @@ class Listener:
         self.connected = threading.Event()
         """Set while the connection listens (tests and benches wait on it)."""
         self.sessions = 0
+        """Sessions that reached LISTEN; after the first, each sweeps once for what it missed."""
         threading.Thread(target=self._run, name="notify-listener", daemon=True).start()
 
     def _run(self) -> None:
         backoff = FIRST_BACKOFF_SECONDS
         while True:
+            before = self.sessions
             try:
                 self._listen()
             except Exception as exc:  # broken connection, database down: try again later
-                if self.sessions:  # it listened before: the first retry comes soon
+                if self.sessions > before:  # it did listen: the first retry comes soon
                     backoff = FIRST_BACKOFF_SECONDS
                 log.warning("LISTEN %s lost, again in %.1f s: %s", CHANNEL, backoff, exc)
-                self.sessions = 0
             time.sleep(backoff)
             backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
 
     def _listen(self) -> None:
-        """Declare the kinds, LISTEN, sweep once, then wait; returns only by raising."""
+        """Declare the kinds, LISTEN (after a reconnect, sweep once), then wait; returns only by
+        raising."""
         engine = self.dispatcher.engine
         with engine.begin() as connection:
             declare(connection, self.dispatcher.registry.job_kinds, self.dispatcher.settings)
@@ -132,7 +134,8 @@ class Listener:
             driver.execute(f"LISTEN {CHANNEL}")
             self.sessions += 1
             self.connected.set()
-            self.notified()  # what committed while nobody listened
+            if self.sessions > 1:
+                self.notified()  # what committed while this process did not listen
             self._wait(driver)
         finally:
             self.connected.clear()

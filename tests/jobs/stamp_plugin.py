@@ -28,13 +28,18 @@ starts = Table(
 def stamp(context: JobContext, job: Job) -> None:
     started = time.time()
     with context.engine.begin() as connection:
-        connection.execute(insert(starts).values(job_id=job.id, started=started, payload=job.payload))
+        connection.execute(
+            insert(starts).values(job_id=job.id, started=started, payload=job.payload)
+        )
 
 
 def started(engine: Engine) -> dict[int, float]:
     """Job id -> when its handler began."""
     with engine.connect() as connection:
-        return {int(i): float(t) for i, t in connection.execute(select(starts.c.job_id, starts.c.started))}
+        return {
+            int(i): float(t)
+            for i, t in connection.execute(select(starts.c.job_id, starts.c.started))
+        }
 
 
 def register(registry: Registry) -> None:

@@ -55,7 +55,10 @@ def listening(engine: Engine, count: int, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         with engine.connect() as connection:
-            if connection.execute(text(LISTENING + " AND datname = current_database()")).scalar() >= count:
+            if (
+                connection.execute(text(LISTENING + " AND datname = current_database()")).scalar()
+                >= count
+            ):
                 return
         time.sleep(0.05)
     raise AssertionError(f"fewer than {count} processes LISTEN after {timeout} s")

@@ -49,7 +49,8 @@ DECLARE
 BEGIN
     SELECT * INTO declared FROM job_kinds WHERE job_kinds.kind = consumer_enqueue.kind;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'consumer_enqueue: unknown job kind %', quote_nullable(consumer_enqueue.kind)
+        RAISE EXCEPTION 'consumer_enqueue: unknown job kind %',
+            quote_nullable(consumer_enqueue.kind)
             USING ERRCODE = '22023',
                   HINT = 'known: ' || coalesce((SELECT string_agg(k.kind, ', ' ORDER BY k.kind)
                                                 FROM job_kinds k), 'none');
