@@ -8,6 +8,11 @@ stamps when it starts. The emulator's own publish-to-push latency to a bare endp
 in the same run, is the floor. Without wake-ups a job waits for the ``sweep`` tick: P/2 on
 average, P at worst.
 
+Then the LISTEN/NOTIFY path, on fresh pods and database: each job is enqueued with the SQL
+function ``consumer_enqueue`` in a transaction of its own; its commit NOTIFYs, and every pod's
+listener (``consumer.jobs.listen``) sweeps in-process. No emulator is involved: without one,
+only this figure is printed.
+
     python -m bench.start_latency [--jobs 200] [--rate 10] [--pods 3] [--workers 2]
 """
 
@@ -26,20 +31,20 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Column, Engine, Float, Integer, MetaData, Table, insert, select
+import psycopg
+from sqlalchemy import Column, Engine, Float, Integer, MetaData, Table, insert, select, text
+
+from bench.support.postgres import migrated_postgres_database
+from bench.support.serving import free_port, wait_ready
+from consumer.config.settings import Settings
+from consumer.db.engine import make_engine
+from consumer.demo.balancer import Balancer
+from consumer.jobs import wake
+from consumer.jobs.store import enqueue
+from consumer.jobs.tick import SWEEP_PERIOD_SECONDS
+from triggers.local import stack
 
 ROOT = Path(__file__).resolve().parent.parent
-
-from bench.support.postgres import migrated_postgres_database  # noqa: E402
-from bench.support.serving import free_port, wait_ready  # noqa: E402
-from consumer.config.settings import Settings  # noqa: E402
-from consumer.db.engine import make_engine  # noqa: E402
-from consumer.demo.balancer import Balancer  # noqa: E402
-from consumer.jobs import wake  # noqa: E402
-from consumer.jobs.store import enqueue  # noqa: E402
-from consumer.jobs.tick import SWEEP_PERIOD_SECONDS  # noqa: E402
-from triggers.local import stack  # noqa: E402
-
 ADMIN = os.environ.get("TESTS_PG_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 PROJECT = "latency"
 KIND = "stamp"
@@ -171,6 +176,51 @@ def measure(pubsub: str, database_url: str, args: argparse.Namespace) -> list[fl
     return found
 
 
+def enqueue_in_sql(
+    database_url: str, jobs: int, rate: float, max_seconds: float
+) -> dict[int, float]:
+    """Job id -> when the transaction that called ``consumer_enqueue`` committed."""
+    committed: dict[int, float] = {}
+    started = time.monotonic()
+    dsn = database_url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(dsn) as connection:
+        for n in range(jobs):
+            if time.monotonic() - started > max_seconds:
+                break
+            row = connection.execute("SELECT consumer_enqueue(%s)", [KIND]).fetchone()
+            connection.commit()
+            committed[int(row[0]) if row else 0] = time.time()
+            time.sleep(max(0.0, started + (n + 1) / rate - time.monotonic()))
+    return committed
+
+
+def wait_listening(engine: Engine, count: int, timeout: float = 60) -> None:
+    """Until ``count`` serving processes LISTEN on the bench's database."""
+    query = text("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                 "AND query = 'LISTEN consumer_jobs'")  # fmt: skip
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with engine.connect() as connection:
+            if (connection.execute(query).scalar() or 0) >= count:
+                return
+        time.sleep(0.1)
+    raise SystemExit(f"fewer than {count} processes LISTEN after {timeout:g} s")
+
+
+def measure_notify(database_url: str, args: argparse.Namespace) -> list[float]:
+    """Start the pods (no wake-up topic), enqueue in SQL, and time the starts."""
+    env = {"CONSUMER_DATABASE_URL": database_url, "CONSUMER_LOCAL_MODE": "true",
+           "CONSUMER_LOG_LEVEL": "WARNING", "CONSUMER_PLUGINS": "bench.start_latency"}  # fmt: skip
+    engine = make_engine(database_url)
+    metadata.create_all(engine)
+    with pods(args.pods, args.workers, env):
+        wait_listening(engine, args.pods * args.workers)
+        committed = enqueue_in_sql(database_url, args.jobs, args.rate, args.max_seconds)
+        found = latencies(engine, committed, 30)
+    engine.dispose()
+    return found
+
+
 def _restore(name: str, value: str | None) -> None:
     if value is None:
         os.environ.pop(name, None)
@@ -183,6 +233,11 @@ def line(found: list[float], floor: float) -> str:
             f" ms ({len(found)} jobs; emulator push alone: p50 {floor:.0f} ms)")  # fmt: skip
 
 
+def notify_line(found: list[float]) -> str:
+    return (f"start latency (notify): p50 {percentile(found, 0.5):.1f} ms, p99 "
+            f"{percentile(found, 0.99):.1f} ms ({len(found)} jobs)")  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--jobs", type=int, default=200)
@@ -191,8 +246,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--max-seconds", type=float, default=60.0)
     args = parser.parse_args(argv)
+    topic_line = jobs_topic(args)
+    with migrated_postgres_database(ADMIN, prefix="start_latency") as url:
+        found = measure_notify(url, args)
+    period = SWEEP_PERIOD_SECONDS
+    print(f"tick only (sweep every {period} s): expected wait {period * 500} ms, worst "
+          f"{period * 1000} ms")  # fmt: skip
+    print(topic_line)
+    print(notify_line(found))
+
+
+def jobs_topic(args: argparse.Namespace) -> str:
+    """The jobs topic's line (Pub/Sub wake-ups), or why it was not measured."""
     if problem := stack.missing():
-        raise SystemExit(problem)
+        return f"start latency (wake-up topic): not measured: {problem}"
     port, log = stack.free_port(), Path(os.environ.get("TMPDIR", "/tmp")) / "latency-pubsub.log"
     emulator = stack.start_pubsub(port, log, PROJECT)
     try:
@@ -202,10 +269,7 @@ def main(argv: list[str] | None = None) -> None:
             found = measure(pubsub, url, args)
     finally:
         emulator.stop()
-    period = SWEEP_PERIOD_SECONDS
-    print(f"tick only (sweep every {period} s): expected wait {period * 500} ms, worst "
-          f"{period * 1000} ms")  # fmt: skip
-    print(line(found, floor))
+    return line(found, floor)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,9 @@ from consumer.http.app import built_with, create_app
 from consumer.http.bridge import BridgeLimits, BufferedWsgi
 from consumer.http.door import GatedWsgi
 from consumer.http.gate import Gate
+from consumer.jobs import listen
 from consumer.observe.logs import configure_logging
+from consumer.pipeline.dispatch import Dispatcher
 from consumer.service import Service, compose, or_exit
 
 WORKER_BOOT_ERROR = 3  # gunicorn's Arbiter.WORKER_BOOT_ERROR: halt, do not respawn
@@ -44,10 +46,13 @@ def _composed() -> Service:
 
 def _app(service: Service) -> Flask:
     _started(service.settings)
-    return or_exit(
+    app = or_exit(
         lambda: create_app(service),
         status=WORKER_BOOT_ERROR,
     )
+    # PostgreSQL: a job whose enqueue commits with a NOTIFY starts at once in this worker.
+    listen.start(Dispatcher(service.settings, service.engine, service.registry))
+    return app
 
 
 def bridged(flask_app: Flask) -> BufferedWsgi:

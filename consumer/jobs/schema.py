@@ -1,6 +1,6 @@
 """The ``jobs`` table and the flow-control table ``job_flow``, on the shared ``metadata``.
 Migrations: ``0002_jobs``, then ``0006_job_flow`` (``jobs.lock_key`` and ``job_flow``), then
-``0008_job_flow_shards``."""
+``0008_job_flow_shards``; ``job_kinds`` for SQL producers: ``0010_sql_enqueue``."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ TRACE_COMMENT = "W3C traceparent of the span that enqueued the job (migration 00
 UNFINISHED_KEYED = text("lock_key IS NOT NULL AND status IN ('pending', 'running')")
 RUNNING_KEYED = text("lock_key IS NOT NULL AND status = 'running'")
 LOCK_KEY_COMMENT = "jobs sharing it run one at a time, in id order"
+KIND_FIELDS_COMMENT = "what SQL producers may set in the payload; NULL: every field"
 FLOW_LIMITS_COMMENT = "an operator's change (cap:N;rate:N/1s); NULL: as configured"
 
 jobs = Table(
@@ -95,3 +96,15 @@ job_flow_shard = Table(
 )
 """``consumer.jobs.flow.SHARDS`` rows per capped kind (migration ``0008_job_flow_shards``): a
 claim of the kind locks one of them, or all of them near the cap (``consumer.jobs.flow_lock``)."""
+
+job_kinds = Table(
+    "job_kinds",
+    metadata,
+    Column("kind", String(100), primary_key=True),
+    Column("producer_fields", JSON, nullable=True, comment=KIND_FIELDS_COMMENT),
+    Column("max_payload_bytes", Integer, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+)
+"""The kinds the serving processes run, each written at start-up (``consumer.jobs.listen``), so
+the SQL function ``consumer_enqueue`` (migration ``0010_sql_enqueue``) can refuse an unknown
+kind and apply the kind's producer fields and payload limit without knowing Python."""

@@ -30,8 +30,9 @@ from consumer.wire.message import PushMessage
 from consumer.wire.outcomes import Kind, Outcome, in_progress
 
 log = logging.getLogger("consumer.admission")
-TRUSTED = frozenset({Source.CLI, Source.REPLAY})
-"""The operator's own ways in: whatever they start, an operator asked for."""
+TRUSTED = frozenset({Source.CLI, Source.REPLAY, Source.NOTIFY})
+"""The operator's own ways in (whatever they start, an operator asked for), and the service's
+own in-process sweep when a job's enqueue commits."""
 ENDPOINT_ROUTES = {Source.TICKS: frozenset({Route.TICK.value}), Source.HOOK: frozenset({"deploy"})}
 """The HTTP endpoints that are not ``/push``: each starts one route only."""
 _announced = threading.Event()

@@ -28,6 +28,8 @@ class Source(StrEnum):
     """The service's run of a stored message nobody redelivered (``consumer.pipeline.redrive``)."""
     CLI = "cli"
     """A manual run from the command line (``consumer sweep --once``)."""
+    NOTIFY = "notify"
+    """A sweep the service starts itself when a job's enqueue commits (``consumer.jobs.listen``)."""
 
 
 def record(source: Source, outcome: Outcome, message_id: str | None, seconds: float) -> None:
