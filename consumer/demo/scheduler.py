@@ -12,13 +12,13 @@ import json
 import os
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any, Protocol
 
 import requests
 
 from consumer.demo.processes import Child, free_port, start_pubsub
+from consumer.sources.ticker import Pace, Schedule, run_rounds
 from consumer.wire.envelopes_out import tick_body
 
 PROJECT = "demo"
@@ -97,11 +97,12 @@ def _env() -> dict[str, str]:
 
 
 class Ticker:
-    """Publishes a round every ``every`` seconds on a thread until ``stop()``."""
+    """Publishes a round every ``every`` seconds on a thread until ``stop()``, the first at once,
+    each an interval after the last one started."""
 
     def __init__(self, source: TickSource, every: float) -> None:
         self.source = source
-        self.every = every
+        self.schedule = Schedule(every, Pace.RATE, first_now=True)
         self.rounds = 0
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="demo-ticker", daemon=True)
@@ -110,14 +111,14 @@ class Ticker:
         self._thread.start()
 
     def _run(self) -> None:
-        while not self._stopping.is_set():
-            started = time.monotonic()
-            try:
-                self.source.publish_round()
-                self.rounds += 1
-            except Exception as exc:  # a missed round, as Scheduler may miss one
-                print(f"tick round failed: {exc}", file=sys.stderr)
-            self._stopping.wait(max(0.0, self.every - (time.monotonic() - started)))
+        run_rounds(self.schedule, self._publish, self._stopping)
+
+    def _publish(self) -> None:
+        try:
+            self.source.publish_round()
+            self.rounds += 1
+        except Exception as exc:  # a missed round, as Scheduler may miss one
+            print(f"tick round failed: {exc}", file=sys.stderr)
 
     def stop(self) -> None:
         self._stopping.set()

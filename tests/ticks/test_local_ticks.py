@@ -11,8 +11,8 @@ import pytest
 
 from consumer.config.settings import Settings
 from consumer.plugins import build_registry
+from consumer.sources.ticker import next_round
 from consumer.wire.schedule import Every
-from triggers.local.scheduler import next_round
 from triggers.local.stack import stack_env
 
 START = datetime(2026, 11, 30, 12, 0, 7, 250000, tzinfo=UTC).timestamp()

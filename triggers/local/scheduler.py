@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import signal
 import threading
-import time
 from collections.abc import Sequence
 
+from consumer.sources.ticker import Pace, Schedule, run_rounds
 from triggers.local.stack import DEFAULT_PROJECT, TICK_TOPIC, publisher
 
 PUBLISH_TIMEOUT_SECONDS = 10
@@ -32,11 +31,6 @@ def publish_ticks(pubsub_host: str, topic: str, tasks: Sequence[str]) -> list[st
         client.publish(topic, json.dumps({"task": task}).encode(), task=task) for task in tasks
     ]
     return [future.result(timeout=PUBLISH_TIMEOUT_SECONDS) for future in futures]
-
-
-def next_round(now: float, every: float) -> float:
-    """The first multiple of ``every`` seconds since the epoch after ``now``."""
-    return (math.floor(now / every) + 1) * every
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -54,16 +48,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stopping.set())
     topic = f"projects/{args.project}/topics/{args.topic}"
-    rounds = 0
-    while (args.count == 0 or rounds < args.count) and not stopping.wait(
-        max(0.0, next_round(time.time(), args.every) - time.time())
-    ):
-        try:
-            ids = publish_ticks(args.pubsub_host, topic, args.task)
-            print(f"published ticks {dict(zip(args.task, ids, strict=True))}", flush=True)
-        except Exception as exc:  # the emulator restarting: a missed round, like Scheduler's
-            print(f"publishing failed: {type(exc).__name__}: {exc}", flush=True)
-        rounds += 1
+    schedule = Schedule(args.every, Pace.ALIGNED, count=args.count)
+    run_rounds(schedule, lambda: publish_round(args.pubsub_host, topic, args.task), stopping)
+
+
+def publish_round(pubsub_host: str, topic: str, tasks: Sequence[str]) -> None:
+    """One round, its message ids printed; a failure is printed and the round missed."""
+    try:
+        ids = publish_ticks(pubsub_host, topic, tasks)
+        print(f"published ticks {dict(zip(tasks, ids, strict=True))}", flush=True)
+    except Exception as exc:  # the emulator restarting: a missed round, like Scheduler's
+        print(f"publishing failed: {type(exc).__name__}: {exc}", flush=True)
 
 
 if __name__ == "__main__":
