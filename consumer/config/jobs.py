@@ -46,7 +46,8 @@ class JobSettings(Section):
     continuation_fanout: int = setting(4, convert=whole, within=(1, 100), env="CONTINUATION_FANOUT")
     """Most continuations one tick's sweep publishes, so several pods drain a backlog."""
     max_payload_bytes: int = setting(64 * 1024, convert=whole, within=(64, 1 << 20))
-    """Largest payload of a job from the jobs topic; a larger one is recorded ``dead``."""
+    """Largest payload of a job from a producer: the jobs topic (a larger one is recorded
+    ``dead``) and the SQL function ``consumer_enqueue`` (a larger one is an SQL error)."""
     wake_topic: str = setting("", env="WAKE_TOPIC")
     """Pub/Sub topic (``projects/P/topics/T``, pushed to this service) on which a committed
     enqueue publishes a wake-up (at most one per process per ``CONSUMER_WAKE_WINDOW_MS``): its
