@@ -1,6 +1,7 @@
 """The shared ``metadata``: each store's ``schema`` module adds its tables to it when imported
-(``consumer.inbox.schema``, ``consumer.jobs.schema``, ``consumer.storage.schema``,
-``consumer.deploy.schema``), and Alembic compares them all with the migrations."""
+(``consumer.inbox.schema``, ``consumer.ticks.schema``, ``consumer.jobs.schema``,
+``consumer.storage.schema``, ``consumer.deploy.schema``), and Alembic compares them all with the
+migrations."""
 
 from __future__ import annotations
 

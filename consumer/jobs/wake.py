@@ -16,7 +16,8 @@ thread blocks on that event while nothing is enqueued: no pod polls. A process t
 after enqueuing (the CLI) waits up to ``EXIT_FLUSH_SECONDS`` for its last wake-up.
 
 The engine an enqueue runs on says where to wake: the composition root attaches its settings
-to the service's engine (``attach``); an engine nobody attached wakes nobody.
+to the service's engine (``attach``), and the engine itself then holds its target, so no table of
+engines lives beside it; an engine nobody attached wakes nobody.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ import os
 import threading
 import time
 import uuid
-import weakref
 from dataclasses import dataclass, field
 
 import requests
@@ -43,7 +43,8 @@ TASK = "sweep"
 PREFIX = "wake-"
 SEND_TIMEOUT_SECONDS = 5.0
 EXIT_FLUSH_SECONDS = 3.0
-_targets: weakref.WeakKeyDictionary[Engine, Target] = weakref.WeakKeyDictionary()
+TARGET_ATTRIBUTE = "consumer_wake_target"
+"""The attribute of an engine that holds its ``Target`` (set by ``attach``)."""
 _senders: dict[tuple[int, Target], Sender] = {}
 _lock = threading.Lock()
 
@@ -74,16 +75,18 @@ class Target:
 
 def attach(engine: Engine, settings: Settings) -> None:
     """Enqueues on ``engine`` wake the target of ``settings`` (none: they wake nobody)."""
-    target = Target.of(settings)
-    if target is None:
-        _targets.pop(engine, None)
-    else:
-        _targets[engine] = target
+    setattr(engine, TARGET_ATTRIBUTE, Target.of(settings))
+
+
+def target_of(engine: Engine) -> Target | None:
+    """Where enqueues on ``engine`` wake: None if nobody attached it, or its settings wake none."""
+    target: Target | None = getattr(engine, TARGET_ATTRIBUTE, None)
+    return target
 
 
 def committed(engine: Engine) -> None:
     """An enqueue on ``engine`` has committed: wake a sweeper (returns at once)."""
-    if (target := _targets.get(engine)) is not None:
+    if (target := target_of(engine)) is not None:
         _sender(target).request()
 
 
@@ -91,7 +94,7 @@ def on_commit(connection: Connection) -> None:
     """Wake once the caller's transaction on ``connection`` commits (none if it rolls back).
     SQLAlchemy's ``commit`` event comes just before the commit itself, so this request waits
     one window first: the sweep it starts then sees the jobs."""
-    target = _targets.get(connection.engine)
+    target = target_of(connection.engine)
     if target is None:
         return
     event.listen(

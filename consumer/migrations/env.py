@@ -16,6 +16,7 @@ from consumer.db.schema import metadata
 
 TABLE_MODULES = (
     "consumer.inbox.schema",
+    "consumer.ticks.schema",
     "consumer.jobs.schema",
     "consumer.storage.schema",
     "consumer.deploy.schema",

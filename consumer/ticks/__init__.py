@@ -1,7 +1,7 @@
 """Tick tasks, one feature: their route policy (``policy``: coalescing, pause, overlap, the
 completed slot), their catch-up runs (``catch_up``) and their own answers (``answers``); the tick
-tables' statements and store (``queries``, ``store``; the tables are defined in
-``consumer.inbox.schema``); the operator's pauses (``pauses``) and controls (``controls``: pause,
-resume, run now, the task list ``consumer tasks`` and the dashboard show); and a tick sent to
+tables, their statements and store (``schema``, ``queries``, ``store``); the operator's pauses
+(``pauses``) and controls (``controls``: pause, resume, run now, the task list ``consumer tasks``
+and the dashboard show); and a tick sent to
 ``POST /ticks/<task>`` read as a message (``hook``). The pipeline asks the tick route's policy at
 each step of a delivery and knows no tick."""

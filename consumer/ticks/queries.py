@@ -1,5 +1,5 @@
 """Every SQL statement on the tick tables (``tick_progress``, ``tick_control``, ``tick_runs``,
-defined beside the inbox in ``consumer.inbox.schema``), each named once; ``TickStore`` and
+defined in ``consumer.ticks.schema``), each named once; ``TickStore`` and
 ``TickControl`` run them, the dashboard and the metrics read the whole-table ones."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import Delete, Insert, Select, Update, delete, or_, select, update
 
 from consumer.db import dialect as sql
-from consumer.inbox.schema import tick_control, tick_progress, tick_runs
+from consumer.ticks.schema import tick_control, tick_progress, tick_runs
 
 # --- tick_progress --------------------------------------------------------------------------------
 

@@ -17,13 +17,13 @@ from sqlalchemy import Engine, select
 from consumer import NewJob, enqueue_many
 from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
-from consumer.inbox.schema import tick_progress
 from consumer.jobs import cleanup as cleanup_task
 from consumer.jobs.sweep import SweepSummary
 from consumer.jobs.tick import continuations_wanted
 from consumer.pipeline import continuation as continuation_module
 from consumer.pipeline.dispatch import Dispatcher
 from consumer.plugins import build_registry
+from consumer.ticks.schema import tick_progress
 from consumer.wire.envelopes_out import tick_body
 from consumer.wire.events import TickEvent
 from consumer.wire.message import PushMessage

@@ -1,4 +1,4 @@
-"""The schedule each tick task's latest slot ran under (consumer.inbox.schema), so ``consumer
+"""The schedule each tick task's latest slot ran under (consumer.ticks.schema), so ``consumer
 status`` and the dashboard show the periods the server really runs, not their own defaults.
 
 Revision ID: 0005_tick_schedule

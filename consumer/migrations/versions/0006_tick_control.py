@@ -1,5 +1,5 @@
 """Paused tick tasks (one row per paused task, read by every pod) and the run holding each task
-whose overlap policy is skip or wait (consumer.inbox.schema).
+whose overlap policy is skip or wait (consumer.ticks.schema).
 
 Revision ID: 0006_tick_control
 Revises: 0005_tick_schedule
