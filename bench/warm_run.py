@@ -21,9 +21,10 @@ from multiprocessing.synchronize import Event
 import requests
 
 from bench.support.deploy_targets import TargetServer
-from consumer.deploy.http_fetch import Budget, HttpPolicy
+from consumer.deploy.http_fetch import HttpPolicy
 from consumer.deploy.http_warmer import warm_all
 from consumer.deploy.report import WarmReport
+from consumer.outbound.budget import Budget
 
 
 def one_run(base: str, urls: list[str], concurrency: int) -> WarmReport:

@@ -23,7 +23,7 @@ import requests
 
 from bench.chaos.emulators import JOBS, TICKS, Emulators
 from bench.chaos.pods import BUCKET, CALL_KIND, DEPLOY_SERVICE, HOOK_SECRET, MAIL_PREFIX
-from consumer.deploy.signature import signed_headers
+from consumer.auth.signature import signed_headers
 from consumer.wire.events import PRODUCER_NAMESPACE
 
 HOOK_RETRY_SECONDS = 1.0

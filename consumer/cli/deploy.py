@@ -11,8 +11,8 @@ import time
 import click
 import requests
 
+from consumer.auth.signature import signed_headers
 from consumer.cli.context import CliContext, local_url, pass_cli
-from consumer.deploy.signature import signed_headers
 from consumer.deploy.store import WarmRuns
 
 TIMEOUT_SECONDS = 120

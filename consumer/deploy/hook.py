@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Mapping
 from datetime import datetime
 
-from consumer.deploy.signature import SIGNATURE_HEADER, TIMESTAMP, TIMESTAMP_HEADER
+from consumer.auth.signature import SIGNATURE_HEADER, TIMESTAMP, TIMESTAMP_HEADER
 from consumer.errors import BodyTooLarge, InvalidEvent, Unauthorized
 from consumer.wire.classify import ScheduleLookup, classify
 from consumer.wire.envelope import Limits, load_json_object

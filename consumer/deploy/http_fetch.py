@@ -1,7 +1,7 @@
 """One GET with retries, backoff and a hard deadline: the unit of work of the HTTP warmer.
 
 requests' timeout bounds each socket operation, not the whole response, so each attempt runs
-inside a ``Deadline`` (``consumer.deploy.http_deadline``) that ends it, headers or body, at its
+inside a ``Deadline`` (``consumer.outbound.deadline``) that ends it, headers or body, at its
 time: a slow-dripping target cannot hold a worker past it (the session must come from
 ``deadline_session()``).
 
@@ -15,26 +15,23 @@ from __future__ import annotations
 import json
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urljoin
 
 import requests
 
 from consumer.config.settings import Settings
-from consumer.deploy.http_deadline import Deadline
 from consumer.deploy.origin import same_origin
 from consumer.deploy.report import TargetResult
+from consumer.outbound.budget import MIN_REQUEST_SECONDS, Budget
+from consumer.outbound.deadline import Deadline
 
 CHUNK_BYTES = 64 * 1024
 MAX_BODY_BYTES = 16 * 1024 * 1024
 """Reading stops here: the target has rendered the page by then, which is what warms it."""
 MAX_REDIRECTS = 5
 MAX_BACKOFF_SECONDS = 10.0
-MIN_REQUEST_SECONDS = 0.05
-"""A request is not started with less budget than this."""
-RESERVE_SECONDS = 0.5
-"""Kept back from the handler's budget to record the run and finish the inbox row."""
 USER_AGENT = "consumer-cache-warmer/1"
 
 
@@ -69,22 +66,6 @@ class HttpPolicy:
         """Exponential backoff with jitter before retry number ``attempt``."""
         ceiling = min(MAX_BACKOFF_SECONDS, self.backoff_seconds * 2 ** (attempt - 1))
         return ceiling * random.uniform(0.5, 1.0)
-
-
-@dataclass(frozen=True)
-class Budget:
-    """The handler's remaining time, less the reserve for recording the run."""
-
-    remaining: Callable[[], float]
-
-    def left(self) -> float:
-        return self.remaining() - RESERVE_SECONDS
-
-    def allows(self, seconds: float) -> bool:
-        return self.left() >= seconds
-
-    def timeout(self, wanted: float) -> float:
-        return max(MIN_REQUEST_SECONDS, min(wanted, self.left()))
 
 
 def fetch(

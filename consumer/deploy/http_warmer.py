@@ -15,10 +15,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import requests
 
-from consumer.deploy.http_deadline import deadline_session
-from consumer.deploy.http_fetch import MIN_REQUEST_SECONDS, Budget, HttpPolicy, fetch
+from consumer.deploy.http_fetch import HttpPolicy, fetch
 from consumer.deploy.report import TargetResult, WarmReport
 from consumer.deploy.sitemap import SitemapError, sitemap_urls
+from consumer.outbound.budget import MIN_REQUEST_SECONDS, Budget
+from consumer.outbound.deadline import deadline_session
 from consumer.pipeline.context import HandlerContext
 from consumer.wire.events import DeployEvent
 

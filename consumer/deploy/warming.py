@@ -23,12 +23,12 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from consumer.deploy.http_fetch import RESERVE_SECONDS
 from consumer.deploy.http_warmer import HttpWarmer
 from consumer.deploy.report import TargetResult, WarmReport
 from consumer.deploy.store import WarmRuns
 from consumer.errors import LeaseLost, Skip
 from consumer.observe import metrics
+from consumer.outbound.budget import RESERVE_SECONDS
 from consumer.pipeline.context import HandlerContext
 from consumer.pipeline.extensions import Warmers, WarmerSpec
 from consumer.pipeline.registry import Registry

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 
-from consumer.deploy.signature import TIMESTAMP_HEADER, Verifier
+from consumer.auth.signature import TIMESTAMP_HEADER, Verifier
 from consumer.errors import Unauthorized
 
 

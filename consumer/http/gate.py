@@ -36,9 +36,9 @@ from werkzeug.exceptions import MethodNotAllowed, NotFound
 
 from consumer.auth.oidc import OidcAuthenticator
 from consumer.auth.push import Authenticator, allow_all
+from consumer.auth.signature import SIGNATURE_HEADER, TIMESTAMP_HEADER, Verifier
 from consumer.config.settings import Settings
 from consumer.deploy import hook
-from consumer.deploy.signature import SIGNATURE_HEADER, TIMESTAMP_HEADER, Verifier
 from consumer.errors import BadRequest, BodyTooLarge, ConsumerError
 from consumer.http import ticks
 from consumer.http.credentials import NOBODY, Credentials, Scheme

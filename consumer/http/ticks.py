@@ -7,7 +7,7 @@
   token is checked by the front door, for ``CONSUMER_TICK_HOOK_AUDIENCE`` and one of
   ``CONSUMER_TICK_HOOK_SERVICE_ACCOUNTS``. The slot clock is ``X-CloudScheduler-ScheduleTime``
   (RFC 3339, UTC); without it (a forced run, another OIDC caller), the time we received it.
-- otherwise the deploy hook's HMAC scheme (``consumer.deploy.signature``) under
+- otherwise the deploy hook's HMAC scheme (``consumer.auth.signature``) under
   ``CONSUMER_TICK_HOOK_SECRETS``: the door checks the headers, the handler the signature over the
   body with the scheme and header values the door decided (``consumer.http.credentials``). The slot
   clock is the signed ``X-Consumer-Timestamp``: a forger cannot choose it without a secret, the
@@ -22,10 +22,10 @@ from collections.abc import Mapping
 
 from consumer.auth.certs import CachedCerts
 from consumer.auth.oidc import OidcAuthenticator
+from consumer.auth.signature import SIGNATURE_HEADER, TIMESTAMP_HEADER, Verifier
 from consumer.config.settings import Settings
 from consumer.config.ticks import TickHookSettings
 from consumer.deploy import hook
-from consumer.deploy.signature import SIGNATURE_HEADER, TIMESTAMP_HEADER, Verifier
 from consumer.errors import Unauthorized
 from consumer.http.credentials import Credentials, Scheme
 from consumer.ticks.hook import scheduled_time

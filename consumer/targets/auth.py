@@ -1,5 +1,5 @@
 """How a call proves it comes from us: a Google ID token for the target's audience, the deploy
-hook's HMAC scheme (``consumer.deploy.signature``, signed with every configured secret so a
+hook's HMAC scheme (``consumer.auth.signature``, signed with every configured secret so a
 target that holds either side of a rotation accepts it), or nothing, stated explicitly.
 
 The token source is injectable: tests pass one that signs with a local issuer. The default asks
@@ -17,8 +17,8 @@ import google.auth.exceptions
 import google.auth.transport.requests
 from google.oauth2 import id_token
 
+from consumer.auth.signature import SIGNATURE_HEADER, TIMESTAMP_HEADER, signed_headers
 from consumer.config.targets import TargetAuth
-from consumer.deploy.signature import SIGNATURE_HEADER, TIMESTAMP_HEADER, signed_headers
 from consumer.errors import Retryable
 
 TokenSource = Callable[[str], str]

@@ -3,7 +3,7 @@ concurrency limit at once in this process.
 
 The call's timeout is the budget left (less the reserve that records the outcome) capped by the
 target's own, and it is a wall-clock deadline for the whole exchange, headers and body
-(``consumer.deploy.http_deadline``, as the warmer's): a target that drips its answer is cut
+(``consumer.outbound.deadline``, as the warmer's): a target that drips its answer is cut
 off at it. No more than ``MAX_ANSWER_BYTES`` of the body is read. Redirects are not
 followed: the signed request would go somewhere the settings never named. A ``Retry-After`` is
 honoured here only while the budget covers the wait and one more call; otherwise the failure
@@ -19,10 +19,10 @@ from collections.abc import Callable
 import requests
 
 from consumer.config.targets import TargetSpec
-from consumer.deploy.http_deadline import Deadline, deadline_session
-from consumer.deploy.http_fetch import MIN_REQUEST_SECONDS, Budget
 from consumer.errors import Retryable
 from consumer.observe import spans
+from consumer.outbound.budget import MIN_REQUEST_SECONDS, Budget
+from consumer.outbound.deadline import Deadline, deadline_session
 from consumer.targets.answer import MAX_ANSWER_BYTES, Answer, result, retry_after
 from consumer.targets.auth import TokenSource, auth_headers
 from consumer.targets.cloudevent import Delivery

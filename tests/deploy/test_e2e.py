@@ -14,9 +14,9 @@ import requests
 from sqlalchemy import Engine
 
 from bench.support.deploy_targets import TargetServer
+from consumer.auth.signature import signed_headers
 from consumer.config.settings import Settings
 from consumer.deploy.hook import HOOK_MAX_BYTES
-from consumer.deploy.signature import signed_headers
 from consumer.deploy.store import WarmRuns
 from consumer.inbox.store import Inbox
 from consumer.wire.envelopes_out import deploy_body

@@ -15,11 +15,11 @@ from hypothesis import strategies as st
 from sqlalchemy import Engine, func, select
 
 from bench.support.deploy_targets import TargetServer
+from consumer.auth.signature import SIGNATURE_HEADER, TIMESTAMP_HEADER, signed_headers
 from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
 from consumer.deploy.hook import HOOK_MAX_BYTES
 from consumer.deploy.schema import warm_runs
-from consumer.deploy.signature import SIGNATURE_HEADER, TIMESTAMP_HEADER, signed_headers
 from consumer.http.app import create_app
 from consumer.inbox.store import Inbox
 from consumer.service import Service

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from consumer.deploy.signature import (
+from consumer.auth.signature import (
     SIGNATURE_HEADER,
     TIMESTAMP_HEADER,
     Verifier,

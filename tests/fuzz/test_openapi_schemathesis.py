@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, settings
 from schemathesis import checks
 from werkzeug.test import TestResponse
 
-from consumer.deploy.signature import signed_headers
+from consumer.auth.signature import signed_headers
 from consumer.http.app import built_with
 from consumer.http.openapi import text
 from tests.fuzz.conftest import fuzz_app

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from consumer.deploy.signature import sign
+from consumer.auth.signature import sign
 from consumer.wire.envelopes_out import wrapped_body
 from tests.auth.tokens import ACCOUNT, AUDIENCE, SigningKey, claims, unsigned
 

@@ -11,8 +11,8 @@ import pytest
 from flask import Flask
 from sqlalchemy import Engine
 
+from consumer.auth.signature import signed_headers
 from consumer.config.settings import Settings
-from consumer.deploy.signature import signed_headers
 from consumer.http.app import create_app
 from consumer.http.embed import Consumer
 from consumer.inbox.store import Inbox

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
+from consumer.auth.signature import signed_headers
 from consumer.config.settings import Settings
-from consumer.deploy.signature import signed_headers
 from consumer.http.app import create_app
 from consumer.inbox.store import Inbox
 from consumer.service import Service

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from bench.support.target_servers import PyTarget, Reply
+from consumer.auth.signature import Verifier
 from consumer.config.targets import target
-from consumer.deploy.signature import Verifier
 from consumer.errors import Permanent, Retryable
 from consumer.observe import tracing
 from consumer.targets.call import Caller
