@@ -1,6 +1,6 @@
 """The heartbeat of a live sweeper: short job leases, renewed while the sweeper lives.
 
-A claimed batch is held by a short lease (``CONSUMER_JOB_LEASE_SECONDS``, 10 s by default), so
+A claimed batch is held by a short lease (``CONSUMER_JOB_LEASE_SECONDS``, 3 s by default), so
 the batch of a sweeper that was killed is taken over within about one lease. A live sweeper keeps
 its batch by renewing the lease from a small thread, on its own connection, every third of a
 lease; the renewal is a guarded ``UPDATE`` (``claimed_by`` and ``status = 'running'``), so a
