@@ -18,7 +18,8 @@ Each is driven with ``--connections`` keep-alive connections for ``--seconds``, 
 (target >= 0.6, p99 < 25 ms), and the CPU each request cost the gunicorn workers and the
 PostgreSQL backends (read from /proc: steadier than rates on a shared machine). The load
 generator is ``wrk`` (Debian package) with a Lua script when it is installed, else a Python one
-with keep-alive connections; the output says which.
+with keep-alive connections; the output says which. The last line sets the consumer's CPU
+per push beside the two-writes route's (``push cpu: ...``).
 
 ``--one-commit`` adds ``1-commit``: the consumer with the same no-op deploy handler declared a
 one-commit handler (``bench.one_commit_deploy``: claim and outcome in one transaction), and
@@ -351,6 +352,7 @@ def main() -> None:
         report_one_commit(results)
     if args.tracing:
         report_tracing(results, exported)
+    print(cpu_line(results))
 
 
 def lineup(
@@ -414,6 +416,24 @@ def report(results: dict[str, list[Run]], args: argparse.Namespace) -> None:
     unframed = medians["consumer"][0] / medians["2w-wsgi"][0]
     print(f"  ratio consumer/2w-wsgi {unframed:.2f}x (the two writes answered before Flask, as "
           "the consumer answers /push)")  # fmt: skip
+
+
+def cpu_line(results: dict[str, list[Run]]) -> str:
+    """The bench's last line: CPU per push (gunicorn workers + the database's backends) beside
+    the two-writes route's, same run, medians of repeats; steadier than rates on a shared
+    machine. ``n/a`` where a reading is zero: /proc did not show those processes' CPU."""
+    (worker, db), floor = cpu_us(results["consumer"]), cpu_us(results["2-writes"])
+    if min(worker, db, *floor) <= 0:
+        return "push cpu: consumer n/a us/push (worker n/a, db n/a) vs two-writes n/a us: n/a x"
+    total = worker + db
+    return (f"push cpu: consumer {total:.1f} us/push (worker {worker:.1f}, db {db:.1f}) "
+            f"vs two-writes {sum(floor):.1f} us: {total / sum(floor):.2f} x")  # fmt: skip
+
+
+def cpu_us(runs: list[Run]) -> tuple[float, float]:
+    """Median worker and database CPU per request, in microseconds."""
+    worker = statistics.median(run.app_cpu_ms for run in runs)
+    return worker * 1000, statistics.median(run.db_cpu_ms for run in runs) * 1000
 
 
 def median_of(runs: list[Run]) -> tuple[float, ...]:

@@ -6,7 +6,8 @@ claim statement, for:
   direct     the same claim and complete statements issued through psycopg, without SQLAlchemy;
   procrastinate  a peer Postgres job queue (one job per fetch), its own database.
 Every mode works off the same number of jobs; medians of ``--repeat`` runs are reported with
-the ratios consumer/direct (target >= 0.80) and consumer/procrastinate (target >= 20).
+the ratios consumer/direct (target >= 0.80) and consumer/procrastinate (target >= 20). The
+last line sets the sweep's worker CPU per job beside direct SQL's (``sweep cpu: ...``).
 
 With ``--cap N`` it measures instead what a concurrency cap costs: the real sweep without a cap
 (``consumer``) against the same sweep with a cap of N on the kind (``capped``, every claim under
@@ -338,6 +339,25 @@ def report(results: dict[tuple[str, int], Series], levels: list[int]) -> None:
     print("targets: consumer/direct >= 0.80, consumer/procrastinate >= 20x")
 
 
+def cpu_line(results: dict[tuple[str, int], Series]) -> str:
+    """The bench's last line: worker CPU per job of the sweep beside direct SQL's, same run,
+    medians of repeats (steadier than rates on a shared machine); ``n/a`` where either mode did
+    not run at that concurrency."""
+    one, four = (cpu_pair(results, sweepers) for sweepers in (1, 4))
+    return f"sweep cpu: 1 sweeper {one[0]} us/job vs direct {one[1]} us: {one[2]} x; " + (
+        f"4 sweepers {four[0]} vs {four[1]}: {four[2]} x"
+    )
+
+
+def cpu_pair(results: dict[tuple[str, int], Series], sweepers: int) -> tuple[str, str, str]:
+    """Consumer and direct worker CPU per job in microseconds, and their ratio, as printed."""
+    ours, direct = results.get(("consumer", sweepers)), results.get(("direct", sweepers))
+    if ours is None or direct is None:
+        return "n/a", "n/a", "n/a"
+    mine, theirs = ours.median("cpu") * 1e6, direct.median("cpu") * 1e6
+    return f"{mine:.1f}", f"{theirs:.1f}", f"{mine / theirs:.2f}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--jobs", type=int, default=20000)
@@ -379,6 +399,7 @@ def main() -> None:
         report_cap(results, levels, args.cap)
     else:
         report(results, levels)
+    print(cpu_line(results))
 
 
 if __name__ == "__main__":

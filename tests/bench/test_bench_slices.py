@@ -6,6 +6,7 @@ does the same for the growth benchmark."""
 
 from __future__ import annotations
 
+import math
 import re
 import subprocess
 import sys
@@ -41,6 +42,25 @@ def test_the_push_bench_prints_the_consumer_against_its_floors(postgres_admin: s
         assert ratio(printed, label) > 0, printed
     for server in ("consumer", "2w-wsgi"):
         assert re.search(server + r"\s+\d+ req/s .* non-2xx 0 ", printed), printed
+    figures = last_line(printed, PUSH_CPU)
+    assert len(figures) == 5 and all(figure > 0 for figure in figures), printed
+
+
+PUSH_CPU = (
+    r"push cpu: consumer (\S+) us/push \(worker (\S+), db (\S+)\) vs two-writes (\S+) us: (\S+) x"
+)
+SWEEP_CPU = (
+    r"sweep cpu: 1 sweeper (\S+) us/job vs direct (\S+) us: (\S+) x; "
+    r"4 sweepers (\S+) vs (\S+): (\S+) x"
+)
+
+
+def last_line(printed: str, pattern: str) -> list[float]:
+    """The figures of the bench's last line, which must match ``pattern`` whole (``n/a``
+    read as NaN)."""
+    match = re.fullmatch(pattern, printed.rstrip("\n").splitlines()[-1])
+    assert match is not None, f"last line is not {pattern!r}:\n{printed[-2000:]}"
+    return [float("nan") if figure == "n/a" else float(figure) for figure in match.groups()]
 
 
 def sweep_ratios(printed: str, header: str) -> dict[int, float]:
@@ -62,6 +82,9 @@ def test_the_sweep_bench_prints_the_ratio_to_direct_sql(postgres_admin: str) -> 
     found = sweep_ratios(printed, "consumer/direct")
     assert set(found) == {1, 2}, printed
     assert all(ratio > 0 for ratio in found.values()), printed
+    figures = last_line(printed, SWEEP_CPU)
+    assert all(figure > 0 for figure in figures[:3]), printed
+    assert all(math.isnan(figure) for figure in figures[3:]), printed  # no 4 sweepers in the slice
 
 
 def test_the_sweep_bench_prints_what_a_cap_costs(postgres_admin: str) -> None:
@@ -69,6 +92,7 @@ def test_the_sweep_bench_prints_what_a_cap_costs(postgres_admin: str) -> None:
     found = sweep_ratios(printed, "capped/consumer")
     assert set(found) == {1, 2}, printed
     assert all(ratio > 0 for ratio in found.values()), printed
+    assert last_line(printed, SWEEP_CPU), printed  # all n/a: --cap runs no direct SQL
 
 
 def test_the_import_bench_prints_each_mode_against_the_copy_floor(postgres_admin: str) -> None:
