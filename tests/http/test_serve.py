@@ -39,8 +39,9 @@ def alive(pid: int) -> bool:
     return "State:\tZ" not in status
 
 
-@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
-def test_stopping_serve_stops_its_workers(tmp_path: Path, stop: signal.Signals) -> None:
+def serving_two_workers(tmp_path: Path) -> tuple[int, subprocess.Popen[bytes]]:
+    """``consumer serve --local`` with two workers, once both are forked (one worker answering
+    does not mean the arbiter has forked the second yet); the caller stops it."""
     port = free_port()
     command = [*CONSUMER, "serve", "--local", "--bind", f"127.0.0.1:{port}", "--workers", "2"]
     process = subprocess.Popen(
@@ -48,8 +49,17 @@ def test_stopping_serve_stops_its_workers(tmp_path: Path, stop: signal.Signals) 
     )
     try:
         wait_until(lambda: requests.get(f"http://127.0.0.1:{port}/healthz", timeout=2).ok)
-        # One worker answering does not mean the arbiter has forked the second yet.
         wait_until(lambda: len(descendants(process.pid)) >= 2)
+    except BaseException:
+        stop_process(process)
+        raise
+    return port, process
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
+def test_stopping_serve_stops_its_workers(tmp_path: Path, stop: signal.Signals) -> None:
+    port, process = serving_two_workers(tmp_path)
+    try:
         workers = descendants(process.pid)
         idle = requests.Session()  # a kept-alive idle connection must not hold the stop
         assert idle.get(f"http://127.0.0.1:{port}/healthz", timeout=5).ok
@@ -165,14 +175,8 @@ def test_one_workers_abort_leaves_the_pods_metrics_directory(tmp_path: Path) -> 
     forked inside ``serve``'s own call, so a worker's exit (gunicorn aborts a worker whose
     heartbeat is stale, as after a pause) unwound through the same clean-up and removed the
     directory under the pod's other workers: every request after it answered 500."""
-    port = free_port()
-    command = [*CONSUMER, "serve", "--local", "--bind", f"127.0.0.1:{port}", "--workers", "2"]
-    process = subprocess.Popen(
-        command, env=clean_env(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
+    port, process = serving_two_workers(tmp_path)
     try:
-        wait_until(lambda: requests.get(f"http://127.0.0.1:{port}/healthz", timeout=2).ok)
-        wait_until(lambda: len(descendants(process.pid)) >= 2)
         directory = _metrics_directory_of(process.pid)
         assert Path(directory).is_dir()
         aborted = min(descendants(process.pid))
