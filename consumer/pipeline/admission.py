@@ -30,9 +30,11 @@ from consumer.wire.message import PushMessage
 from consumer.wire.outcomes import Kind, Outcome, in_progress
 
 log = logging.getLogger("consumer.admission")
-TRUSTED = frozenset({Source.CLI, Source.REPLAY, Source.NOTIFY})
-"""The operator's own ways in (whatever they start, an operator asked for), and the service's
-own in-process sweep when a job's enqueue commits."""
+TRUSTED = frozenset({Source.CLI, Source.REPLAY, Source.NOTIFY, Source.REDRIVE})
+"""The operator's own ways in (whatever they start, an operator asked for), the service's own
+in-process sweep when a job's enqueue commits, and its re-drive of a row left running: such a
+row exists only because its delivery was admitted (a refused one is recorded ``dead``), so it is
+not judged again, whatever way in it came through (``/ticks`` names no subscription)."""
 ENDPOINT_ROUTES = {Source.TICKS: frozenset({Route.TICK.value}), Source.HOOK: frozenset({"deploy"})}
 """The HTTP endpoints that are not ``/push``: each starts one route only."""
 _announced = threading.Event()

@@ -22,6 +22,7 @@ from consumer.pipeline.dispatch import Dispatcher
 from consumer.pipeline.redrive import Redrive, redrive_in
 from consumer.pipeline.running import context_for
 from consumer.service import Service
+from consumer.ticks.hook import tick_message
 from consumer.wire.envelope import parse_push
 from consumer.wire.envelopes_out import storage_body, tick_body
 from tests.conftest import Clock
@@ -191,3 +192,27 @@ def test_a_run_starts_rows_only_while_its_window_is_open(
     assert 1 <= redrive.ran <= 2
     statuses = [row.status for key in keys if (row := Inbox(engine).get(key)) is not None]
     assert statuses.count(Status.RUNNING) == len(keys) - redrive.ran
+
+
+def test_a_declared_service_re_drives_a_tick_that_came_through_its_own_endpoint(
+    service: Service, engine: Engine, clock: Clock
+) -> None:
+    """Outside local mode every delivery is admitted by its source (``CONSUMER_SOURCES``). A row
+    exists only because its delivery was admitted, so its re-drive is not judged again: a tick
+    sent to ``POST /ticks/effect`` (subscription ``ticks``, which no declaration names) was
+    refused at its re-drive, recorded under a ``refused:`` key, and its own row stayed
+    ``running`` for ever."""
+    declared = service.settings.with_values(
+        local_mode=False, sources={"projects/p/subscriptions/jobs-push": frozenset({"job"})}
+    )
+    served = Service.of(declared, engine)
+    dispatcher = Dispatcher(declared, engine, served.registry, clock)
+    message = tick_message("effect", b"", clock.now, {}, signed=False)
+    event = dispatcher.classify(message)
+    assert Inbox(engine).claim(event.key, event.route, event.message, clock(), LEASE)
+    clock.advance(AFTER + 10)
+
+    Redrive(declared, engine, served.registry, clock, time.monotonic() + 60).run()
+    row = Inbox(engine).get(event.key)
+    assert row is not None and (row.status, row.attempts) == (Status.DONE, 2), row
+    assert effects_of(engine, event.key) == 1
