@@ -19,6 +19,11 @@ MAX_INT_BITS = 1000
 """Larger integers are kept as text: JSON encoders refuse ints of more than 4300 digits."""
 MAX_RESULT_CHARS = 1_000_000
 EXCERPT_CHARS = 2000
+SCALAR_BOUND = 320
+"""At most this many characters of JSON for a number, a boolean or null, with its separator (an
+integer of ``MAX_INT_BITS`` bits has 302 digits)."""
+ESCAPE_FACTOR = 6
+"""A character of a string takes at most six in JSON (``\\u001f``)."""
 
 
 def describe(exc: BaseException) -> str:
@@ -40,8 +45,11 @@ def json_safe_result(result: Any) -> dict[str, Any]:
     ``MAX_RESULT_CHARS`` as JSON is kept as an excerpt."""
     if result is None:
         return {}
-    converted = _Storable().convert(result, MAX_DEPTH)
+    storable = _Storable()
+    converted = storable.convert(result, MAX_DEPTH)
     details = converted if isinstance(converted, dict) else {"result": converted}
+    if storable.bound + SCALAR_BOUND <= MAX_RESULT_CHARS:
+        return details  # proved small by the walk: no encoding just to measure it (a push's)
     encoded = json.dumps(details, ensure_ascii=False)
     if len(encoded) <= MAX_RESULT_CHARS:
         return details
@@ -57,11 +65,14 @@ class _Storable:
     def __init__(self) -> None:
         self.left = MAX_VALUES
         self.path: set[int] = set()
+        self.bound = 0
+        """An upper bound on the length of the converted value as JSON."""
 
     def convert(self, value: Any, depth: int) -> Any:
         self.left -= 1
+        self.bound += SCALAR_BOUND
         if isinstance(value, str):
-            return text.storable(value, limit=MAX_STRING_CHARS)
+            return self._string(value, MAX_STRING_CHARS)
         if value is None or isinstance(value, bool):
             return value
         if isinstance(value, int):
@@ -73,7 +84,7 @@ class _Storable:
         if isinstance(value, float):
             return float(value) if math.isfinite(value) else str(value)
         if not isinstance(value, Mapping | list | tuple):
-            return text.storable(str(value))
+            return self._string(str(value), None)
         if depth <= 0 or self.left <= 0 or id(value) in self.path:
             return f"<not kept: deeper than {MAX_DEPTH} levels, a cycle or too many values>"
         self.path.add(id(value))
@@ -84,5 +95,10 @@ class _Storable:
 
     def _container(self, value: Mapping[Any, Any] | list[Any] | tuple[Any, ...], depth: int) -> Any:
         if isinstance(value, Mapping):
-            return {text.storable(str(k)): self.convert(v, depth) for k, v in value.items()}
+            return {self._string(str(k), None): self.convert(v, depth) for k, v in value.items()}
         return [self.convert(item, depth) for item in value]
+
+    def _string(self, value: str, limit: int | None) -> str:
+        kept = text.storable(value) if limit is None else text.storable(value, limit=limit)
+        self.bound += ESCAPE_FACTOR * len(kept) + SCALAR_BOUND
+        return kept

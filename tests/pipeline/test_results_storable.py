@@ -8,13 +8,15 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from sqlalchemy import Engine
 
 from consumer.config.settings import Settings
 from consumer.errors import Skip
 from consumer.pipeline.dispatch import Dispatcher
 from consumer.pipeline.registry import Registry
-from consumer.pipeline.results import json_safe_result
+from consumer.pipeline.results import MAX_DEPTH, SCALAR_BOUND, _Storable, json_safe_result
 from consumer.plugins import build_registry
 from consumer.wire.message import PushMessage
 from consumer.wire.outcomes import Kind
@@ -77,3 +79,29 @@ def test_a_skip_reason_with_a_nul_is_recorded(settings: Settings, engine: Engine
 def test_a_result_too_large_is_kept_as_an_excerpt() -> None:
     details = json_safe_result({"rows": ["x" * 1000] * 5000})
     assert "result_too_large" in details and len(json.dumps(details)) < 10_000
+
+
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()
+    | st.text()
+    | st.text(alphabet='\x01"\\', min_size=200, max_size=400),  # escapes: 6 and 2 chars each
+    lambda children: (
+        st.lists(children, max_size=5) | st.dictionaries(st.text(), children, max_size=5)
+    ),
+    max_leaves=40,
+)
+
+
+@given(JSON_VALUES)
+def test_the_walk_bounds_the_encoded_length_so_a_small_result_is_not_encoded_to_measure_it(
+    value: Any,
+) -> None:
+    """``json_safe_result`` skips encoding a result its walk proves small; the proof must hold:
+    the bound is never below the length of the JSON it keeps (escapes and big integers included)."""
+    walk = _Storable()
+    converted = walk.convert(value, MAX_DEPTH)
+    details = converted if isinstance(converted, dict) else {"result": converted}
+    assert len(json.dumps(details, ensure_ascii=False)) <= walk.bound + SCALAR_BOUND
