@@ -165,11 +165,14 @@ def _kept_cursors(info: dict[Any, Any], driver: Any, count: int) -> list[Any]:
 def translated(
     connection: Connection, driver: Any, statement: str, args: Any, exc: Exception
 ) -> StatementError:
-    """``exc`` as SQLAlchemy raises a driver fault; a connection the fault killed is invalidated
-    first, so the connection reconnects on its next use (``retry_on_stale`` relies on it)."""
+    """``exc`` as SQLAlchemy raises a driver fault. A fault that killed the connection retires
+    the pool as SQLAlchemy's own statements do: this connection reconnects on its next use
+    (``retry_on_stale`` relies on it), and every connection pooled before it on its next
+    checkout (after a restart they are all dead; each would otherwise fail one more delivery)."""
     dialect = connection.dialect
     gone = dialect.is_disconnect(cast(Any, exc), driver, None)
     if gone and not connection.invalidated:
+        connection.engine.pool._invalidate(connection.connection, exc)
         connection.invalidate(exc)
     return DBAPIError.instance(
         statement, args, exc, dialect.loaded_dbapi.Error, connection_invalidated=gone,

@@ -122,3 +122,24 @@ def test_a_pipelined_claim_on_a_connection_the_server_ended_is_unavailable_then_
         connection.rollback()
         assert pipelined(connection, steps) == [0, 0]  # reconnected: no such row, no fault
         connection.rollback()
+
+
+def test_a_dead_connection_found_by_a_prepared_statement_retires_the_whole_pool(
+    postgres_url: str, pg_engine: Engine
+) -> None:
+    """After a restart every pooled connection is dead. The first fault retires them all, as
+    SQLAlchemy's own statements do: otherwise each would fail one more delivery (a handler's
+    write on the second stale connection answered 503 after the claim had reconnected)."""
+    first, second = pg_engine.connect(), pg_engine.connect()
+    for connection in (first, second):
+        connection.exec_driver_sql("SELECT 1")
+        connection.commit()
+    first.close()
+    second.close()  # both are pooled now
+    assert end_other_backends(postgres_url) >= 2
+    statement = prepared(finish, pg_engine.dialect)
+    with pg_engine.connect() as found, pytest.raises(Unavailable), unavailable_on_db_fault():
+        statement.rowcount(found, FINISH_VALUES)
+    with pg_engine.connect() as one, pg_engine.connect() as other:
+        for connection in (one, other):
+            assert connection.exec_driver_sql("SELECT 1").scalar() == 1
