@@ -32,6 +32,7 @@ from sqlalchemy import Engine
 
 from consumer.db.dialect import POSTGRESQL
 from consumer.jobs.declared import declare
+from consumer.jobs.notify import CHANNEL
 from consumer.pipeline.decisions import Source
 from consumer.pipeline.dispatch import Dispatcher
 from consumer.wire.events import TickEvent
@@ -39,7 +40,6 @@ from consumer.wire.message import PushMessage
 from consumer.wire.timeutil import utcnow
 
 log = logging.getLogger("consumer.jobs.listen")
-CHANNEL = "consumer_jobs"
 TASK = "sweep"
 PREFIX = "notify-"
 PING_SECONDS = 30.0

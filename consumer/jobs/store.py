@@ -15,7 +15,7 @@ from sqlalchemy import Connection, Engine
 
 from consumer.db.dialect import POSTGRESQL
 from consumer.db.prepared import Build, pipelined, prepared
-from consumer.jobs import queries, wake
+from consumer.jobs import notify, queries, wake
 from consumer.jobs.kinds import BUILT_IN
 from consumer.jobs.model import (
     EnqueueResult,
@@ -122,6 +122,7 @@ class JobStore(JobOperations):
             statement = queries.enqueue(self.dialect)
             inserted = conn.execute(statement, _row(job, utcnow())).scalar()
             if inserted is not None:
+                notify.due(conn, [job.run_at])  # a job due now starts when this commits
                 return EnqueueResult(int(inserted), inserted=True)
             existing = conn.execute(queries.id_of_key(job.key)).scalar()
         return EnqueueResult(None if existing is None else int(existing), inserted=False)
@@ -145,7 +146,10 @@ class JobStore(JobOperations):
         if not rows:
             return 0
         with self._write(connection) as conn:
-            return len(conn.execute(queries.enqueue(self.dialect), rows).all())
+            inserted = len(conn.execute(queries.enqueue(self.dialect), rows).all())
+            if inserted:
+                notify.due(conn, [job.run_at for job in new_jobs])  # starts when this commits
+            return inserted
 
     # --- the sweep: claim, then guarded writes ---------------------------------------------------
 

@@ -1,0 +1,35 @@
+"""NOTIFY on enqueue: a job due now starts the moment the transaction that enqueued it commits.
+
+The SQL function ``consumer_enqueue`` (migration ``0010_sql_enqueue``) NOTIFYs channel
+``consumer_jobs`` for a job due now, and every serving process LISTENs on it
+(``consumer.jobs.listen``). Python's ``enqueue`` and ``enqueue_many``, the jobs topic and the job
+API do the same through ``due``: ``pg_notify`` runs inside the enqueuing transaction, so
+PostgreSQL delivers it only when that transaction commits, and never after a rollback; equal
+notifications of one transaction fold into one. SQLite has no NOTIFY: there, and for pods that
+cannot LISTEN, the Pub/Sub wake-up (``consumer.jobs.wake``) and the ``sweep`` tick remain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from sqlalchemy import Connection, text
+
+from consumer.db.dialect import POSTGRESQL
+from consumer.wire.timeutil import utcnow
+
+CHANNEL = "consumer_jobs"
+NOTIFY = text(f"SELECT pg_notify('{CHANNEL}', '')")
+
+
+def due(connection: Connection, run_ats: Iterable[datetime | None]) -> bool:
+    """NOTIFY in ``connection``'s transaction when any of the enqueued jobs' ``run_ats`` is due
+    now (``None``: now); whether it did. A later job waits for its tick, as any scheduled job."""
+    if connection.dialect.name != POSTGRESQL:
+        return False
+    now = utcnow()
+    if not any(run_at is None or run_at <= now for run_at in run_ats):
+        return False
+    connection.execute(NOTIFY)
+    return True
