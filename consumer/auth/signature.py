@@ -34,6 +34,13 @@ def sign(secret: str, timestamp: int, body: bytes) -> str:
     return hmac.new(secret.encode(), payload, hashlib.sha256).hexdigest()
 
 
+def request_message(method: str, path: str, body: bytes) -> bytes:
+    """What a request to the job API signs in place of its bare body: its method and path (below
+    any mount prefix, as decoded: ``/jobs/order-42``), a newline, then the body, so a captured
+    signature cannot be replayed against another key or as another operation."""
+    return f"{method.upper()} {path}\n".encode() + body
+
+
 def signed_headers(secret: str, timestamp: int, body: bytes) -> dict[str, str]:
     """The headers a sender adds (used by tests and by Python senders)."""
     return {

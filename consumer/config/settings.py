@@ -26,6 +26,7 @@ from consumer.config.database import DatabaseSettings, DatabaseWaits
 from consumer.config.deploy import DeployHookSettings, WarmingSettings
 from consumer.config.fields import PREFIX, Rule, Section, named, setting
 from consumer.config.flow import FlowSettings
+from consumer.config.job_api import JobApiSettings
 from consumer.config.jobs import JobSettings
 from consumer.config.mail import NO_SMTP_HOST, SmtpSettings
 from consumer.config.parse import boolean, names
@@ -83,6 +84,7 @@ class Settings(Section):
     dashboard: DashboardSettings = field(default_factory=DashboardSettings, metadata=SECTION)
     targets: TargetSettings = field(default_factory=TargetSettings, metadata=SECTION)
     tick_hook: TickHookSettings = field(default_factory=TickHookSettings, metadata=SECTION)
+    job_api: JobApiSettings = field(default_factory=JobApiSettings, metadata=SECTION)
     tracing: TracingSettings = field(default_factory=TracingSettings, metadata=SECTION)
     tick_control: TickControlSettings = field(default_factory=TickControlSettings, metadata=SECTION)
     admission: AdmissionSettings = field(default_factory=AdmissionSettings, metadata=SECTION)

@@ -25,6 +25,7 @@ from consumer.http import state_metrics as metrics_state
 from consumer.http.deliveries import Deliveries
 from consumer.http.door import GatedWsgi
 from consumer.http.gate import Gate
+from consumer.http.jobs_api import JobAnswers
 from consumer.http.routes import Handler
 from consumer.observe import exporting, metrics, spans
 from consumer.pipeline.dispatch import Dispatcher
@@ -77,7 +78,8 @@ def create_app(
         app.add_url_rule(route.path, route.handler.value, views[route.handler])
     app.register_error_handler(HTTPException, json_http_error)
     deliveries = Deliveries(dispatcher, limits_of(settings))
-    gated = GatedWsgi(Gate(settings, authenticate), app.wsgi_app, deliveries)
+    jobs = JobAnswers(settings, engine, service.registry, clock)
+    gated = GatedWsgi(Gate(settings, authenticate), app.wsgi_app, deliveries, jobs)
     app.wsgi_app = gated  # type: ignore[method-assign]
     app.extensions["consumer"] = BuiltWith(settings, authenticate, gated)
     return app

@@ -21,7 +21,9 @@ from werkzeug.exceptions import InternalServerError
 from consumer.errors import ConsumerError
 from consumer.http.deliveries import Deliveries
 from consumer.http.gate import ADMISSION, Admission, Gate, LengthRequired, NotAllowed, WsgiApp
+from consumer.http.jobs_api import JobAnswers
 from consumer.http.request import RequestView
+from consumer.http.routes import JOB_HANDLERS
 from consumer.observe import logs, spans
 from consumer.wire.outcomes import Outcome, from_http_status
 
@@ -44,6 +46,12 @@ def answer(outcome: Outcome, error: ConsumerError | None = None) -> Answer:
     return outcome.http_status, headers, body
 
 
+def document_answer(status: int, document: Any) -> Answer:
+    """Status, headers and body of a JSON document (the job API's answers)."""
+    body = json_bytes(document)
+    return status, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))], body
+
+
 def refusal(gate: Gate, view: RequestView, error: ConsumerError, started: float) -> Answer:
     """The answer to a request refused before any handler, its decision recorded once."""
     return answer(gate.refuse(view, error, started), error)
@@ -51,10 +59,16 @@ def refusal(gate: Gate, view: RequestView, error: ConsumerError, started: float)
 
 class GatedWsgi:
     """``gate`` in front of ``app`` (the Flask app's own WSGI callable), the deliveries answered
-    by ``deliveries`` (None: an app with no delivery rows)."""
+    by ``deliveries`` (None: an app with no delivery rows), the job API by ``jobs``."""
 
-    def __init__(self, gate: Gate, app: WsgiApp, deliveries: Deliveries | None = None) -> None:
-        self.gate, self.app, self.deliveries = gate, app, deliveries
+    def __init__(
+        self,
+        gate: Gate,
+        app: WsgiApp,
+        deliveries: Deliveries | None = None,
+        jobs: JobAnswers | None = None,
+    ) -> None:
+        self.gate, self.app, self.deliveries, self.jobs = gate, app, deliveries, jobs
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         admission = environ.get(ADMISSION)
@@ -68,9 +82,15 @@ class GatedWsgi:
         environ["REQUEST_METHOD"] = admission.view.method  # the method every check compared
         logs.bind_environ(environ)  # this request's trace on its log lines
         try:
+            if admission.route.handler in JOB_HANDLERS and self.jobs is not None:
+                jobs = self.jobs
+                answered = lambda: document_answer(*jobs.answer(admission, environ))  # noqa: E731
+                return _respond(start_response, self._deliver(admission, environ, answered))
             if admission.route.source is None or self.deliveries is None:
                 return self.app(environ, start_response)
-            return _respond(start_response, self._deliver(admission, environ))
+            deliveries = self.deliveries
+            decided = lambda: answer(deliveries.answer(admission, environ))  # noqa: E731
+            return _respond(start_response, self._deliver(admission, environ, decided))
         finally:
             logs.unbind_request()
 
@@ -87,21 +107,24 @@ class GatedWsgi:
                 return refusal(self.gate, view, error, started)
         return admission
 
-    def _deliver(self, admission: Admission, environ: dict[str, Any]) -> Answer:
-        """A delivery's answer, inside its server span; a JSON 500 for an exception a handler
-        let out, as Flask answers one."""
-        assert self.deliveries is not None and admission.route is not None
-        span = spans.start_server(admission.view.method, admission.route.path, environ)
+    def _deliver(
+        self, admission: Admission, environ: dict[str, Any], answered: Callable[[], Answer]
+    ) -> Answer:
+        """A handler's answer (a delivery's, the job API's), inside its server span; a JSON 500
+        for an exception a handler let out, as Flask answers one."""
+        assert admission.route is not None
+        view = admission.view
+        span = spans.start_server(view.method, admission.route.path, environ)
         status: int | None = None
         error: BaseException | None = None
         try:
             try:
-                outcome = self.deliveries.answer(admission, environ)
+                reply = answered()
             except Exception as exc:
-                log.exception("Exception on %s [POST]", admission.view.path)
-                outcome, error = from_http_status(500, InternalServerError.description), exc
-            status = outcome.http_status
-            return answer(outcome)
+                log.exception("Exception on %s [%s]", view.path, view.method)
+                reply, error = answer(from_http_status(500, InternalServerError.description)), exc
+            status = reply[0]
+            return reply
         except BaseException as exc:  # a worker stopping mid-request: the span still ends
             error = exc
             raise

@@ -3,7 +3,7 @@
     app = Flask(__name__)                      # their app: their routes, auth and error pages
     service = Service.of(settings)             # or consumer.service.compose(os.environ)
     Consumer(app, service, url_prefix="/consumer")
-    # POST /consumer/push, /consumer/hooks/deploy, /consumer/ticks/<task>
+    # POST /consumer/push, /consumer/hooks/deploy, /consumer/ticks/<task>, /consumer/jobs...
 
 The mounted routes are the front door's (``consumer.http.door``), the same handlers on the same
 route table as ``create_app``'s, so the pipeline, the inbox keys and the outcome table are the
@@ -24,6 +24,7 @@ from consumer.http.app import BuiltWith, limits_of
 from consumer.http.deliveries import Deliveries
 from consumer.http.door import GatedWsgi
 from consumer.http.gate import Gate
+from consumer.http.jobs_api import JobAnswers
 from consumer.http.routes import delivery_rows
 from consumer.pipeline.dispatch import Dispatcher
 from consumer.service import Service
@@ -34,8 +35,8 @@ EXTENSION = "consumer"
 
 class Consumer:
     """The Flask extension: ``Consumer(app, service)``, or ``Consumer(...).init_app(app, service)``
-    for an app factory. ``hook`` and ``tick``: mount ``/hooks/deploy`` and ``/ticks/<task>``
-    too (``/push`` is always mounted)."""
+    for an app factory. ``hook``, ``tick`` and ``jobs``: mount ``/hooks/deploy``,
+    ``/ticks/<task>`` and the job API (``/jobs``...) too (``/push`` is always mounted)."""
 
     def __init__(
         self,
@@ -45,11 +46,12 @@ class Consumer:
         url_prefix: str = "/consumer",
         hook: bool = True,
         tick: bool = True,
+        jobs: bool = True,
         clock: Clock = utcnow,
         authenticate: Authenticator | None = None,
     ) -> None:
         self.url_prefix = url_prefix.rstrip("/")
-        self.hook, self.tick, self.clock = hook, tick, clock
+        self.hook, self.tick, self.jobs, self.clock = hook, tick, jobs, clock
         self._authenticate = authenticate
         self.dispatcher: Dispatcher | None = None
         if app is not None and service is not None:
@@ -64,9 +66,10 @@ class Consumer:
         settings.validate()
         self.dispatcher = Dispatcher(settings, service.engine, service.registry, self.clock)
         authenticate = self._authenticate or authenticator_for(settings)
-        rows = delivery_rows(hook=self.hook, tick=self.tick)
+        rows = delivery_rows(hook=self.hook, tick=self.tick, jobs=self.jobs)
         gate = Gate(settings, authenticate, routes=rows, prefix=self.url_prefix, embedded=True)
         deliveries = Deliveries(self.dispatcher, limits_of(settings))
-        gated = GatedWsgi(gate, app.wsgi_app, deliveries)
+        answers = JobAnswers(settings, service.engine, service.registry, self.clock)
+        gated = GatedWsgi(gate, app.wsgi_app, deliveries, answers if self.jobs else None)
         app.wsgi_app = gated  # type: ignore[method-assign]
         app.extensions[EXTENSION] = BuiltWith(settings, authenticate, gated)

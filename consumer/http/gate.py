@@ -42,6 +42,7 @@ from consumer.deploy import hook
 from consumer.errors import BadRequest, BodyTooLarge, ConsumerError
 from consumer.http import ticks
 from consumer.http.credentials import NOBODY, Credentials, Scheme
+from consumer.http.job_gate import JobApiGate
 from consumer.http.request import RequestView
 from consumer.http.routes import TABLE, Auth, Route, match
 from consumer.pipeline import decisions
@@ -107,6 +108,8 @@ class Gate:
         self._hook = Verifier(hooks.secrets, hooks.tolerance_seconds) if hooks.secrets else None
         certs = authenticate.certs if isinstance(authenticate, OidcAuthenticator) else None
         self._ticks = ticks.TickGate.of(settings, certs)
+        self._jobs = JobApiGate.of(settings, certs)
+        self.job_payload_limit = settings.jobs.max_payload_bytes
 
     def admit(self, view: RequestView) -> Admission:
         """The request's admission; raises the ``ConsumerError`` that refuses it unread."""
@@ -122,7 +125,7 @@ class Gate:
             raise NotAllowed(route.methods)
         if ambiguous := view.ambiguous():
             raise BadRequest(f"repeated {ambiguous} header: it must be sent once")
-        limit = route.limit(self.max_body_bytes)
+        limit = route.limit(self.max_body_bytes, self.job_payload_limit)
         if declared is not None and declared > limit:
             raise BodyTooLarge(f"the body is over {limit} bytes")
         credentials = self._credentials(route.auth, view)
@@ -165,6 +168,8 @@ class Gate:
             return Credentials(Scheme.HMAC, verifier=self._hook, signed=signed)
         if auth is Auth.TICK:
             return self._ticks.check(view.headers)
+        if auth is Auth.JOBS:
+            return self._jobs.check(view.headers)
         return NOBODY
 
 

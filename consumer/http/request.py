@@ -60,7 +60,7 @@ class RequestView:
             if environ.get(key):
                 headers[key.replace("_", "-").lower()] = environ[key]
         method = str(environ.get("REQUEST_METHOD", "")).upper()
-        path = _path(environ.get("PATH_INFO", ""))
+        path = _path(_unicode(environ.get("PATH_INFO", "")))
         return cls(method, path, environ.get("QUERY_STRING", ""), headers)
 
     def header(self, name: str) -> str:
@@ -80,6 +80,15 @@ class RequestView:
         for name, value in parse_qsl(self.query, keep_blank_values=True):
             values.setdefault(name, value)
         return values
+
+
+def _unicode(path: str) -> str:
+    """A WSGI path (UTF-8 bytes decoded as latin-1, PEP 3333) as the text an ASGI scope holds, so
+    a path parameter (a job's key) reads the same however the request was served."""
+    try:
+        return path.encode("latin-1").decode("utf-8")
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        return path
 
 
 def _path(path: str) -> str:

@@ -24,6 +24,9 @@ SMALL_BODY_BYTES = HOOK_MAX_BYTES
 ``CONSUMER_MAX_BODY_BYTES``."""
 SERVER_LIMIT = -1
 """``Route.max_body_bytes``: the server's body limit (a push's)."""
+JOB_LIMIT = -2
+"""``Route.max_body_bytes``: a job's payload limit (``CONSUMER_JOB_MAX_PAYLOAD_BYTES``) plus
+``SMALL_BODY_BYTES`` for the request's other fields (``POST /jobs``)."""
 
 
 class Auth(StrEnum):
@@ -32,6 +35,7 @@ class Auth(StrEnum):
     PUSH = "push"  # OIDC token from Pub/Sub, the legacy ?token=, or nothing in local mode
     HOOK = "hook"  # HMAC signature over the body (X-Consumer-Timestamp / X-Consumer-Signature)
     TICK = "tick"  # a Cloud Scheduler OIDC token, or the hook's HMAC scheme under tick secrets
+    JOBS = "jobs"  # the job API's own OIDC audience and accounts, or HMAC under its own secrets
     NONE = "none"  # probes and documents: nothing to start
 
 
@@ -41,6 +45,9 @@ class Handler(StrEnum):
     PUSH = "push"
     HOOK = "deploy_hook"
     TICK = "ticks"
+    JOB_ENQUEUE = "job_enqueue"
+    JOB = "job"  # GET reads it, DELETE cancels it
+    JOB_RETRY = "job_retry"
     HEALTHZ = "healthz"
     READYZ = "readyz"
     METRICS = "metrics"
@@ -63,8 +70,12 @@ class Route:
     def pattern(self) -> re.Pattern[str]:
         return _pattern(self.path)
 
-    def limit(self, server_limit: int) -> int:
-        return server_limit if self.max_body_bytes == SERVER_LIMIT else self.max_body_bytes
+    def limit(self, server_limit: int, job_payload_limit: int = 0) -> int:
+        if self.max_body_bytes == SERVER_LIMIT:
+            return server_limit
+        if self.max_body_bytes == JOB_LIMIT:
+            return job_payload_limit + SMALL_BODY_BYTES
+        return self.max_body_bytes
 
 
 POST, GET = frozenset({"POST"}), frozenset({"GET", "HEAD"})
@@ -72,13 +83,21 @@ PUSH = Route("/push", POST, Source.PUSH, Auth.PUSH, SERVER_LIMIT, Handler.PUSH)
 HOOK = Route("/hooks/deploy", POST, Source.HOOK, Auth.HOOK, SMALL_BODY_BYTES, Handler.HOOK)
 TICK = Route("/ticks/{task}", POST, Source.TICKS, Auth.TICK, SMALL_BODY_BYTES, Handler.TICK)
 DELIVERIES = (PUSH, HOOK, TICK)
+JOB_API = (
+    Route("/jobs", POST, None, Auth.JOBS, JOB_LIMIT, Handler.JOB_ENQUEUE),
+    Route("/jobs/{key}", frozenset({"GET", "DELETE"}), None, Auth.JOBS, SMALL_BODY_BYTES,
+          Handler.JOB),
+    Route("/jobs/{key}/retry", POST, None, Auth.JOBS, SMALL_BODY_BYTES, Handler.JOB_RETRY),
+)  # fmt: skip
+"""The job API (docs/job-api.md): answered by the front door (``consumer.http.jobs_api``)."""
+JOB_HANDLERS = frozenset(route.handler for route in JOB_API)
 PROBES = (
     Route("/healthz", GET, None, Auth.NONE, SMALL_BODY_BYTES, Handler.HEALTHZ, routine=True),
     Route("/readyz", GET, None, Auth.NONE, SMALL_BODY_BYTES, Handler.READYZ, routine=True),
     Route("/metrics", GET, None, Auth.NONE, SMALL_BODY_BYTES, Handler.METRICS, routine=True),
     Route("/openapi.yaml", GET, None, Auth.NONE, SMALL_BODY_BYTES, Handler.OPENAPI),
 )
-TABLE = DELIVERIES + PROBES
+TABLE = DELIVERIES + JOB_API + PROBES
 """Every row ``create_app`` serves."""
 
 
@@ -98,9 +117,10 @@ def match(routes: Iterable[Route], path: str) -> Match | None:
     return None
 
 
-def delivery_rows(*, hook: bool = True, tick: bool = True) -> tuple[Route, ...]:
-    """The deliveries an app mounts (``consumer.http.embed``: the hook and ticks optional)."""
-    return tuple(r for r in DELIVERIES if (r is not HOOK or hook) and (r is not TICK or tick))
+def delivery_rows(*, hook: bool = True, tick: bool = True, jobs: bool = True) -> tuple[Route, ...]:
+    """The rows an app mounts (``consumer.http.embed``: the hook, ticks and job API optional)."""
+    rows = tuple(r for r in DELIVERIES if (r is not HOOK or hook) and (r is not TICK or tick))
+    return rows + (JOB_API if jobs else ())
 
 
 def access_patterns(routes: Iterable[Route] = TABLE) -> dict[str, list[str]]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from urllib.parse import unquote
 
 import pytest
 import schemathesis
@@ -21,7 +22,7 @@ from hypothesis import HealthCheck, settings
 from schemathesis import checks
 from werkzeug.test import TestResponse
 
-from consumer.auth.signature import signed_headers
+from consumer.auth.signature import request_message, signed_headers
 from consumer.http.app import built_with
 from consumer.http.openapi import text
 from tests.fuzz.conftest import fuzz_app
@@ -43,7 +44,10 @@ schema = schemathesis.openapi.from_dict(yaml.safe_load(text()))
 @pytest.fixture(scope="module")
 def app(fuzz_sqlite_url: str) -> Iterator[Flask]:
     with fuzz_app(
-        fuzz_sqlite_url, deploy_hook_secrets=(SECRET,), tick_hook_secrets=(SECRET,)
+        fuzz_sqlite_url,
+        deploy_hook_secrets=(SECRET,),
+        tick_hook_secrets=(SECRET,),
+        job_api_secrets=(SECRET,),
     ) as app:
         yield app
 
@@ -61,6 +65,8 @@ def test_the_app_keeps_the_promises_of_its_description(app: Flask, case: schemat
         case.validate_response(signed_hook_call(app, case), checks=CHECKS)
     elif case.path == "/ticks/{task}" and isinstance(case.body, dict):
         case.validate_response(signed_tick_call(app, case), checks=CHECKS)
+    elif case.path.startswith("/jobs"):
+        case.validate_response(signed_job_call(app, case), checks=CHECKS)
     else:
         case.call_and_validate(app=app, checks=CHECKS)
 
@@ -77,6 +83,21 @@ def signed_tick_call(app: Flask, case: schemathesis.Case) -> TestResponse:
     body = json.dumps({"task": task, **case.body}).encode()
     headers = {**signed_headers(SECRET, int(time.time()), body), "Content-Type": "application/json"}
     return app.test_client().post(case.formatted_path, data=body, headers=headers)
+
+
+def signed_job_call(app: Flask, case: schemathesis.Case) -> TestResponse:
+    """A job API call signed over its method, path (as the server decodes it) and body."""
+    has_body = case.method == "POST" and isinstance(case.body, dict | list | str | int | float)
+    body = json.dumps(case.body).encode() if has_body else b""
+    path = unquote(case.formatted_path)
+    signed = request_message(case.method, path, body)
+    headers = {
+        **signed_headers(SECRET, int(time.time()), signed),
+        "Content-Type": "application/json",
+    }
+    return app.test_client().open(
+        case.formatted_path, method=case.method, data=body, headers=headers
+    )
 
 
 def test_the_description_is_shipped_and_served(fuzz_sqlite_url: str) -> None:
