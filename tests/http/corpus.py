@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from consumer.auth.signature import sign
+from consumer.auth.signature import request_message, sign
 from consumer.wire.envelopes_out import wrapped_body
 from tests.auth.tokens import ACCOUNT, AUDIENCE, SigningKey, claims, unsigned
 
@@ -21,6 +21,9 @@ TICK_SECRET = "tick-secret-0123456789"
 HOOK_SECRET = "hook-secret-0123456789"
 TICK_AUDIENCE = "https://consumer.example.com/ticks"
 SCHEDULER = "scheduler@project.iam.gserviceaccount.com"
+JOB_SECRET = "job-api-secret-0123456789"
+JOB_AUDIENCE = "https://consumer.example.com/jobs"
+JOB_CALLER = "orders@project.iam.gserviceaccount.com"
 TASKS = ("sweep", "cleanup", "invented-task", "billing")
 """A built-in task, another, one nobody declared, and one an HTTP target serves."""
 Headers = tuple[tuple[str, str], ...]
@@ -74,6 +77,12 @@ class Kit:
         stamp = self.now if at is None else at
         return (("X-Consumer-Timestamp", str(stamp)),
                 ("X-Consumer-Signature", f"v1={sign(secret, stamp, body)}"))  # fmt: skip
+
+    def job_signed(
+        self, method: str, path: str, body: bytes, secret: str = JOB_SECRET, at: int | None = None
+    ) -> Headers:
+        """A job API request's signature: over its method and path too (docs/job-api.md)."""
+        return self.signed(secret, request_message(method, path, body), at)
 
     def schedule(self, at: int | None = None) -> tuple[str, str]:
         moment = datetime.fromtimestamp(self.now if at is None else at, UTC)

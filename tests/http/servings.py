@@ -89,11 +89,12 @@ def servings(
 ) -> Iterator[dict[str, Serving]]:
     """The four servings, ``databases[i]`` for the i-th of ``SERVINGS``."""
     engines = [make_engine(url) for url in databases]
+    services = [compose(env_of(url)) for url in databases[1:]]
     try:
         gunicorn = start_server(env_of(databases[0]), workers=1)
-        plain = create_app(compose(env_of(databases[1])))
-        plain2 = create_app(compose(env_of(databases[2])))
-        host = host_app(compose(env_of(databases[3])))
+        plain = create_app(services[0])
+        plain2 = create_app(services[1])
+        host = host_app(services[2])
         wsgiref = make_server("127.0.0.1", 0, plain, handler_class=QuietWsgiref)
         werkzeug = werkzeug_server("127.0.0.1", 0, plain2, threaded=True)
         embedded = werkzeug_server("127.0.0.1", 0, host, threaded=True)
@@ -109,6 +110,8 @@ def servings(
     finally:
         for engine in engines:
             engine.dispose()
+        for service in services:  # their pooled connections closed now, not by the collector
+            service.close()
 
 
 def send(port: int, request: bytes, timeout: float = 30) -> Answer:

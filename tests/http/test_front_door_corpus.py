@@ -28,6 +28,9 @@ from tests.conftest import (
 )
 from tests.http.corpus import (
     HOOK_SECRET,
+    JOB_AUDIENCE,
+    JOB_CALLER,
+    JOB_SECRET,
     SCHEDULER,
     TICK_AUDIENCE,
     TICK_SECRET,
@@ -37,6 +40,7 @@ from tests.http.corpus import (
     hostile,
     wrong_source,
 )  # fmt: skip
+from tests.http.corpus_jobs import job_api, job_controls
 from tests.http.servings import SERVINGS, Answer, Serving, servings
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
@@ -57,6 +61,8 @@ def env_of(certs: str, target: str) -> Callable[[str], dict[str, str]]:
             "CONSUMER_TICK_HOOK_AUDIENCE": TICK_AUDIENCE,
             "CONSUMER_TICK_HOOK_SERVICE_ACCOUNTS": SCHEDULER,
             "CONSUMER_DEPLOY_HOOK_SECRETS": HOOK_SECRET,
+            "CONSUMER_JOB_API_SECRETS": JOB_SECRET, "CONSUMER_JOB_API_AUDIENCE": JOB_AUDIENCE,
+            "CONSUMER_JOB_API_SERVICE_ACCOUNTS": JOB_CALLER,
             "CONSUMER_TICK_PERIODS": "sweep=60",
             "CONSUMER_HTTP_TARGETS": json.dumps([billing]),
             "CONSUMER_SOURCES": f"{LOCAL_SUBSCRIPTION}=tick+storage+deploy+other,jobs-push=job",
@@ -111,7 +117,7 @@ def test_the_hostile_corpus_gets_one_answer_everywhere_and_starts_nothing(
     before = {name: serving.rows() for name, serving in four.items()}
     found: list[str] = []
     summary: dict[str, Counter[str]] = defaultdict(Counter)
-    for probe in hostile(kit):
+    for probe in hostile(kit) + job_api(kit):
         answers = {name: serving.send(probe.raw) for name, serving in four.items()}
         found += differences(probe, answers)
         found += [f"{probe.name}: {n} answered {a}" for n, a in answers.items() if a.status < 400]
@@ -132,7 +138,7 @@ def test_valid_requests_get_one_answer_everywhere(
     kit = Kit(google_key)
     found: list[str] = []
     outcomes = []
-    for probe in controls(kit):
+    for probe in controls(kit) + job_controls(kit):
         answers = {name: decided(serving.send(probe.raw)) for name, serving in four.items()}
         found += differences(probe, answers)
         outcomes.append((probe.name, answers["werkzeug"].status))
@@ -140,6 +146,8 @@ def test_valid_requests_get_one_answer_everywhere(
     assert outcomes == [
         ("signed tick", 200), ("same tick again", 200), ("Cloud Scheduler tick", 200),
         ("push", 200), ("signed hook", 200), ("chunked signed tick over 64 KiB", 413),
+        ("job: enqueue", 201), ("job: the same key again", 200), ("job: read", 200),
+        ("job: cancel", 200), ("job: retry", 200), ("job: enqueue with an OIDC token", 201),
     ]  # fmt: skip
 
 
