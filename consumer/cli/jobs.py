@@ -61,6 +61,7 @@ def jobs() -> None:
 @click.option("--priority", default=0, show_default=True, help="Higher runs first.")
 @click.option("--max-attempts", type=click.IntRange(min=1), default=None)
 @click.option("--lock-key", default=None, help="Jobs sharing it run one at a time, in order.")
+@click.option("--group", default=None, help="Jobs of different groups take turns.")
 @click.option(
     "--from", "from_file", default=None, type=click.Path(exists=True, dir_okay=False),
     help="A JSON Lines or CSV file: one KIND job per row (keys PREFIX:LINE; rows reported by "
@@ -82,6 +83,7 @@ def enqueue_command(
     key_prefix: str | None,
     unknown: bool,
     lock_key: str | None,
+    group: str | None,
 ) -> None:
     """Add a KIND job (or, with --from, one per row of a file). A duplicate key is reported
     (exit status 0), not inserted twice; a KIND that no registered plugin (CONSUMER_PLUGINS)
@@ -89,14 +91,15 @@ def enqueue_command(
 
     kinds = current_cli().registry.job_kinds.names()  # the built-in kinds and the plugins'
     if from_file is not None:
-        if lock_key is not None:
-            raise click.UsageError("--lock-key applies to one job, not with --from")
+        if lock_key is not None or group is not None:
+            raise click.UsageError("--lock-key and --group apply to one job, not with --from")
         options = (kind, run_at, priority, max_attempts, from_file, file_format, key_prefix)
         raise SystemExit(enqueue_file_command(_engine, payload, key, *options))
     try:
         result = enqueue(
             _engine(), kind, payload, key=key, run_at=run_at, priority=priority,
             max_attempts=max_attempts, kinds=kinds, allow_unknown=unknown, lock_key=lock_key,
+            group=group,
         )  # fmt: skip
     except InvalidJob as exc:
         raise click.UsageError(str(exc)) from exc

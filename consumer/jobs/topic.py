@@ -2,7 +2,8 @@
 
 Attributes: ``job_kind`` (required), ``job_key`` (the idempotency key; default the subscription
 and messageId), ``job_run_at`` (RFC 3339), ``job_priority``, ``job_max_attempts``,
-``job_lock_key`` (jobs sharing it run one at a time, in enqueue order); the data is
+``job_lock_key`` (jobs sharing it run one at a time, in enqueue order), ``job_group`` (jobs
+of different groups take turns; a kind may cap or rate each group); the data is
 the JSON object payload (empty: ``{}``), filtered to the fields the kind lets producers set
 (``consumer.jobs.fields``). The same key published again is the same job.
 
@@ -68,7 +69,7 @@ def enqueue_new(context: HandlerContext, job: NewJob, known: tuple[str, ...]) ->
     if connection is None:
         return enqueue(context.engine, job.kind, job.payload, key=job.key, run_at=job.run_at,
                        priority=job.priority, max_attempts=job.max_attempts, kinds=known,
-                       lock_key=job.lock_key)  # fmt: skip
+                       lock_key=job.lock_key, group=job.group)  # fmt: skip
     result = JobStore(context.engine).enqueue(job, kinds=known, connection=connection)
     if result.inserted:
         wake.on_commit(connection)
@@ -100,7 +101,7 @@ def new_job(event: JobEvent, payload: dict[str, Any]) -> NewJob:
             event.kind, payload, event.job_key, _run_at(attributes.get("run_at")),
             _whole(attributes.get("priority"), "job_priority", INT32_MIN) or 0,
             _whole(attributes.get("max_attempts"), "job_max_attempts", 1),
-            event.lock_key,
+            event.lock_key, attributes.get("group"),
         )  # fmt: skip
     except InvalidJob as exc:
         raise Permanent(str(exc)) from None
