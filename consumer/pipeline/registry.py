@@ -131,16 +131,16 @@ class Registry:
         name: str,
         *,
         replace: bool = False,
-        cap: int | None = None,
-        rate: Any = None,
         record_each: bool = False,
+        **limits: Any,
     ) -> Callable[[H], H]:
-        """A job kind; ``cap``: most of its jobs running at once across every pod; ``rate``:
-        most starts per interval (``"50/1s"``); ``record_each``: each result is recorded before
+        """A job kind; ``limits``: ``cap`` (most of its jobs running at once across every pod),
+        ``rate`` (most starts per interval: ``"50/1s"``), ``group_cap`` and ``group_rate`` (the
+        same for each group of its jobs); ``record_each``: each result is recorded before
         the next job starts, however fast the job (a sweeper killed mid-batch then repeats at
         most the job it was running: for effects that cannot be taken back, like an email)."""
-        if cap is not None or rate is not None:
-            self.job_limit(name, cap=cap, rate=rate)
+        if any(value is not None for value in limits.values()):
+            self.job_limit(name, **limits)
         register = self.job_kinds.kind(name, replace=replace)
 
         def declare(handler: H) -> H:
@@ -153,10 +153,10 @@ class Registry:
 
         return declare
 
-    def job_limit(self, name: str, *, cap: int | None = None, rate: Any = None) -> JobLimit:
-        """Declare a job kind's cap and rate (for a kind added with ``job_kinds.add``)."""
+    def job_limit(self, name: str, **limits: Any) -> JobLimit:
+        """Declare a job kind's caps and rates (for a kind added with ``job_kinds.add``)."""
         try:
-            self.job_limits[name] = declared(cap, rate)
+            self.job_limits[name] = declared(**limits)
         except ValueError as exc:
             raise SettingsError(f"job kind {name!r}: {exc}") from None
         return self.job_limits[name]
