@@ -184,20 +184,28 @@ def limits_command() -> None:
 @click.argument("kind")
 @click.option("--cap", default=None, help="Most jobs of KIND running at once (none: no cap).")
 @click.option("--rate", default=None, help="Most starts per interval, e.g. 50/1s (none: no rate).")
+@click.option("--group-cap", default=None, help="Most jobs of each group of KIND running at once.")
+@click.option("--group-rate", default=None, help="Most starts per interval of each group of KIND.")
 @click.option("--reset", is_flag=True, help="Back to the configured cap and rate.")
 @click.option(
     "--by", default=None, help="Who makes the change, for the log (default: the OS user)."
 )
 def limit_command(
-    kind: str, cap: str | None, rate: str | None, reset: bool, by: str | None
+    kind: str,
+    cap: str | None,
+    rate: str | None,
+    group_cap: str | None,
+    group_rate: str | None,
+    reset: bool,
+    by: str | None,
 ) -> None:
     """Change KIND's cap or rate at run time, on every pod; logged with who did it. Lowering a
     cap stops no running job: none is claimed until fewer than the new cap run."""
 
-    if reset == (cap is not None or rate is not None):
-        raise click.UsageError("give --cap and/or --rate, or --reset")
+    if reset == any(value is not None for value in (cap, rate, group_cap, group_rate)):
+        raise click.UsageError("give --cap, --rate, --group-cap and/or --group-rate, or --reset")
     try:
-        changes = None if reset else changes_of(cap, rate)
+        changes = None if reset else changes_of(cap, rate, group_cap, group_rate)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
     service, admin = current_cli().service, FlowAdmin(_engine())
