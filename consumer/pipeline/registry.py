@@ -32,6 +32,7 @@ from consumer.wire.schedule import (
     ScheduleError,
     TickPolicy,
     as_schedule,
+    check_jitter,
 )
 
 DEFAULT_TICK_PERIOD_SECONDS = 60
@@ -105,23 +106,20 @@ class Registry:
         cron: str | None = None,
         timezone: str = "UTC",
         replace: bool = False,
-        overlap: str = "allow",
-        catch_up: str = "latest",
+        **policy: str,
     ) -> Callable[[H], H]:
         """Register a tick task on a fixed period or a cron schedule (``cron="0 9 * * 1-5"``,
         ``timezone="Europe/Madrid"``): its slots key its ticks, and so decide its duplicates.
-        ``overlap`` (``allow``, ``skip``, ``wait``) and ``catch_up`` (``latest``, ``once``,
-        ``all:N``): docs/flow-control.md."""
-        schedule, policy = _declared(
-            name, period_seconds, cron, timezone, overlap=overlap, catch_up=catch_up
-        )
+        ``overlap`` (``allow``, ``skip``, ``wait``), ``catch_up`` (``latest``, ``once``,
+        ``all:N``) and ``jitter`` (a window: ``"30s"``): docs/flow-control.md."""
+        schedule, chosen = _declared(name, period_seconds, cron, timezone, **policy)
         if name in self.tasks and not replace:
             raise AlreadyRegistered(
                 f"tick task {name!r} is already registered (pass replace=True to replace it)"
             )
 
         def register(handler: H) -> H:
-            self.tasks[name] = TickTask(name, schedule, handler, policy)
+            self.tasks[name] = TickTask(name, schedule, handler, chosen)
             return handler
 
         return register
@@ -240,8 +238,7 @@ class Registry:
         checked when read) on top."""
         registered = self.tasks.get(task)
         declared = registered.policy if registered else TickPolicy()
-        chosen = {"overlap": declared.overlap.value, "catch_up": str(declared.catch_up)}
-        return TickPolicy.of(**{**chosen, **overrides.get(task, {})})
+        return TickPolicy.of(**{**declared.named(), **overrides.get(task, {})})
 
     def resolve(self, event: Event) -> Handler | None:
         """The handler for ``event``, or ``None`` when it is unroutable."""
@@ -295,6 +292,8 @@ def _declared(
         raise SettingsError(f"tick task {name!r}: give period_seconds or cron, not both or neither")
     try:
         every = Every(period_seconds) if period_seconds is not None else None
-        return every or Cron(str(cron), timezone), TickPolicy.of(**policy)
+        schedule, chosen = every or Cron(str(cron), timezone), TickPolicy.of(**policy)
+        check_jitter(schedule, chosen)
+        return schedule, chosen
     except ScheduleError as exc:
         raise SettingsError(f"tick task {name!r}: {exc}") from None
