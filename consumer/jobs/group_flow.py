@@ -37,7 +37,7 @@ FULL = (
     .having(func.count() >= bindparam("group_cap", type_=Integer()))
 )
 """The kind's groups at their cap now (a glance, no lock: the claim leaves them out)."""
-AHEAD = select(job_group_flow.c.group_key).where(
+AHEAD = select(job_group_flow.c.group_key, job_group_flow.c.tat).where(
     job_group_flow.c.kind == KIND, job_group_flow.c.tat > bindparam("horizon", type_=UTCDateTime())
 )
 """The kind's groups whose rate allows no start within the claim's horizon."""
@@ -87,9 +87,10 @@ class GroupFlowStore(Store):
         rows = connection.execute(FULL, {"flow_kind": kind, "now": now, "group_cap": cap})
         return {str(group) for (group,) in rows}
 
-    def ahead(self, connection: Connection, kind: str, horizon: datetime) -> set[str]:
+    def ahead(self, connection: Connection, kind: str, horizon: datetime) -> dict[str, datetime]:
+        """The groups whose rate allows no start before ``horizon``, and their TAT."""
         rows = connection.execute(AHEAD, {"flow_kind": kind, "horizon": horizon})
-        return {str(group) for (group,) in rows}
+        return {str(group): tat for group, tat in rows}
 
     def lock(
         self, connection: Connection, kind: str, now: datetime, groups: list[str]

@@ -14,7 +14,7 @@ the same GCRA as a kind's; the sweeper starts each job at its group's slot.
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import Connection
 
@@ -25,13 +25,22 @@ from consumer.jobs.model import Job, claim_order
 from consumer.jobs.slots import StartSlots
 from consumer.jobs.store import JobStore
 from consumer.observe import metrics
+from consumer.wire.timeutil import Clock
+
+EXTRA_LEAD = timedelta(seconds=0.05)
+"""Added to the rate's lead (``limits.LEAD``) for a group's slots: a claim with group limits
+runs more statements after it gives the slots (the rates' state, what it gives back) before it
+commits, and a sweeper that reached its first slot late would bunch its starts with the next."""
 
 
 class GroupLimits:
     """One sweeper's enforcement of its kinds' group caps and rates."""
 
-    def __init__(self, store: GroupFlowStore, slots: StartSlots, jobs: JobStore) -> None:
+    def __init__(
+        self, store: GroupFlowStore, slots: StartSlots, jobs: JobStore, clock: Clock
+    ) -> None:
         self.store = store
+        self.clock = clock
         self.slots = slots
         self.jobs = jobs
         self.left_out: dict[str, list[str]] = {}
@@ -49,7 +58,11 @@ class GroupLimits:
         if limit.group_cap is not None:
             out |= self.store.full(connection, kind, now, limit.group_cap)
         if limit.group_rate is not None:
-            out |= self.store.ahead(connection, kind, now + limits.HORIZON)
+            ahead = self.store.ahead(connection, kind, now + EXTRA_LEAD + limits.HORIZON)
+            out |= set(ahead)
+            if ahead:  # a wait for the first of them to allow a start again
+                first = min(ahead.values())
+                self._rate_waits([limits.next_start(limit.group_rate, first, now + EXTRA_LEAD)])
         self.left_out[kind] = sorted(out)
         return self.left_out[kind]
 
@@ -82,12 +95,14 @@ class GroupLimits:
         if not by_group:
             return claimed
         tats, counted = self.store.lock(connection, kind, now, sorted(by_group))
+        now = self.clock()  # the rows may have been waited for: slots from now
+        later = now + EXTRA_LEAD
         back: list[int] = []
         new_tats: dict[str, datetime] = {}
         for group, taken in by_group.items():
             taken.sort(key=claim_order)
             running = counted.get(group, 0) - len(taken)
-            allowed, reason = self._allowed(limit, running, tats, group, now)
+            allowed, reason = self._allowed(limit, running, tats, group, later)
             kept = taken[: max(0, allowed)]
             back += [job.id for job in taken[len(kept) :]]
             if reason and len(kept) < len(taken):
@@ -95,18 +110,22 @@ class GroupLimits:
             rate = limit.group_rate
             if rate is not None and kept:
                 tat = tats.get(group)
-                slots = limits.slots(rate, tat, now, len(kept))
+                slots = limits.slots(rate, tat, later, len(kept))
                 self.slots.schedule(kept, slots, now, rate.interval, key=f"{kind}\0{group}")
-                new_tats[group] = limits.advanced(rate, tat, now, len(kept))
+                new_tats[group] = limits.advanced(rate, tat, later, len(kept))
             if rate is not None and reason == "rate":
-                wait = limits.next_start(rate, new_tats.get(group, tats.get(group)), now)
-                self.rate_wait = wait if self.rate_wait is None else min(self.rate_wait, wait)
+                self._rate_waits(
+                    [limits.next_start(rate, new_tats.get(group, tats.get(group)), later)]
+                )
         self.store.set_tats(connection, kind, new_tats)
         if back:
             self.jobs.complete(token, now, released=back, connection=connection)  # no attempt
             returned = set(back)
             return [job for job in claimed if job.id not in returned]
         return claimed
+
+    def _rate_waits(self, waits: list[float]) -> None:
+        self.rate_wait = min(waits if self.rate_wait is None else [*waits, self.rate_wait])
 
     @staticmethod
     def _allowed(

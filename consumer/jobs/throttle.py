@@ -54,7 +54,7 @@ class Throttle:
         self.clock = clock
         self.locks = FlowLocks(self.flows, self.configured)
         self.slots = StartSlots()
-        self.groups = GroupLimits(GroupFlowStore(store.engine), self.slots, store)
+        self.groups = GroupLimits(GroupFlowStore(store.engine), self.slots, store, clock)
         self.start_at = self.slots.start_at
         """Wait for a claimed job's start slot (``StartSlots.start_at``)."""
         self.overrides: dict[str, str] = {}
