@@ -13,9 +13,9 @@ import click
 from sqlalchemy import Engine
 
 from consumer.cli.context import current_cli
-from consumer.config.flow import changes_of
+from consumer.config.flow import NO_LIMIT, changes_of
 from consumer.jobs.flow_admin import FlowAdmin, kinds_flow, known
-from consumer.jobs.model import EnqueueResult, InvalidJob, Job, Status
+from consumer.jobs.model import EnqueueResult, InvalidJob, Job, Status, group_from
 from consumer.jobs.store import JobStore, enqueue
 from consumer.pipeline.decisions import Source
 from consumer.pipeline.dispatch import Dispatcher
@@ -89,7 +89,8 @@ def enqueue_command(
     (exit status 0), not inserted twice; a KIND that no registered plugin (CONSUMER_PLUGINS)
     provides is refused without --unknown."""
 
-    kinds = current_cli().registry.job_kinds.names()  # the built-in kinds and the plugins'
+    registry = current_cli().registry
+    kinds = registry.job_kinds.names()  # the built-in kinds and the plugins'
     if from_file is not None:
         if lock_key is not None or group is not None:
             raise click.UsageError("--lock-key and --group apply to one job, not with --from")
@@ -99,7 +100,7 @@ def enqueue_command(
         result = enqueue(
             _engine(), kind, payload, key=key, run_at=run_at, priority=priority,
             max_attempts=max_attempts, kinds=kinds, allow_unknown=unknown, lock_key=lock_key,
-            group=group,
+            group=group or group_from(payload, registry.job_limits.get(kind, NO_LIMIT).group_by),
         )  # fmt: skip
     except InvalidJob as exc:
         raise click.UsageError(str(exc)) from exc

@@ -62,6 +62,8 @@ class JobLimit:
     rate: Rate | None = None
     group_cap: int | None = None
     group_rate: Rate | None = None
+    group_by: str | None = None
+    """The payload field whose value is a job's group when it is enqueued without one."""
 
     @property
     def limited(self) -> bool:
@@ -112,12 +114,20 @@ def parse_cap(raw: Any) -> int:
 
 
 def declared(
-    cap: Any = None, rate: Any = None, group_cap: Any = None, group_rate: Any = None
+    cap: Any = None,
+    rate: Any = None,
+    group_cap: Any = None,
+    group_rate: Any = None,
+    group_by: str | None = None,
 ) -> JobLimit:
     """A kind's declared limit (keywords of ``registry.job_kind`` or a target's ``cap``/``rate``
-    keys): a cap as a number, a rate as ``"50/1s"`` or a ``Rate``."""
+    keys): a cap as a number, a rate as ``"50/1s"`` or a ``Rate``; ``group_by``: a payload
+    field that groups the kind's jobs."""
+    if group_by is not None and not (isinstance(group_by, str) and 0 < len(group_by) <= 200):
+        raise ValueError(f"group_by must be a payload field's name, got {group_by!r}")
     values = (cap, rate, group_cap, group_rate)
-    return JobLimit(*(_declared(name, raw) for name, raw in zip(OPTIONS, values, strict=True)))
+    chosen = {name: _declared(name, raw) for name, raw in zip(OPTIONS, values, strict=True)}
+    return JobLimit(**chosen, group_by=group_by)
 
 
 def _declared(name: str, raw: Any) -> Any:

@@ -81,6 +81,15 @@ class NewJob:
             raise InvalidJob(f"priority must be {INT32_MIN}..{INT32_MAX}")
 
 
+def group_from(payload: Any, field: str | None) -> str | None:
+    """A job's group from its payload's ``field`` (a kind's ``group_by``): a non-empty string or
+    a whole number, as text; else none (as ``consumer_enqueue`` reads it: ``payload ->> field``)."""
+    value = payload.get(field) if field is not None and isinstance(payload, Mapping) else None
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        return None
+    return str(value)[:MAX_GROUP_LENGTH] or None
+
+
 @dataclass(frozen=True)
 class EnqueueResult:
     """``inserted`` is False when a job with the same key exists; ``job_id`` is then that job's

@@ -28,10 +28,18 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+from consumer.config.flow import NO_LIMIT
 from consumer.errors import Permanent
 from consumer.jobs import wake
 from consumer.jobs.fields import producer_fields, restricted
-from consumer.jobs.model import INT32_MAX, INT32_MIN, EnqueueResult, InvalidJob, NewJob
+from consumer.jobs.model import (
+    INT32_MAX,
+    INT32_MIN,
+    EnqueueResult,
+    InvalidJob,
+    NewJob,
+    group_from,
+)
 from consumer.jobs.store import JobStore, enqueue
 from consumer.pipeline.context import HandlerContext
 from consumer.pipeline.registry import Registry
@@ -53,7 +61,8 @@ def register(registry: Registry) -> None:
         payload, ignored = restricted(
             payload_of(event, context), producer_fields(registry.job_kinds, event.kind)
         )
-        job = new_job(event, payload)
+        group_by = registry.job_limits.get(event.kind, NO_LIMIT).group_by
+        job = new_job(event, payload, group_from(payload, group_by))
         _check_delay(job, context)
         result = enqueue_new(context, job, known)
         return {"kind": event.kind, "job": result.job_id, "inserted": result.inserted,
@@ -94,14 +103,16 @@ def payload_of(event: JobEvent, context: HandlerContext) -> dict[str, Any]:
     return payload
 
 
-def new_job(event: JobEvent, payload: dict[str, Any]) -> NewJob:
+def new_job(event: JobEvent, payload: dict[str, Any], derived: str | None = None) -> NewJob:
+    """The job a message asks for; its group is the ``job_group`` attribute, else ``derived``
+    (from the payload field its kind groups by)."""
     attributes = event.attributes
     try:
         return NewJob(
             event.kind, payload, event.job_key, _run_at(attributes.get("run_at")),
             _whole(attributes.get("priority"), "job_priority", INT32_MIN) or 0,
             _whole(attributes.get("max_attempts"), "job_max_attempts", 1),
-            event.lock_key, attributes.get("group"),
+            event.lock_key, attributes.get("group", derived),
         )  # fmt: skip
     except InvalidJob as exc:
         raise Permanent(str(exc)) from None

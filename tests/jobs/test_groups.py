@@ -10,11 +10,12 @@ from datetime import timedelta
 
 import psycopg
 import pytest
-from sqlalchemy import Engine, insert, null
+from sqlalchemy import Engine, insert, null, select
 
 from consumer import NewJob, enqueue, enqueue_many
 from consumer.config.settings import Settings
-from consumer.jobs.model import InvalidJob, Job
+from consumer.jobs.declared import declare
+from consumer.jobs.model import InvalidJob, Job, group_from
 from consumer.jobs.schema import job_kinds
 from consumer.jobs.store import JobStore
 from consumer.pipeline.dispatch import Dispatcher
@@ -115,3 +116,32 @@ def test_the_jobs_topic_takes_a_group_attribute(engine: Engine, settings: Settin
                         attributes={"job_kind": KIND, "job_group": ""})  # fmt: skip
     refused = dispatcher.dispatch(empty)
     assert refused.kind is Kind.DEAD and "group must be" in refused.details["error"]
+
+
+def test_a_kind_groups_by_a_payload_field_on_the_topic_and_in_sql(
+    engine: Engine, settings: Settings
+) -> None:
+    settings = settings.with_values(plugins=("tests.jobs.kinds_plugin",))
+    registry = build_registry(settings)
+    registry.job_limit(KIND, group_by="tenant")
+    dispatcher = Dispatcher(settings, engine, registry)
+    for n, attributes in enumerate([{}, {"job_group": "given"}]):
+        data = json.dumps({"tenant": "acme"}).encode()
+        message = PushMessage(f"m{n}", utcnow(), data=data, subscription="projects/p/subs/s",
+                              attributes={"job_kind": KIND, **attributes})  # fmt: skip
+        assert dispatcher.dispatch(message).kind is Kind.DONE
+    assert sorted(str(job.group_key) for job in JobStore(engine).list(limit=10)) == [
+        "acme",
+        "given",
+    ]
+    with engine.begin() as connection:
+        declare(connection, registry.job_kinds, settings, registry.job_limits)
+        fields = dict(connection.execute(select(job_kinds.c.kind, job_kinds.c.group_field)).all())
+    assert fields[KIND] == "tenant" and fields["email"] is None
+
+
+def test_a_group_from_a_payload_field_is_text_or_none() -> None:
+    assert [group_from(p, "t") for p in ({"t": "a"}, {"t": 7}, {"t": ""}, {"t": True}, {})] == [
+        "a", "7", None, None, None,
+    ]  # fmt: skip
+    assert group_from({"t": "a"}, None) is None
