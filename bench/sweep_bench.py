@@ -14,8 +14,13 @@ With ``--cap N`` it measures instead what a concurrency cap costs: the real swee
 the kind's ``job_flow`` lock), N large enough that no job waits for it; target capped/consumer
 >= 0.90.
 
+With ``--groups N`` it adds the real sweep of the same jobs spread over N groups
+(``grouped``: the claim takes the groups in turn, no group limit) and prints the CPU line of
+both; target grouped/consumer worker CPU per job <= 1.10.
+
     python -m bench.sweep_bench [--jobs 20000] [--batch 100] [--repeat 3] [--profile]
     python -m bench.sweep_bench --cap 100000 [--sweepers 1,4]
+    python -m bench.sweep_bench --groups 1000 --skip-procrastinate [--sweepers 1,4]
 """
 
 from __future__ import annotations
@@ -170,16 +175,19 @@ def procrastinate_worker(conninfo: str, batch: int, barrier: Any, results: Any) 
 # --- runs -----------------------------------------------------------------------------------------
 
 
-def fill_jobs(conninfo: str, count: int) -> None:
+def fill_jobs(conninfo: str, count: int, groups: int = 0) -> None:
+    """``count`` no-op jobs; with ``groups``, spread over that many groups, round-robin."""
     from consumer import NewJob, enqueue_many
     from consumer.db.engine import make_engine
 
     engine = make_engine(sqlalchemy_url(conninfo))
     with engine.begin() as connection:
         connection.exec_driver_sql("TRUNCATE jobs")
-        enqueue_many(
-            connection, [NewJob("noop", {"i": i}) for i in range(count)], allow_unknown=True
-        )
+        new_jobs = [
+            NewJob("noop", {"i": i}, group=f"g{i % groups}" if groups else None)
+            for i in range(count)
+        ]
+        enqueue_many(connection, new_jobs, allow_unknown=True)
     engine.dispose()
     with psycopg.connect(conninfo, autocommit=True) as connection:
         connection.execute("VACUUM ANALYZE jobs")
@@ -339,19 +347,22 @@ def report(results: dict[tuple[str, int], Series], levels: list[int]) -> None:
     print("targets: consumer/direct >= 0.80, consumer/procrastinate >= 20x")
 
 
-def cpu_line(results: dict[tuple[str, int], Series]) -> str:
+def cpu_line(results: dict[tuple[str, int], Series], mode: str = "consumer") -> str:
     """The bench's last line: worker CPU per job of the sweep beside direct SQL's, same run,
     medians of repeats (steadier than rates on a shared machine); ``n/a`` where either mode did
     not run at that concurrency."""
-    one, four = (cpu_pair(results, sweepers) for sweepers in (1, 4))
-    return f"sweep cpu: 1 sweeper {one[0]} us/job vs direct {one[1]} us: {one[2]} x; " + (
+    one, four = (cpu_pair(results, sweepers, mode) for sweepers in (1, 4))
+    label = "sweep cpu" if mode == "consumer" else f"sweep cpu ({mode})"
+    return f"{label}: 1 sweeper {one[0]} us/job vs direct {one[1]} us: {one[2]} x; " + (
         f"4 sweepers {four[0]} vs {four[1]}: {four[2]} x"
     )
 
 
-def cpu_pair(results: dict[tuple[str, int], Series], sweepers: int) -> tuple[str, str, str]:
+def cpu_pair(
+    results: dict[tuple[str, int], Series], sweepers: int, mode: str = "consumer"
+) -> tuple[str, str, str]:
     """Consumer and direct worker CPU per job in microseconds, and their ratio, as printed."""
-    ours, direct = results.get(("consumer", sweepers)), results.get(("direct", sweepers))
+    ours, direct = results.get((mode, sweepers)), results.get(("direct", sweepers))
     if ours is None or direct is None:
         return "n/a", "n/a", "n/a"
     mine, theirs = ours.median("cpu") * 1e6, direct.median("cpu") * 1e6
@@ -368,8 +379,12 @@ def main() -> None:
     parser.add_argument("--skip-procrastinate", action="store_true")
     parser.add_argument("--profile", action="store_true", help="also cProfile one sweeper")
     parser.add_argument("--cap", type=int, default=None, help="compare a capped kind's sweep")
+    parser.add_argument("--groups", type=int, default=0, help="also sweep jobs in N groups")
     args = parser.parse_args()
-    modes = ("consumer", "direct")
+    modes: tuple[str, ...] = ("consumer", "direct")
+    if args.groups:
+        WORKERS["grouped"] = (consumer_worker, functools.partial(fill_jobs, groups=args.groups))
+        modes = ("consumer", "grouped", "direct")
     if args.cap is not None:
         WORKERS["capped"] = (functools.partial(consumer_worker, cap=args.cap), fill_jobs)
         modes, args.skip_procrastinate = ("consumer", "capped"), True
@@ -399,7 +414,25 @@ def main() -> None:
         report_cap(results, levels, args.cap)
     else:
         report(results, levels)
+    if args.groups:
+        print(grouped_line(results, levels, args.groups))
+        print(cpu_line(results, "grouped"))
     print(cpu_line(results))
+
+
+def grouped_line(results: dict[tuple[str, int], Series], levels: list[int], groups: int) -> str:
+    """Worker CPU per job of the grouped sweep over the ungrouped one, per concurrency."""
+    ratios = []
+    for sweepers in levels:
+        grouped, plain = results[("grouped", sweepers)], results[("consumer", sweepers)]
+        pairs = zip(grouped.samples, plain.samples, strict=True)
+        ratio = statistics.median(a.cpu / b.cpu for a, b in pairs)
+        ratios.append(f"{sweepers} sweepers {ratio:.2f} x")
+    return (
+        f"{groups} groups, worker CPU per job grouped/consumer: "
+        + ", ".join(ratios)
+        + (" (target <= 1.10)")
+    )
 
 
 if __name__ == "__main__":

@@ -13,9 +13,9 @@ import click
 from sqlalchemy import Engine
 
 from consumer.cli.context import current_cli
-from consumer.config.flow import changes_of
+from consumer.config.flow import NO_LIMIT, changes_of
 from consumer.jobs.flow_admin import FlowAdmin, kinds_flow, known
-from consumer.jobs.model import EnqueueResult, InvalidJob, Job, Status
+from consumer.jobs.model import EnqueueResult, InvalidJob, Job, Status, group_from
 from consumer.jobs.store import JobStore, enqueue
 from consumer.pipeline.decisions import Source
 from consumer.pipeline.dispatch import Dispatcher
@@ -61,6 +61,7 @@ def jobs() -> None:
 @click.option("--priority", default=0, show_default=True, help="Higher runs first.")
 @click.option("--max-attempts", type=click.IntRange(min=1), default=None)
 @click.option("--lock-key", default=None, help="Jobs sharing it run one at a time, in order.")
+@click.option("--group", default=None, help="Jobs of different groups take turns.")
 @click.option(
     "--from", "from_file", default=None, type=click.Path(exists=True, dir_okay=False),
     help="A JSON Lines or CSV file: one KIND job per row (keys PREFIX:LINE; rows reported by "
@@ -82,21 +83,24 @@ def enqueue_command(
     key_prefix: str | None,
     unknown: bool,
     lock_key: str | None,
+    group: str | None,
 ) -> None:
     """Add a KIND job (or, with --from, one per row of a file). A duplicate key is reported
     (exit status 0), not inserted twice; a KIND that no registered plugin (CONSUMER_PLUGINS)
     provides is refused without --unknown."""
 
-    kinds = current_cli().registry.job_kinds.names()  # the built-in kinds and the plugins'
+    registry = current_cli().registry
+    kinds = registry.job_kinds.names()  # the built-in kinds and the plugins'
     if from_file is not None:
-        if lock_key is not None:
-            raise click.UsageError("--lock-key applies to one job, not with --from")
+        if lock_key is not None or group is not None:
+            raise click.UsageError("--lock-key and --group apply to one job, not with --from")
         options = (kind, run_at, priority, max_attempts, from_file, file_format, key_prefix)
         raise SystemExit(enqueue_file_command(_engine, payload, key, *options))
     try:
         result = enqueue(
             _engine(), kind, payload, key=key, run_at=run_at, priority=priority,
             max_attempts=max_attempts, kinds=kinds, allow_unknown=unknown, lock_key=lock_key,
+            group=group or group_from(payload, registry.job_limits.get(kind, NO_LIMIT).group_by),
         )  # fmt: skip
     except InvalidJob as exc:
         raise click.UsageError(str(exc)) from exc
@@ -181,20 +185,28 @@ def limits_command() -> None:
 @click.argument("kind")
 @click.option("--cap", default=None, help="Most jobs of KIND running at once (none: no cap).")
 @click.option("--rate", default=None, help="Most starts per interval, e.g. 50/1s (none: no rate).")
+@click.option("--group-cap", default=None, help="Most jobs of each group of KIND running at once.")
+@click.option("--group-rate", default=None, help="Most starts per interval of each group of KIND.")
 @click.option("--reset", is_flag=True, help="Back to the configured cap and rate.")
 @click.option(
     "--by", default=None, help="Who makes the change, for the log (default: the OS user)."
 )
 def limit_command(
-    kind: str, cap: str | None, rate: str | None, reset: bool, by: str | None
+    kind: str,
+    cap: str | None,
+    rate: str | None,
+    group_cap: str | None,
+    group_rate: str | None,
+    reset: bool,
+    by: str | None,
 ) -> None:
     """Change KIND's cap or rate at run time, on every pod; logged with who did it. Lowering a
     cap stops no running job: none is claimed until fewer than the new cap run."""
 
-    if reset == (cap is not None or rate is not None):
-        raise click.UsageError("give --cap and/or --rate, or --reset")
+    if reset == any(value is not None for value in (cap, rate, group_cap, group_rate)):
+        raise click.UsageError("give --cap, --rate, --group-cap and/or --group-rate, or --reset")
     try:
-        changes = None if reset else changes_of(cap, rate)
+        changes = None if reset else changes_of(cap, rate, group_cap, group_rate)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
     service, admin = current_cli().service, FlowAdmin(_engine())

@@ -4,10 +4,11 @@ checking only (``consumer.jobs.throttle`` enforces them in the claim).
 
 ``CONSUMER_JOB_LIMITS`` is comma-separated ``KIND=OPTION;OPTION`` items, each option ``cap:N``
 (at most N jobs of the kind running at once across every pod; 0 holds the kind), ``rate:N/INTERVAL``
-(at most N starts per interval: ``50/1s``, ``600/1m``, ``5/500ms``) or ``none`` for either
-(``cap:none`` lifts a declared cap)::
+(at most N starts per interval: ``50/1s``, ``600/1m``, ``5/500ms``), ``group_cap:N`` and
+``group_rate:N/INTERVAL`` (the same for each group of the kind's jobs: a tenant, a customer), or
+``none`` for any (``cap:none`` lifts a declared cap)::
 
-    CONSUMER_JOB_LIMITS="email=cap:4;rate:50/1s, report=cap:1"
+    CONSUMER_JOB_LIMITS="email=cap:4;rate:50/1s;group_cap:2, report=cap:1"
 
 An option left out keeps the kind's declared value.
 """
@@ -28,11 +29,12 @@ MIN_INTERVAL_SECONDS = 0.001
 MAX_INTERVAL_SECONDS = 86_400.0
 UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 RATE = re.compile(r"(\d+)\s*/\s*(\d+(?:\.\d+)?)?\s*(ms|s|m|h)")
-OPTIONS = ("cap", "rate")
+OPTIONS = ("cap", "rate", "group_cap", "group_rate")
+CAPS = ("cap", "group_cap")
 NONE = "none"
 
 Changes = Mapping[str, Any]
-"""A limit's changed options (``cap``, ``rate``) and their new values (``None``: lifted)."""
+"""A limit's changed options (``OPTIONS``) and their new values (``None``: lifted)."""
 
 
 @dataclass(frozen=True)
@@ -53,21 +55,32 @@ class Rate:
 
 @dataclass(frozen=True)
 class JobLimit:
-    """A kind's flow control: ``cap`` running at once, ``rate`` of starts (``None``: none)."""
+    """A kind's flow control: ``cap`` running at once, ``rate`` of starts (``None``: none), and
+    the same for each group of its jobs (``group_cap``, ``group_rate``)."""
 
     cap: int | None = None
     rate: Rate | None = None
+    group_cap: int | None = None
+    group_rate: Rate | None = None
+    group_by: str | None = None
+    """The payload field whose value is a job's group when it is enqueued without one."""
 
     @property
     def limited(self) -> bool:
-        return self.cap is not None or self.rate is not None
+        return self.cap is not None or self.rate is not None or self.grouped
+
+    @property
+    def grouped(self) -> bool:
+        """Whether each group of the kind's jobs is capped or rated."""
+        return self.group_cap is not None or self.group_rate is not None
 
     def changed(self, changes: Changes) -> JobLimit:
         """This limit with ``changes`` applied (an option not among them is kept)."""
         return dataclasses.replace(self, **changes)
 
     def describe(self) -> dict[str, Any]:
-        return {"cap": self.cap, "rate": None if self.rate is None else str(self.rate)}
+        values = {name: getattr(self, name) for name in OPTIONS}
+        return {name: v if v is None or name in CAPS else str(v) for name, v in values.items()}
 
 
 NO_LIMIT = JobLimit()
@@ -100,11 +113,27 @@ def parse_cap(raw: Any) -> int:
     return cap
 
 
-def declared(cap: Any = None, rate: Any = None) -> JobLimit:
+def declared(
+    cap: Any = None,
+    rate: Any = None,
+    group_cap: Any = None,
+    group_rate: Any = None,
+    group_by: str | None = None,
+) -> JobLimit:
     """A kind's declared limit (keywords of ``registry.job_kind`` or a target's ``cap``/``rate``
-    keys): a cap as a number, a rate as ``"50/1s"`` or a ``Rate``."""
-    checked_rate = rate if isinstance(rate, Rate) or rate is None else parse_rate(str(rate))
-    return JobLimit(None if cap is None else parse_cap(cap), checked_rate)
+    keys): a cap as a number, a rate as ``"50/1s"`` or a ``Rate``; ``group_by``: a payload
+    field that groups the kind's jobs."""
+    if group_by is not None and not (isinstance(group_by, str) and 0 < len(group_by) <= 200):
+        raise ValueError(f"group_by must be a payload field's name, got {group_by!r}")
+    values = (cap, rate, group_cap, group_rate)
+    chosen = {name: _declared(name, raw) for name, raw in zip(OPTIONS, values, strict=True)}
+    return JobLimit(**chosen, group_by=group_by)
+
+
+def _declared(name: str, raw: Any) -> Any:
+    if raw is None or isinstance(raw, Rate):
+        return raw
+    return parse_option(name, raw if name in CAPS else str(raw))
 
 
 def parse_changes(raw: str) -> dict[str, Any]:
@@ -113,7 +142,8 @@ def parse_changes(raw: str) -> dict[str, Any]:
     for option in filter(None, (part.strip() for part in raw.split(";"))):
         name, sep, value = (piece.strip() for piece in option.partition(":"))
         if not sep or name not in OPTIONS:
-            raise ValueError(f"expected cap:N or rate:N/INTERVAL, got {option!r}")
+            expected = "cap:N, rate:N/INTERVAL, group_cap:N or group_rate:N/INTERVAL"
+            raise ValueError(f"expected {expected}, got {option!r}")
         if name in changes:
             raise ValueError(f"{name} is given twice")
         changes[name] = parse_option(name, value)
@@ -122,20 +152,29 @@ def parse_changes(raw: str) -> dict[str, Any]:
     return changes
 
 
-def parse_option(name: str, raw: str) -> Any:
+def parse_option(name: str, raw: Any) -> Any:
     """One option's new value: a cap, a ``Rate``, or ``None`` for ``none`` (lifted)."""
-    if raw.strip().lower() == NONE:
+    if isinstance(raw, str) and raw.strip().lower() == NONE:
         return None
-    return parse_cap(raw) if name == "cap" else parse_rate(raw)
+    try:
+        return parse_cap(raw) if name in CAPS else parse_rate(raw)
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}" if name.startswith("group_") else str(exc)) from None
 
 
-def changes_of(cap: str | None = None, rate: str | None = None) -> dict[str, Any]:
+def changes_of(
+    cap: str | None = None,
+    rate: str | None = None,
+    group_cap: str | None = None,
+    group_rate: str | None = None,
+) -> dict[str, Any]:
     """The changes an operator asks for by option (``consumer jobs limit --cap/--rate``, the
     dashboard's form): a blank option is left as it is, ``none`` lifts it. Each value is parsed
     on its own, so ``4;rate:1/1s`` is a bad cap, not a second option."""
-    given = {name: raw for name, raw in (("cap", cap), ("rate", rate)) if raw and raw.strip()}
+    raws = (cap, rate, group_cap, group_rate)
+    given = {name: raw for name, raw in zip(OPTIONS, raws, strict=True) if raw and raw.strip()}
     if not given:
-        raise ValueError("give a cap and/or a rate")
+        raise ValueError("give a cap and/or a rate (or a group cap, a group rate)")
     return {name: parse_option(name, raw) for name, raw in given.items()}
 
 
@@ -168,5 +207,6 @@ class FlowSettings(Section):
     prefix: ClassVar[str] = "JOB_"
     limits: Mapping[str, Mapping[str, Any]] = setting(convert=parse_job_limits, factory=dict)
     """Caps and rates by job kind, over those the kinds declare: ``KIND=cap:N;rate:N/1s`` items,
-    comma-separated (``none`` lifts one). A cap holds the kind's running jobs across every pod;
-    a rate spaces their starts. ``consumer jobs limit`` changes them at run time."""
+    comma-separated (``none`` lifts one; ``group_cap:N``, ``group_rate:N/1s`` hold each group of
+    the kind). A cap holds the kind's running jobs across every pod; a rate spaces their starts.
+    ``consumer jobs limit`` changes them at run time."""

@@ -56,10 +56,12 @@ class TickHookSettings(Section):
 
 @dataclass(frozen=True, repr=False)
 class TickControlSettings(Section):
-    """Overrides of the overlap and catch-up policies tick tasks declare
-    (``registry.tick(..., overlap=, catch_up=)``): an operator changes them without a release."""
+    """Overrides of the overlap, catch-up and jitter policies tick tasks declare
+    (``registry.tick(..., overlap=, catch_up=, jitter=)``): an operator changes them without a
+    release."""
 
     prefix: ClassVar[str] = "TICK_"
     policies: Mapping[str, Mapping[str, str]] = setting(convert=parse_policies, factory=dict)
-    """Per task, comma-separated: ``TASK.overlap=allow|skip|wait`` and
-    ``TASK.catch_up=latest|once|all:N``, e.g. ``report.overlap=skip,report.catch_up=all:5``."""
+    """Per task, comma-separated: ``TASK.overlap=allow|skip|wait``,
+    ``TASK.catch_up=latest|once|all:N`` and ``TASK.jitter=30s`` (a slot's run starts at an offset
+    inside the window), e.g. ``report.overlap=skip,report.catch_up=all:5``."""

@@ -11,7 +11,7 @@ from urllib.parse import urlencode
 
 from flask import Blueprint, abort, g, render_template, request
 
-from consumer.config.flow import changes_of
+from consumer.config.flow import OPTIONS, changes_of
 from consumer.dashboard import queries
 from consumer.dashboard.context import context
 from consumer.dashboard.formatting import limit
@@ -155,7 +155,8 @@ def limit_kind() -> tuple[str, int]:
     kind = _field("kind")
     try:
         shown = _kind_flow(kind)
-        changes = changes_of(request.form.get("cap"), request.form.get("rate"))
+        form = request.form
+        changes = changes_of(*(form.get(name) for name in OPTIONS))
     except NoSuchKind as exc:
         return _done("limit-kind", kind, False, str(exc), "/", 404)
     except ValueError as exc:

@@ -9,10 +9,12 @@ side by side, and a job of a kind only the old pods know still has a sweeper unt
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import Connection
 
+from consumer.config.flow import NO_LIMIT, JobLimit
 from consumer.config.settings import Settings
 from consumer.db.dialect import upsert
 from consumer.jobs.fields import producer_fields
@@ -21,15 +23,22 @@ from consumer.pipeline.extensions import Functions
 from consumer.wire.timeutil import utcnow
 
 
-def declare(connection: Connection, kinds: Functions, settings: Settings) -> int:
+def declare(
+    connection: Connection,
+    kinds: Functions,
+    settings: Settings,
+    declared: Mapping[str, JobLimit] | None = None,
+) -> int:
     """Write (or refresh) one row per kind of ``kinds``; how many. Sorted, so two processes
-    starting together lock the rows in the same order."""
+    starting together lock the rows in the same order. ``declared``: the kinds' declared limits
+    (``registry.job_limits``), for the payload field each groups by."""
     now, limit = utcnow(), settings.jobs.max_payload_bytes
     for name in kinds.names():
         fields = producer_fields(kinds, name)
         values = {
             "kind": name, "producer_fields": None if fields is None else sorted(fields),
             "max_payload_bytes": limit, "updated_at": now,
+            "group_field": (declared or {}).get(name, NO_LIMIT).group_by,
         }  # fmt: skip
         dialect = connection.dialect.name
         connection.execute(upsert(job_kinds, dialect, values, [job_kinds.c.kind], _refreshed))
@@ -37,4 +46,5 @@ def declare(connection: Connection, kinds: Functions, settings: Settings) -> int
 
 
 def _refreshed(excluded: Any) -> dict[str, Any]:
-    return {name: excluded[name] for name in ("producer_fields", "max_payload_bytes", "updated_at")}
+    refreshed = ("producer_fields", "max_payload_bytes", "updated_at", "group_field")
+    return {name: excluded[name] for name in refreshed}

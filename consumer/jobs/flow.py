@@ -15,6 +15,7 @@ from sqlalchemy import (
     String,
     and_,
     bindparam,
+    case,
     exists,
     func,
     literal_column,
@@ -148,4 +149,24 @@ def concurrency_by_kind(now: datetime) -> Select[Any]:
         select(jobs.c.kind, func.count())
         .where(jobs.c.status == Status.RUNNING.value, jobs.c.lease_until >= now)
         .group_by(jobs.c.kind)
+    )
+
+
+TOP_GROUPS = 5
+"""Groups shown per kind (``consumer jobs limits``, the dashboard): the busiest, so what is
+shown stays bounded however many groups there are (no metric has a label per group)."""
+
+
+def busiest_groups(now: datetime) -> Select[Any]:
+    """Unfinished grouped jobs by kind and group, the busiest first: running (live lease) and
+    pending."""
+    running = and_(jobs.c.status == Status.RUNNING.value, jobs.c.lease_until >= now)
+    live = func.sum(case((running, 1), else_=0))
+    pending = func.sum(case((jobs.c.status == Status.PENDING.value, 1), else_=0))
+    return (
+        select(jobs.c.kind, jobs.c.group_key, live, pending)
+        .where(jobs.c.group_key.is_not(None), jobs.c.status.in_(["pending", "running"]))
+        .group_by(jobs.c.kind, jobs.c.group_key)
+        .order_by(live.desc(), pending.desc(), jobs.c.group_key)
+        .limit(TOP_GROUPS * 20)
     )

@@ -42,10 +42,13 @@ class KindFlow:
     running: int
     updated_by: str | None = None
     updated_at: datetime | None = None
+    groups: tuple[dict[str, Any], ...] = ()
+    """The kind's busiest groups (``flow.TOP_GROUPS`` at most): group, running, pending."""
 
     def describe(self) -> dict[str, Any]:
         return {
             "kind": self.kind, **self.effective.describe(), "running": self.running,
+            "groups": list(self.groups),
             "configured": self.configured.describe(), "override": self.override,
             "updated_by": self.updated_by,
             "updated_at": None if self.updated_at is None else self.updated_at.isoformat(),
@@ -67,6 +70,12 @@ class FlowAdmin(Store):
         with self._read(connection) as conn:
             rows = {str(row.kind): row for row in conn.execute(flow.ROWS)}
             running = {str(k): int(n) for k, n in conn.execute(flow.concurrency_by_kind(now))}
+            groups: dict[str, list[dict[str, Any]]] = {}
+            for kind, group, live, pending in conn.execute(flow.busiest_groups(now)):
+                shown_groups = groups.setdefault(str(kind), [])
+                if len(shown_groups) < flow.TOP_GROUPS:
+                    load = {"group": group, "running": int(live), "pending": int(pending)}
+                    shown_groups.append(load)
         shown = []
         for kind in sorted({*kinds, *configured, *rows}):
             row = rows.get(kind)
@@ -76,7 +85,7 @@ class FlowAdmin(Store):
                 KindFlow(
                     kind, limit, effective(limit, override), override, running.get(kind, 0),
                     None if row is None else row.updated_by,
-                    None if row is None else row.updated_at,
+                    None if row is None else row.updated_at, tuple(groups.get(kind, ())),
                 )
             )  # fmt: skip
         return shown

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from functools import cache
+from typing import NamedTuple
 
 from consumer.config.flow import NO_LIMIT, JobLimit, Rate, parse_changes
 from consumer.config.settings import Settings
@@ -40,6 +41,15 @@ small cap's slots over sweepers, so that up to ``cap`` jobs do run at once."""
 CAPPED_CLAIM_MOST = 100
 """A claim takes at most this many jobs of a capped kind: the room a claim keeps under the cap
 for the claims holding the kind's other shards (``consumer.jobs.flow_lock``) is this many each."""
+
+
+class Allowance(NamedTuple):
+    """How many jobs of a kind a claim may take now, and which limit says so (``""``: none)."""
+
+    allowed: int
+    reason: str
+    limit: JobLimit
+    tat: datetime | None
 
 
 def configured(registry: Registry, settings: Settings) -> dict[str, JobLimit]:

@@ -124,7 +124,8 @@ class Listener:
         raising."""
         engine = self.dispatcher.engine
         with engine.begin() as connection:
-            declare(connection, self.dispatcher.registry.job_kinds, self.dispatcher.settings)
+            registry = self.dispatcher.registry
+            declare(connection, registry.job_kinds, self.dispatcher.settings, registry.job_limits)
         raw = engine.raw_connection()
         driver: Any = raw.driver_connection
         raw.detach()  # ours alone, closed (not pooled) at the end

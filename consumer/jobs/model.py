@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 from consumer.errors import ConsumerError
 
 MAX_KIND_LENGTH = 100
+MAX_GROUP_LENGTH = 200
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 """``priority`` and ``max_attempts`` are 32-bit columns: a larger value is refused here, not by
 the database (PostgreSQL's error would carry the statement)."""
@@ -47,7 +48,8 @@ class UnknownKind(InvalidJob):
 class NewJob:
     """A job to enqueue. ``key`` is its idempotency key; ``max_attempts=None`` takes the sweep's
     configured default when the job runs. Jobs sharing a ``lock_key`` run one at a time, in the
-    order they were enqueued (docs/flow-control.md)."""
+    order they were enqueued; jobs of different ``group``s (a tenant, a customer) take turns in
+    the claim, and a kind may cap or rate each group (docs/flow-control.md)."""
 
     kind: str
     payload: Any
@@ -56,6 +58,7 @@ class NewJob:
     priority: int = 0
     max_attempts: int | None = None
     lock_key: str | None = None
+    group: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.kind, str) or not 0 < len(self.kind) <= MAX_KIND_LENGTH:
@@ -64,6 +67,10 @@ class NewJob:
             raise InvalidJob("key must be a non-empty string or None")
         if self.lock_key is not None and (not isinstance(self.lock_key, str) or not self.lock_key):
             raise InvalidJob("lock_key must be a non-empty string or None")
+        if self.group is not None and not (
+            isinstance(self.group, str) and 0 < len(self.group) <= MAX_GROUP_LENGTH
+        ):
+            raise InvalidJob(f"group must be a string of 1..{MAX_GROUP_LENGTH} characters or None")
         if self.run_at is not None and self.run_at.tzinfo is None:
             raise InvalidJob("run_at must be an aware datetime")
         if self.max_attempts is not None and not 1 <= self.max_attempts <= INT32_MAX:
@@ -72,6 +79,15 @@ class NewJob:
             raise InvalidJob("priority must be an integer")
         if not INT32_MIN <= self.priority <= INT32_MAX:
             raise InvalidJob(f"priority must be {INT32_MIN}..{INT32_MAX}")
+
+
+def group_from(payload: Any, field: str | None) -> str | None:
+    """A job's group from its payload's ``field`` (a kind's ``group_by``): a non-empty string or
+    a whole number, as text; else none (as ``consumer_enqueue`` reads it: ``payload ->> field``)."""
+    value = payload.get(field) if field is not None and isinstance(payload, Mapping) else None
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        return None
+    return str(value)[:MAX_GROUP_LENGTH] or None
 
 
 @dataclass(frozen=True)
@@ -109,24 +125,31 @@ class Job(NamedTuple):
     trace_parent: str | None = None
     """The ``traceparent`` of the span that enqueued the job (``consumer.observe.spans``)."""
     lock_key: str | None = None
+    group_key: str | None = None
+    """The job's group: groups take turns in the claim (docs/flow-control.md)."""
+    fair_at: datetime | None = None
+    """A grouped job's turn (``None``: ungrouped, its turn is its ``run_at``)."""
 
     @classmethod
     def from_claim(cls, row: Any) -> Job:
         """From the columns ``store.CLAIMED`` returns, positionally: a claim returns many rows."""
-        job_id, kind, payload, priority, run_at, attempts, limit, key, created, errors, parent = row
+        job_id, kind, payload, priority, run_at, attempts, limit, key, created, errors, parent, \
+            group, turn = row  # fmt: skip
         return cls(
             job_id, kind, payload, Status.RUNNING, priority, run_at, attempts, limit, key,
-            created, errors or (), trace_parent=parent,
+            created, errors or (), trace_parent=parent, group_key=group, fair_at=turn,
         )  # fmt: skip
 
     @classmethod
     def from_driver_claim(cls, row: Any) -> Job:
         """``from_claim`` of a row as psycopg returns it: its aware datetimes, in the session's
         time zone, are converted to UTC here (as ``UTCDateTime`` does for the other queries)."""
-        job_id, kind, payload, priority, run_at, attempts, limit, key, created, errors, parent = row
+        job_id, kind, payload, priority, run_at, attempts, limit, key, created, errors, parent, \
+            group, turn = row  # fmt: skip
         return cls(
             job_id, kind, payload, Status.RUNNING, priority, run_at.astimezone(UTC), attempts,
             limit, key, created.astimezone(UTC), errors or (), trace_parent=parent,
+            group_key=group, fair_at=None if turn is None else turn.astimezone(UTC),
         )  # fmt: skip
 
     @classmethod
@@ -139,9 +162,10 @@ class Job(NamedTuple):
 
 
 def claim_order(job: Job) -> tuple[int, datetime, int]:
-    """The order a sweeper runs a claim's jobs in: higher priority first, then the earlier due,
+    """The order a sweeper runs a claim's jobs in: the claim's own (``queries.claim``): higher
+    priority first, then the earlier turn (a grouped job's ``fair_at``, else its ``run_at``),
     then the older."""
-    return (-job.priority, job.run_at, job.id)
+    return (-job.priority, job.fair_at or job.run_at, job.id)
 
 
 @dataclass(frozen=True)

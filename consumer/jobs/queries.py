@@ -35,12 +35,12 @@ from consumer.db import dialect as sql
 from consumer.db.types import UTCDateTime
 from consumer.jobs.flow import HEAD_OF_KEY
 from consumer.jobs.model import FINISHED, Status
-from consumer.jobs.schema import JobId, jobs
+from consumer.jobs.schema import TURN, JobId, jobs
 
 CLAIMED = (
     jobs.c.id, jobs.c.kind, jobs.c.payload, jobs.c.priority, jobs.c.run_at, jobs.c.attempts,
     jobs.c.max_attempts, jobs.c.idempotency_key, jobs.c.created_at, jobs.c.errors,
-    jobs.c.trace_parent,
+    jobs.c.trace_parent, jobs.c.group_key, jobs.c.fair_at,
 )  # fmt: skip
 """What a claim returns, in ``Job.from_claim`` order."""
 
@@ -69,9 +69,13 @@ def id_of_key(key: str | None) -> Select[Any]:
 
 
 @cache
-def claim(dialect: str) -> Any:
-    """Up to ``:limit`` jobs of ``:kinds``: leases that expired first, then due pending jobs."""
+def claim(dialect: str, excluding: bool = False) -> Any:
+    """Up to ``:limit`` jobs of ``:kinds``: leases that expired first, then due pending jobs
+    (``excluding``: none of the groups ``:excluded``, those a group limit holds back)."""
     expired, due = _candidates(dialect)
+    if excluding:
+        among = sql.among(jobs.c.group_key, "excluded", dialect, Text())
+        due = due.where(or_(jobs.c.group_key.is_(None), ~among))
     picked = (_picked_postgresql if dialect == sql.POSTGRESQL else _picked_sqlite)(expired, due)
     claimable = or_(  # re-checked in the UPDATE itself: a row another claim took is left alone
         jobs.c.status == Status.PENDING.value,
@@ -90,7 +94,9 @@ def claim(dialect: str) -> Any:
 
 def _candidates(dialect: str) -> tuple[Select[Any], Select[Any]]:
     """Running jobs whose lease expired (their sweeper died), and due pending jobs in order (of
-    a lock key, only its first unfinished job)."""
+    a lock key, only its first unfinished job). The order is by turn after priority: a grouped
+    job's ``fair_at`` (set on insert, migration ``0012_job_groups``: a group's backlog is spread
+    out, so other groups' jobs come in between), an ungrouped job's ``run_at``."""
     kind = sql.among(jobs.c.kind, "kinds", dialect)
     expired = select(jobs.c.id).where(
         jobs.c.status == Status.RUNNING.value, jobs.c.lease_until < NOW, kind
@@ -98,7 +104,7 @@ def _candidates(dialect: str) -> tuple[Select[Any], Select[Any]]:
     due = (
         select(jobs.c.id)
         .where(jobs.c.status == Status.PENDING.value, jobs.c.run_at <= NOW, kind, HEAD_OF_KEY)
-        .order_by(jobs.c.priority.desc(), jobs.c.run_at, jobs.c.id)
+        .order_by(jobs.c.priority.desc(), TURN, jobs.c.id)
     )
     return expired, due
 

@@ -1,10 +1,11 @@
 """The ``jobs`` table and the flow-control table ``job_flow``, on the shared ``metadata``.
 Migrations: ``0002_jobs``, then ``0006_job_flow`` (``jobs.lock_key`` and ``job_flow``), then
-``0008_job_flow_shards``; ``job_kinds`` for SQL producers: ``0010_sql_enqueue``."""
+``0008_job_flow_shards``; ``job_kinds`` for SQL producers: ``0010_sql_enqueue``; groups
+(``jobs.group_key``, ``jobs.fair_at``, ``job_group_flow``): ``0012_job_groups``."""
 
 from __future__ import annotations
 
-from sqlalchemy import JSON, BigInteger, Column, Index, Integer, String, Table, Text, text
+from sqlalchemy import JSON, BigInteger, Column, Index, Integer, String, Table, Text, func, text
 
 from consumer.db.schema import metadata
 from consumer.db.types import UTCDateTime
@@ -18,6 +19,10 @@ TRACE_COMMENT = "W3C traceparent of the span that enqueued the job (migration 00
 UNFINISHED_KEYED = text("lock_key IS NOT NULL AND status IN ('pending', 'running')")
 RUNNING_KEYED = text("lock_key IS NOT NULL AND status = 'running'")
 LOCK_KEY_COMMENT = "jobs sharing it run one at a time, in id order"
+GROUP_COMMENT = "jobs of different groups take turns in the claim; NULL: no group"
+TURN_COMMENT = "a grouped job's turn, set on insert (trigger jobs_group_turn); NULL: run_at"
+UNFINISHED_GROUPED = text("group_key IS NOT NULL AND status IN ('pending', 'running')")
+PENDING_GROUPED = text("group_key IS NOT NULL AND status = 'pending'")
 KIND_FIELDS_COMMENT = "what SQL producers may set in the payload; NULL: every field"
 FLOW_LIMITS_COMMENT = "an operator's change (cap:N;rate:N/1s); NULL: as configured"
 
@@ -42,6 +47,8 @@ jobs = Table(
     Column("finished_at", UTCDateTime, nullable=True),
     Column("trace_parent", String(55), nullable=True, comment=TRACE_COMMENT),
     Column("lock_key", Text, nullable=True, comment=LOCK_KEY_COMMENT),
+    Column("group_key", Text, nullable=True, comment=GROUP_COMMENT),
+    Column("fair_at", UTCDateTime, nullable=True, comment=TURN_COMMENT),
     # The autoincrement keyword stops SQLite from reusing the id of a purged newest row, so a
     # Message-ID derived from the id is never reused either.
     sqlite_autoincrement=True,
@@ -49,13 +56,30 @@ jobs = Table(
 
 Index("jobs_idempotency_key", jobs.c.idempotency_key, unique=True)
 # Partial indexes keep the claimable set small however many finished jobs are retained.
+TURN = func.coalesce(jobs.c.fair_at, jobs.c.run_at)
+"""A job's place in the claim's order after its priority: a grouped job's turn, else its
+``run_at`` (``consumer.jobs.queries.claim``)."""
 Index(
     "jobs_claimable",
     jobs.c.priority.desc(),
-    jobs.c.run_at,
+    TURN,
     jobs.c.id,
     postgresql_where=PENDING,
     sqlite_where=PENDING,
+)
+# A group's last turn and the earliest pending turn: what the insert trigger reads.
+Index(
+    "jobs_group_turns",
+    jobs.c.group_key,
+    jobs.c.fair_at,
+    postgresql_where=UNFINISHED_GROUPED,
+    sqlite_where=UNFINISHED_GROUPED,
+)
+Index(
+    "jobs_group_head",
+    jobs.c.fair_at,
+    postgresql_where=PENDING_GROUPED,
+    sqlite_where=PENDING_GROUPED,
 )
 Index("jobs_leases", jobs.c.lease_until, postgresql_where=RUNNING, sqlite_where=RUNNING)
 Index("jobs_finished", jobs.c.finished_at, postgresql_where=FINISHED, sqlite_where=FINISHED)
@@ -104,7 +128,19 @@ job_kinds = Table(
     Column("producer_fields", JSON, nullable=True, comment=KIND_FIELDS_COMMENT),
     Column("max_payload_bytes", Integer, nullable=False),
     Column("updated_at", UTCDateTime, nullable=False),
+    Column("group_field", String(200), nullable=True, comment="the payload field that groups"),
 )
 """The kinds the serving processes run, each written at start-up (``consumer.jobs.listen``), so
 the SQL function ``consumer_enqueue`` (migration ``0010_sql_enqueue``) can refuse an unknown
 kind and apply the kind's producer fields and payload limit without knowing Python."""
+
+job_group_flow = Table(
+    "job_group_flow",
+    metadata,
+    Column("kind", String(100), primary_key=True),
+    Column("group_key", Text, primary_key=True),
+    Column("tat", UTCDateTime, nullable=True, comment="the group rate's theoretical arrival time"),
+)
+"""One row per group of a kind with a group cap or rate, made by its first claim: claims that
+took jobs of a group lock its row, so they count the group's running jobs one at a time
+(``consumer.jobs.groups``)."""

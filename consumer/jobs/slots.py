@@ -14,17 +14,27 @@ class StartSlots:
     claimed, and its last start of each kind."""
 
     def __init__(self) -> None:
-        self._slots: dict[int, tuple[float, float]] = {}
-        """Claimed jobs of rate-limited kinds: when each may start, and the kind's interval."""
+        self._slots: dict[int, tuple[float, float, str | None]] = {}
+        """Claimed jobs of rate-limited kinds or groups: when each may start, the rate's interval,
+        and what it spaces (``None``: the kind; else the group's key)."""
         self._last_start: dict[str, float] = {}
 
     def schedule(
-        self, claimed: list[Job], slots: list[datetime], now: datetime, interval: float
+        self,
+        claimed: list[Job],
+        slots: list[datetime],
+        now: datetime,
+        interval: float,
+        key: str | None = None,
     ) -> None:
-        """Give ``claimed`` (in id order) the ``slots`` the rate allotted them at ``now``."""
+        """Give ``claimed`` (in id order) the ``slots`` the rate allotted them at ``now`` (a
+        job both its kind's and its group's rate gave a slot starts at the later)."""
         base = time.monotonic()
         for job, slot in zip(sorted(claimed, key=lambda job: job.id), slots, strict=True):
-            self._slots[job.id] = (base + (slot - now).total_seconds(), interval)
+            at = base + (slot - now).total_seconds()
+            earlier = self._slots.get(job.id)
+            if earlier is None or earlier[0] < at:
+                self._slots[job.id] = (at, interval, key)
 
     def start_at(self, job: Job) -> None:
         """Wait for the start slot the rate gave ``job`` (none: start now), and at least an
@@ -33,8 +43,9 @@ class StartSlots:
         scheduled = self._slots.pop(job.id, None)
         if scheduled is None:
             return
-        slot, interval = scheduled
-        start = max(slot, self._last_start.get(job.kind, float("-inf")) + interval)
+        slot, interval, key = scheduled
+        spaced = job.kind if key is None else key
+        start = max(slot, self._last_start.get(spaced, float("-inf")) + interval)
         if start > time.monotonic():
             time.sleep(start - time.monotonic())
-        self._last_start[job.kind] = time.monotonic()
+        self._last_start[spaced] = time.monotonic()

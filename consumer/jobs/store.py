@@ -44,11 +44,13 @@ def enqueue(
     kinds: Collection[str] | None = None,
     allow_unknown: bool = False,
     lock_key: str | None = None,
+    group: str | None = None,
 ) -> EnqueueResult:
     """Insert one pending job in its own transaction (``JobStore.enqueue``), then wake a
     sweeper (``consumer.jobs.wake``). ``kinds``: the job kinds the caller's registry provides
-    (``registry.job_kinds.names()``); jobs sharing a ``lock_key`` run one at a time, in order."""
-    job = NewJob(kind, payload, key, run_at, priority, max_attempts, lock_key)
+    (``registry.job_kinds.names()``); jobs sharing a ``lock_key`` run one at a time, in order;
+    jobs of different ``group``s take turns (docs/flow-control.md)."""
+    job = NewJob(kind, payload, key, run_at, priority, max_attempts, lock_key, group)
     result = JobStore(engine).enqueue(job, kinds=kinds, allow_unknown=allow_unknown)
     if result.inserted:
         wake.committed(engine)
@@ -97,7 +99,7 @@ def _row(job: NewJob, now: datetime) -> dict[str, Any]:
         "priority": job.priority, "run_at": job.run_at or now, "attempts": 0,
         "max_attempts": job.max_attempts, "idempotency_key": job.key,
         "created_at": now, "updated_at": now, "lock_key": job.lock_key,
-        "trace_parent": spans.current_traceparent(),
+        "group_key": job.group, "trace_parent": spans.current_traceparent(),
     }  # fmt: skip
 
 
@@ -162,14 +164,20 @@ class JobStore(JobOperations):
         lease_until: datetime,
         *,
         connection: Connection | None = None,
+        excluded: Sequence[str] = (),
     ) -> Jobs:
         """Claim up to ``limit`` jobs of ``kinds`` in one statement: leases that expired first
-        (their sweeper died), then due pending jobs by priority and age."""
+        (their sweeper died), then due pending jobs by priority and turn (none of the groups
+        ``excluded``)."""
         params = {
             "token": token, "limit": limit, "kinds": list(kinds), "now": now,
             "lease": lease_until,
         }  # fmt: skip
         with self._write(connection) as conn:
+            if excluded:
+                statement = queries.claim(self.dialect, True)
+                rows = conn.execute(statement, {**params, "excluded": list(excluded)}).all()
+                return sorted((Job.from_claim(row) for row in rows), key=claim_order)
             if self.dialect == POSTGRESQL:
                 # The driver's own tuples: no Row objects for a hundred rows.
                 tuples = prepared(queries.claim, conn.dialect).all(conn, params)

@@ -5,7 +5,8 @@ and counts (``consumer.jobs.flow_lock``, which says why) and gives back what its
 allow; its statements are ``FlowStore``'s (``consumer.jobs.flow_store``).
 
 A kind held back is *throttled*: its jobs stay due (no attempt is used), the claim moves on to
-the other kinds, and ``held`` says which kinds and why (``cap`` or ``rate``).
+the other kinds, and ``held`` says which kinds and why (``cap``, ``rate``, ``group_cap``,
+``group_rate``). Group caps and rates are ``consumer.jobs.groups``'.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import random
 import time
 from collections.abc import Collection, Mapping
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any
 
 from sqlalchemy import Connection
 
@@ -23,32 +24,21 @@ from consumer.db.dialect import POSTGRESQL
 from consumer.jobs import flow, limits
 from consumer.jobs.flow_lock import FlowLocks, Locked
 from consumer.jobs.flow_store import FlowStore, Params
+from consumer.jobs.group_flow import GroupFlowStore
+from consumer.jobs.groups import GroupLimits
 from consumer.jobs.model import Job, claim_order
 from consumer.jobs.slots import StartSlots
 from consumer.jobs.store import JobStore
 from consumer.observe import metrics
 from consumer.wire.timeutil import Clock, utcnow
 
-REFRESH_SECONDS = 1.0
-"""How stale a sweeper's view of the operators' changes may be for a kind it does not limit
-yet (a limited kind reads its row, fresh, in every claim)."""
-CAP_POLL_SECONDS = 0.1
-"""How long, at random up to twice this, a sweeper held only by caps waits before it claims
-again (so the sweepers do not all come back at once)."""
-RATE_POLL_JITTER = 0.05
-"""Added, at random up to this, to the wait for a rate's next start, for the same reason."""
-MAX_BACKOFF = 3
-"""Each wait that ends in another empty claim doubles the random part, up to ``2**3`` times:
-of many idle sweepers, few keep polling a kind that others are keeping busy."""
-
-
-class Allowance(NamedTuple):
-    """How many jobs of a kind a claim may take now, and which limit says so (``""``: none)."""
-
-    allowed: int
-    reason: str
-    limit: JobLimit
-    tat: datetime | None
+# How stale a sweeper's view of operators' changes may be for a kind it does not limit yet (a
+# limited kind reads its row, fresh, in every claim); how long, at random up to twice this, a
+# sweeper held only by caps waits before it claims again, and the random part added to the wait
+# for a rate's next start (so the sweepers do not all come back at once); each wait that ends in
+# another empty claim doubles the random part, up to 2**3 times (of many idle sweepers, few keep
+# polling a kind that others keep busy).
+REFRESH_SECONDS, CAP_POLL_SECONDS, RATE_POLL_JITTER, MAX_BACKOFF = 1.0, 0.1, 0.05, 3
 
 
 class Throttle:
@@ -64,6 +54,7 @@ class Throttle:
         self.clock = clock
         self.locks = FlowLocks(self.flows, self.configured)
         self.slots = StartSlots()
+        self.groups = GroupLimits(GroupFlowStore(store.engine), self.slots, store, clock)
         self.start_at = self.slots.start_at
         """Wait for a claimed job's start slot (``StartSlots.start_at``)."""
         self.overrides: dict[str, str] = {}
@@ -88,12 +79,14 @@ class Throttle:
         """Up to ``size`` jobs of ``kinds``: the limited kinds' first, each within its limits,
         then the other kinds' in one plain claim."""
         self.held, self._rate_wait = {}, None
+        self.groups.held, self.groups.rate_wait = self.held, None
         self._took_before, self._took = self._took, set()
         if self._took_before:
             self._misses = 0
         limited = self._limited(connection, kinds)
         if not limited:
             return self.store.claim(token, size, kinds, now, lease_until, connection=connection)
+
         parts: list[list[Job]] = []
         claimed = 0
         for kind in sorted(limited):
@@ -120,8 +113,9 @@ class Throttle:
         if not self.held:
             return False
         spread = 2 ** min(self._misses, MAX_BACKOFF)
-        if self._rate_wait is not None:
-            pause = self._rate_wait + random.uniform(0, RATE_POLL_JITTER * spread)
+        waits = [w for w in (self._rate_wait, self.groups.rate_wait) if w is not None]
+        if waits:
+            pause = min(waits) + random.uniform(0, RATE_POLL_JITTER * spread)
         else:
             pause = CAP_POLL_SECONDS * random.uniform(1, 2) * spread
         self._misses += 1
@@ -185,6 +179,9 @@ class Throttle:
             self._refreshed = float("-inf")
             locked = locked._replace(allowed=0, reason="rate")
         claimed = self._give_back(connection, token, claimed, locked.allowed, now)
+        if limit.grouped:  # each group within its cap and rate (``GroupLimits.keep``)
+            took = len(claimed)
+            claimed = self.groups.keep(connection, kind, limit, claimed, now, token, took < want)
         rate, tat = locked.limit.rate, locked.tat
         if rate is not None and claimed:
             slots = limits.slots(rate, tat, now, len(claimed))
@@ -210,7 +207,9 @@ class Throttle:
         then lock what its limits need (``FlowLocks``); the lock is held for the count only,
         not for the claim. Nothing claimed: ``([], None)``."""
         kind, now = params["flow_kind"], params["now"]
-        if self.store.dialect == POSTGRESQL and limit.rate is None and limit.cap is not None:
+        excluded = self.groups.excluded(connection, kind, limit, now) if limit.grouped else []
+        if self.store.dialect == POSTGRESQL and limit.rate is None and limit.cap is not None \
+                and not limit.grouped:  # fmt: skip
             # A cap alone: the claim and the lock travel together (one round trip).
             values = self.locks.cap_values(params, limit.cap, want)
             claimed, row = self.store.claim_then(
@@ -222,8 +221,11 @@ class Throttle:
         else:
             if want <= 0:
                 return [], None
-            claimed = self.store.claim(token, want, [kind], now, lease_until, connection=connection)
+            claimed = self.store.claim(
+                token, want, [kind], now, lease_until, connection=connection, excluded=excluded
+            )
             if not claimed:
+                self.groups.held_if_due(connection, kind, now)
                 return [], None
             locked = self.locks.lock(connection, params, limit, len(claimed))
         if locked is None:
@@ -256,7 +258,7 @@ class Throttle:
         own: int = 0,
         counted: int | None = None,
         reserve: int = 0,
-    ) -> Allowance:
+    ) -> limits.Allowance:
         """What the kind's limits allow now, from its row ``found`` (locked or not, ``None``:
         none yet); ``own``: running jobs of the kind this claim took, not counted against it;
         ``counted``: the running jobs the lock's statement counted (``None``: count them);
@@ -273,13 +275,13 @@ class Throttle:
         if limit.rate is not None:
             by_rate = limits.rate_allowance(limit.rate, tat, params["now"])
             allowed, reason = (by_rate, "rate") if by_rate < allowed else (allowed, reason)
-        return Allowance(allowed, reason, limit, tat)
+        return limits.Allowance(allowed, reason, limit, tat)
 
     def _hold_if_due(
         self,
         connection: Connection,
         params: Params,
-        allowance: Allowance,
+        allowance: limits.Allowance,
         now: datetime,
         took: bool = False,
     ) -> None:

@@ -2,7 +2,8 @@
 
 Attributes: ``job_kind`` (required), ``job_key`` (the idempotency key; default the subscription
 and messageId), ``job_run_at`` (RFC 3339), ``job_priority``, ``job_max_attempts``,
-``job_lock_key`` (jobs sharing it run one at a time, in enqueue order); the data is
+``job_lock_key`` (jobs sharing it run one at a time, in enqueue order), ``job_group`` (jobs
+of different groups take turns; a kind may cap or rate each group); the data is
 the JSON object payload (empty: ``{}``), filtered to the fields the kind lets producers set
 (``consumer.jobs.fields``). The same key published again is the same job.
 
@@ -27,10 +28,18 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+from consumer.config.flow import NO_LIMIT
 from consumer.errors import Permanent
 from consumer.jobs import wake
 from consumer.jobs.fields import producer_fields, restricted
-from consumer.jobs.model import INT32_MAX, INT32_MIN, EnqueueResult, InvalidJob, NewJob
+from consumer.jobs.model import (
+    INT32_MAX,
+    INT32_MIN,
+    EnqueueResult,
+    InvalidJob,
+    NewJob,
+    group_from,
+)
 from consumer.jobs.store import JobStore, enqueue
 from consumer.pipeline.context import HandlerContext
 from consumer.pipeline.registry import Registry
@@ -52,7 +61,8 @@ def register(registry: Registry) -> None:
         payload, ignored = restricted(
             payload_of(event, context), producer_fields(registry.job_kinds, event.kind)
         )
-        job = new_job(event, payload)
+        group_by = registry.job_limits.get(event.kind, NO_LIMIT).group_by
+        job = new_job(event, payload, group_from(payload, group_by))
         _check_delay(job, context)
         result = enqueue_new(context, job, known)
         return {"kind": event.kind, "job": result.job_id, "inserted": result.inserted,
@@ -68,7 +78,7 @@ def enqueue_new(context: HandlerContext, job: NewJob, known: tuple[str, ...]) ->
     if connection is None:
         return enqueue(context.engine, job.kind, job.payload, key=job.key, run_at=job.run_at,
                        priority=job.priority, max_attempts=job.max_attempts, kinds=known,
-                       lock_key=job.lock_key)  # fmt: skip
+                       lock_key=job.lock_key, group=job.group)  # fmt: skip
     result = JobStore(context.engine).enqueue(job, kinds=known, connection=connection)
     if result.inserted:
         wake.on_commit(connection)
@@ -93,14 +103,16 @@ def payload_of(event: JobEvent, context: HandlerContext) -> dict[str, Any]:
     return payload
 
 
-def new_job(event: JobEvent, payload: dict[str, Any]) -> NewJob:
+def new_job(event: JobEvent, payload: dict[str, Any], derived: str | None = None) -> NewJob:
+    """The job a message asks for; its group is the ``job_group`` attribute, else ``derived``
+    (from the payload field its kind groups by)."""
     attributes = event.attributes
     try:
         return NewJob(
             event.kind, payload, event.job_key, _run_at(attributes.get("run_at")),
             _whole(attributes.get("priority"), "job_priority", INT32_MIN) or 0,
             _whole(attributes.get("max_attempts"), "job_max_attempts", 1),
-            event.lock_key,
+            event.lock_key, attributes.get("group", derived),
         )  # fmt: skip
     except InvalidJob as exc:
         raise Permanent(str(exc)) from None

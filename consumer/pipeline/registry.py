@@ -32,6 +32,7 @@ from consumer.wire.schedule import (
     ScheduleError,
     TickPolicy,
     as_schedule,
+    check_jitter,
 )
 
 DEFAULT_TICK_PERIOD_SECONDS = 60
@@ -105,23 +106,20 @@ class Registry:
         cron: str | None = None,
         timezone: str = "UTC",
         replace: bool = False,
-        overlap: str = "allow",
-        catch_up: str = "latest",
+        **policy: str,
     ) -> Callable[[H], H]:
         """Register a tick task on a fixed period or a cron schedule (``cron="0 9 * * 1-5"``,
         ``timezone="Europe/Madrid"``): its slots key its ticks, and so decide its duplicates.
-        ``overlap`` (``allow``, ``skip``, ``wait``) and ``catch_up`` (``latest``, ``once``,
-        ``all:N``): docs/flow-control.md."""
-        schedule, policy = _declared(
-            name, period_seconds, cron, timezone, overlap=overlap, catch_up=catch_up
-        )
+        ``overlap`` (``allow``, ``skip``, ``wait``), ``catch_up`` (``latest``, ``once``,
+        ``all:N``) and ``jitter`` (a window: ``"30s"``): docs/flow-control.md."""
+        schedule, chosen = _declared(name, period_seconds, cron, timezone, **policy)
         if name in self.tasks and not replace:
             raise AlreadyRegistered(
                 f"tick task {name!r} is already registered (pass replace=True to replace it)"
             )
 
         def register(handler: H) -> H:
-            self.tasks[name] = TickTask(name, schedule, handler, policy)
+            self.tasks[name] = TickTask(name, schedule, handler, chosen)
             return handler
 
         return register
@@ -131,16 +129,16 @@ class Registry:
         name: str,
         *,
         replace: bool = False,
-        cap: int | None = None,
-        rate: Any = None,
         record_each: bool = False,
+        **limits: Any,
     ) -> Callable[[H], H]:
-        """A job kind; ``cap``: most of its jobs running at once across every pod; ``rate``:
-        most starts per interval (``"50/1s"``); ``record_each``: each result is recorded before
+        """A job kind; ``limits``: ``cap`` (most of its jobs running at once across every pod),
+        ``rate`` (most starts per interval: ``"50/1s"``), ``group_cap`` and ``group_rate`` (the
+        same for each group of its jobs); ``record_each``: each result is recorded before
         the next job starts, however fast the job (a sweeper killed mid-batch then repeats at
         most the job it was running: for effects that cannot be taken back, like an email)."""
-        if cap is not None or rate is not None:
-            self.job_limit(name, cap=cap, rate=rate)
+        if any(value is not None for value in limits.values()):
+            self.job_limit(name, **limits)
         register = self.job_kinds.kind(name, replace=replace)
 
         def declare(handler: H) -> H:
@@ -153,10 +151,10 @@ class Registry:
 
         return declare
 
-    def job_limit(self, name: str, *, cap: int | None = None, rate: Any = None) -> JobLimit:
-        """Declare a job kind's cap and rate (for a kind added with ``job_kinds.add``)."""
+    def job_limit(self, name: str, **limits: Any) -> JobLimit:
+        """Declare a job kind's caps and rates (for a kind added with ``job_kinds.add``)."""
         try:
-            self.job_limits[name] = declared(cap, rate)
+            self.job_limits[name] = declared(**limits)
         except ValueError as exc:
             raise SettingsError(f"job kind {name!r}: {exc}") from None
         return self.job_limits[name]
@@ -240,8 +238,7 @@ class Registry:
         checked when read) on top."""
         registered = self.tasks.get(task)
         declared = registered.policy if registered else TickPolicy()
-        chosen = {"overlap": declared.overlap.value, "catch_up": str(declared.catch_up)}
-        return TickPolicy.of(**{**chosen, **overrides.get(task, {})})
+        return TickPolicy.of(**{**declared.named(), **overrides.get(task, {})})
 
     def resolve(self, event: Event) -> Handler | None:
         """The handler for ``event``, or ``None`` when it is unroutable."""
@@ -295,6 +292,8 @@ def _declared(
         raise SettingsError(f"tick task {name!r}: give period_seconds or cron, not both or neither")
     try:
         every = Every(period_seconds) if period_seconds is not None else None
-        return every or Cron(str(cron), timezone), TickPolicy.of(**policy)
+        schedule, chosen = every or Cron(str(cron), timezone), TickPolicy.of(**policy)
+        check_jitter(schedule, chosen)
+        return schedule, chosen
     except ScheduleError as exc:
         raise SettingsError(f"tick task {name!r}: {exc}") from None

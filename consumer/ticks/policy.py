@@ -12,6 +12,7 @@ dispatcher claims, runs and records; this module decides and holds.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -24,9 +25,9 @@ from consumer.pipeline.policy import Policy, Renew, Runs
 from consumer.pipeline.registry import Registry
 from consumer.pipeline.running import Verdict
 from consumer.ticks import catch_up
-from consumer.ticks.answers import PAUSED, waiting, waiting_outcome
+from consumer.ticks.answers import PAUSED, jitter_outcome, waiting, waiting_outcome
 from consumer.ticks.store import TickStore
-from consumer.wire import schedule
+from consumer.wire import jitter, schedule
 from consumer.wire.events import Event, Route, TickEvent
 from consumer.wire.outcomes import Kind, Outcome
 from consumer.wire.schedule import Overlap, TickPolicy
@@ -72,8 +73,12 @@ class TickRules(Policy):
         return None
 
     def waiting(self, event: Event, inbox: Inbox) -> Outcome | None:
-        """The run a ``wait`` tick waits for, read before it claims (so nothing is written)."""
+        """The run a ``wait`` tick waits for, read before it claims (so nothing is written); or
+        a jittered slot's start, when it is further ahead than the delivery may wait."""
         tick = _tick(event)
+        if self._jitter_wait(tick) > self.settings.handler_budget_seconds / 2:
+            start = jitter.start_of(tick.task, tick.slot, self.policy(tick.task).jitter)
+            return jitter_outcome(event, start)
         if not self.holds(tick) or self.policy(tick.task).overlap is not Overlap.WAIT:
             return None
         holder = _store(inbox).run_holder(tick.task, self.clock())
@@ -116,6 +121,8 @@ class TickRules(Policy):
             _store(inbox).release_run(tick.task, event.key)
 
     def run(self, event: Event, runs: Runs) -> Outcome:
+        if (pause := self._jitter_wait(_tick(event))) > 0:  # a jittered slot: at its offset
+            time.sleep(min(pause, self.settings.handler_budget_seconds / 2))
         missed = catch_up.missed_runs(self, _tick(event), _store(runs.inbox))
         return catch_up.run(self.settings, event, missed, runs)
 
@@ -153,6 +160,15 @@ class TickRules(Policy):
         if recorded.kind is Kind.RETRY and "waiting_for" in verdict.details:
             return waiting_outcome(event, verdict.details["waiting_for"])
         return recorded
+
+    def _jitter_wait(self, tick: TickEvent) -> float:
+        """Seconds until a slot's run starts under its task's jitter (0: now, or no jitter; a
+        run now, a continuation, a catch-up run and a rerun are not jittered)."""
+        window = self.policy(tick.task).jitter
+        if not window or self.rerun or tick.run_now or tick.continuation or tick.catch_up:
+            return 0.0
+        start = jitter.start_of(tick.task, tick.slot, window)
+        return max(0.0, (start - self.clock()).total_seconds())
 
     def unroutable(self, event: Event) -> str:
         names = ", ".join(sorted(self.registry.tasks)) or "none"

@@ -20,6 +20,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
+from consumer.wire import jitter as jitter_window
 from consumer.wire.timeutil import floor_to_period
 
 CRON_PREFIX = "cron:"
@@ -232,25 +233,38 @@ class CatchUp:
 
 @dataclass(frozen=True)
 class TickPolicy:
-    """A tick task's overlap and catch-up policies (docs/flow-control.md)."""
+    """A tick task's overlap, catch-up and jitter policies (docs/flow-control.md)."""
 
     overlap: Overlap = Overlap.ALLOW
     catch_up: CatchUp = CatchUp()
+    jitter: float = 0.0
+    """Seconds of a slot's window its run starts in, at an offset of the task and slot."""
 
     @classmethod
-    def of(cls, overlap: str = "allow", catch_up: str = "latest") -> TickPolicy:
+    def of(cls, overlap: str = "allow", catch_up: str = "latest", jitter: str = "0") -> TickPolicy:
         """From their names; a bad one raises ``ScheduleError`` naming it."""
         try:
             chosen = Overlap(overlap)
         except ValueError:
             raise ScheduleError(f"overlap must be allow, skip or wait, got {overlap!r}") from None
-        return cls(chosen, CatchUp.parse(catch_up))
+        if (window := jitter_window.parse_jitter(str(jitter))) is None:
+            raise ScheduleError(f"jitter must be a duration such as 30s or 5m, got {jitter!r}")
+        return cls(chosen, CatchUp.parse(catch_up), window)
+
+    def named(self) -> dict[str, str]:  # as ``of`` takes them
+        return {"overlap": self.overlap, "catch_up": str(self.catch_up), "jitter": f"{self.jitter}"}
 
     def __str__(self) -> str:
-        return f"overlap={self.overlap} catch_up={self.catch_up}"
+        return f"overlap={self.overlap} catch_up={self.catch_up} jitter={self.jitter:g}s"
 
 
-POLICY_FIELDS = ("overlap", "catch_up")
+def check_jitter(schedule: Schedule, policy: TickPolicy) -> None:
+    """A jitter window longer than the shortest gap between slots is a ``ScheduleError``."""
+    if policy.jitter > (gap := jitter_window.shortest_gap(schedule, PROBE_START)):
+        raise ScheduleError(f"a jitter of {policy.jitter:g} s is longer than the period {gap:g} s")
+
+
+POLICY_FIELDS = ("overlap", "catch_up", "jitter")
 
 
 def parse_policies(raw: str) -> dict[str, dict[str, str]]:
@@ -261,7 +275,9 @@ def parse_policies(raw: str) -> dict[str, dict[str, str]]:
         name, sep, value = item.partition("=")
         task, dot, field_name = name.strip().rpartition(".")
         if not (sep and dot and task) or field_name not in POLICY_FIELDS:
-            raise ScheduleError(f"expected TASK.overlap=... or TASK.catch_up=..., got {item!r}")
+            raise ScheduleError(
+                f"expected TASK.overlap=, TASK.catch_up= or TASK.jitter=, got {item!r}"
+            )
         chosen = {**found.get(task, {}), field_name: value.strip()}
         try:
             TickPolicy.of(**chosen)

@@ -122,6 +122,8 @@ def test_a_change_is_stored_in_force_and_logged_with_who_then_reset(
         ("limit-kind", {"kind": "nope", "cap": "1"}, 404, f"no job kind {Q}nope{Q} is"),
         ("reset-kind-limit", {"kind": "nope"}, 404, f"no job kind {Q}nope{Q} is"),
         ("limit-kind", {"cap": "1"}, 400, "the form has no kind"),
+        ("limit-kind", {"kind": "report", "group_cap": "x"}, 400, "group_cap: cap must be a"),
+        ("limit-kind", {"kind": "report", "group_rate": "9"}, 400, "group_rate: rate must be N/"),
     ],
 )  # fmt: skip
 def test_a_bad_change_is_refused_in_one_line_and_stores_nothing(
@@ -148,3 +150,17 @@ def test_a_post_without_the_csrf_token_changes_nothing(
     form = {"kind": "report"}
     assert client.post("/actions/reset-kind-limit", data=form, headers=AS_ADMIN).status_code == 403
     assert _report(settings, engine).override == "cap:1"
+
+
+def test_a_group_cap_is_set_and_the_busiest_groups_shown(
+    client: FlaskClient, settings: Settings, engine: Engine
+) -> None:
+    for n in range(8):
+        store.enqueue(engine, "report", {}, kinds=["report"], group=f"tenant-{n % 7}")
+    status, page = _post(client, "limit-kind", kind="report", group_cap="2", group_rate="")
+    assert status == 200 and "(changed: group_cap:2)" in page
+    assert _report(settings, engine).effective.group_cap == 2
+    shown = _report(settings, engine).groups
+    assert shown[0] == {"group": "tenant-0", "running": 0, "pending": 2} and len(shown) == 5
+    row = _row(client)
+    assert "tenant-0 0/2, tenant-1 0/1" in row and "tenant-6" not in row

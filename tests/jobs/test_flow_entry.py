@@ -129,9 +129,11 @@ def test_the_cli_refuses_a_bad_change_in_one_line(invoke: Any) -> None:
     assert "rate must be N/INTERVAL" in result.output
     smuggled = invoke("jobs", "limit", "email", "--cap", "4;rate:1/1s", ok=False).output
     assert "cap must be a whole number, got '4;rate:1/1s'" in smuggled
-    assert (
-        "give --cap and/or --rate, or --reset" in invoke("jobs", "limit", "email", ok=False).output
+    assert "give --cap, --rate, --group-cap and/or --group-rate, or --reset" in (
+        invoke("jobs", "limit", "email", ok=False).output
     )
+    bad_group = invoke("jobs", "limit", "email", "--group-cap", "x", ok=False).output
+    assert "group_cap: cap must be a whole number, got 'x'" in bad_group
     typo = invoke("jobs", "limit", "emial", "--cap", "1", ok=False).output
     assert "no job kind 'emial' is registered, limited or changed" in typo
     assert "emial" not in limits_shown(invoke)
@@ -141,3 +143,13 @@ def test_the_cli_enqueues_with_a_lock_key(invoke: Any, sqlite_url: str) -> None:
     invoke("jobs", "enqueue", "email", "--lock-key", "account-1")
     shown = json.loads(invoke("jobs", "show", "1").output)
     assert shown["lock_key"] == "account-1"
+
+
+def test_the_cli_enqueues_with_a_group_and_sets_a_group_cap(invoke: Any) -> None:
+    invoke("jobs", "enqueue", "email", "--group", "tenant-1")
+    assert json.loads(invoke("jobs", "show", "1").output)["group_key"] == "tenant-1"
+    changed = json.loads(invoke("jobs", "limit", "email", "--group-cap", "2").output)
+    assert changed["limits"] == "group_cap:2"
+    shown = limits_shown(invoke)["email"]
+    assert (shown["group_cap"], shown["cap"]) == (2, 3)
+    assert shown["groups"] == [{"group": "tenant-1", "running": 0, "pending": 1}]
