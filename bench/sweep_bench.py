@@ -21,6 +21,7 @@ both; target grouped/consumer worker CPU per job <= 1.10.
     python -m bench.sweep_bench [--jobs 20000] [--batch 100] [--repeat 3] [--profile]
     python -m bench.sweep_bench --cap 100000 [--sweepers 1,4]
     python -m bench.sweep_bench --groups 1000 --skip-procrastinate [--sweepers 1,4]
+    python -m bench.sweep_bench --groups 1000 --group-cap 1000 --skip-procrastinate
 """
 
 from __future__ import annotations
@@ -65,7 +66,12 @@ def sqlalchemy_url(conninfo: str) -> str:
 
 
 def consumer_worker(
-    conninfo: str, batch: int, barrier: Any, results: Any, cap: int | None = None
+    conninfo: str,
+    batch: int,
+    barrier: Any,
+    results: Any,
+    cap: int | None = None,
+    group_cap: int | None = None,
 ) -> None:
     from consumer.config.flow import JobLimit
     from consumer.config.settings import Settings
@@ -87,6 +93,8 @@ def consumer_worker(
     barrier.wait()
     cpu = time.process_time()
     limits = {} if cap is None else {"noop": JobLimit(cap=cap)}
+    if group_cap is not None:
+        limits = {"noop": JobLimit(group_cap=group_cap)}
     summary = Sweeper(settings, engine, kinds, limits=limits).run(time.monotonic() + 600)
     results.put((time.monotonic(), latencies, summary.done, time.process_time() - cpu))
 
@@ -380,11 +388,16 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="also cProfile one sweeper")
     parser.add_argument("--cap", type=int, default=None, help="compare a capped kind's sweep")
     parser.add_argument("--groups", type=int, default=0, help="also sweep jobs in N groups")
+    parser.add_argument("--group-cap", type=int, default=None, help="and with this group cap")
     args = parser.parse_args()
     modes: tuple[str, ...] = ("consumer", "direct")
     if args.groups:
         WORKERS["grouped"] = (consumer_worker, functools.partial(fill_jobs, groups=args.groups))
         modes = ("consumer", "grouped", "direct")
+    if args.groups and args.group_cap is not None:
+        capped = functools.partial(consumer_worker, group_cap=args.group_cap)
+        WORKERS["group-capped"] = (capped, functools.partial(fill_jobs, groups=args.groups))
+        modes = ("consumer", "grouped", "group-capped", "direct")
     if args.cap is not None:
         WORKERS["capped"] = (functools.partial(consumer_worker, cap=args.cap), fill_jobs)
         modes, args.skip_procrastinate = ("consumer", "capped"), True
@@ -416,20 +429,24 @@ def main() -> None:
         report(results, levels)
     if args.groups:
         print(grouped_line(results, levels, args.groups))
+        if args.group_cap is not None:
+            print(grouped_line(results, levels, args.groups, "group-capped"))
         print(cpu_line(results, "grouped"))
     print(cpu_line(results))
 
 
-def grouped_line(results: dict[tuple[str, int], Series], levels: list[int], groups: int) -> str:
+def grouped_line(
+    results: dict[tuple[str, int], Series], levels: list[int], groups: int, mode: str = "grouped"
+) -> str:
     """Worker CPU per job of the grouped sweep over the ungrouped one, per concurrency."""
     ratios = []
     for sweepers in levels:
-        grouped, plain = results[("grouped", sweepers)], results[("consumer", sweepers)]
+        grouped, plain = results[(mode, sweepers)], results[("consumer", sweepers)]
         pairs = zip(grouped.samples, plain.samples, strict=True)
         ratio = statistics.median(a.cpu / b.cpu for a, b in pairs)
         ratios.append(f"{sweepers} sweepers {ratio:.2f} x")
     return (
-        f"{groups} groups, worker CPU per job grouped/consumer: "
+        f"{groups} groups, worker CPU per job {mode}/consumer: "
         + ", ".join(ratios)
         + (" (target <= 1.10)")
     )

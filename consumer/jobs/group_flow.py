@@ -95,12 +95,16 @@ class GroupFlowStore(Store):
     def lock(
         self, connection: Connection, kind: str, now: datetime, groups: list[str]
     ) -> tuple[dict[str, Any], dict[str, int]]:
-        """Lock the ``groups``' rows (made if missing), then count their running jobs: each
-        group's rate state and running count."""
-        rows = [{"flow_kind": kind, "group": group} for group in groups]
-        connection.execute(ensure_rows(self.dialect), rows)
+        """Lock the ``groups``' rows (made if missing: locked after the others, which breaks the
+        one order only for rows no claim held yet), then count their running jobs: each group's
+        rate state and running count."""
         params = {"flow_kind": kind, "groups": groups, "now": now}
         tats = {str(g): tat for g, tat in connection.execute(lock_rows(self.dialect), params)}
+        if missing := [group for group in groups if group not in tats]:  # their first claim
+            rows = [{"flow_kind": kind, "group": group} for group in missing]
+            connection.execute(ensure_rows(self.dialect), rows)
+            again = {**params, "groups": missing}
+            tats.update({str(g): t for g, t in connection.execute(lock_rows(self.dialect), again)})
         counted = {str(g): int(n) for g, n in connection.execute(running(self.dialect), params)}
         return tats, counted
 

@@ -12,6 +12,8 @@ from consumer.errors import ConsumerError
 
 MAX_KIND_LENGTH = 100
 MAX_GROUP_LENGTH = 200
+MAX_DEBOUNCE_SECONDS = 86_400.0
+"""A day: a debounced job waits at most this long (far within any retention of finished jobs)."""
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 """``priority`` and ``max_attempts`` are 32-bit columns: a larger value is refused here, not by
 the database (PostgreSQL's error would carry the statement)."""
@@ -45,6 +47,26 @@ class UnknownKind(InvalidJob):
 
 
 @dataclass(frozen=True)
+class Debounce:
+    """Enqueues with one ``key`` within ``quiet`` seconds of each other are one job, which runs
+    once ``quiet`` seconds pass with no enqueue, or ``max_wait`` seconds after the first, with
+    the latest payload (docs/flow-control.md)."""
+
+    key: str
+    quiet: float
+    max_wait: float
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.key, str) or not 0 < len(self.key) <= MAX_GROUP_LENGTH:
+            raise InvalidJob(f"a debounce key must be a string of 1..{MAX_GROUP_LENGTH} characters")
+        if not 0 < self.quiet <= self.max_wait <= MAX_DEBOUNCE_SECONDS:
+            raise InvalidJob(
+                "a debounce needs 0 < quiet <= max_wait <= "
+                f"{MAX_DEBOUNCE_SECONDS} s, got {self.quiet:g} s and {self.max_wait:g} s"
+            )
+
+
+@dataclass(frozen=True)
 class NewJob:
     """A job to enqueue. ``key`` is its idempotency key; ``max_attempts=None`` takes the sweep's
     configured default when the job runs. Jobs sharing a ``lock_key`` run one at a time, in the
@@ -59,6 +81,7 @@ class NewJob:
     max_attempts: int | None = None
     lock_key: str | None = None
     group: str | None = None
+    debounce: Debounce | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.kind, str) or not 0 < len(self.kind) <= MAX_KIND_LENGTH:
@@ -71,6 +94,8 @@ class NewJob:
             isinstance(self.group, str) and 0 < len(self.group) <= MAX_GROUP_LENGTH
         ):
             raise InvalidJob(f"group must be a string of 1..{MAX_GROUP_LENGTH} characters or None")
+        if self.debounce is not None and self.key is not None:
+            raise InvalidJob("a debounced job takes no idempotency key: its debounce key is one")
         if self.run_at is not None and self.run_at.tzinfo is None:
             raise InvalidJob("run_at must be an aware datetime")
         if self.max_attempts is not None and not 1 <= self.max_attempts <= INT32_MAX:
@@ -129,6 +154,9 @@ class Job(NamedTuple):
     """The job's group: groups take turns in the claim (docs/flow-control.md)."""
     fair_at: datetime | None = None
     """A grouped job's turn (``None``: ungrouped, its turn is its ``run_at``)."""
+    debounce_key: str | None = None
+    debounce_until: datetime | None = None
+    """A debounced job's key and latest run (``NewJob.debounce``)."""
 
     @classmethod
     def from_claim(cls, row: Any) -> Job:

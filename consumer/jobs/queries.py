@@ -25,6 +25,7 @@ from sqlalchemy import (
     Update,
     and_,
     bindparam,
+    case,
     func,
     or_,
     select,
@@ -35,7 +36,7 @@ from consumer.db import dialect as sql
 from consumer.db.types import UTCDateTime
 from consumer.jobs.flow import HEAD_OF_KEY
 from consumer.jobs.model import FINISHED, Status
-from consumer.jobs.schema import TURN, JobId, jobs
+from consumer.jobs.schema import PENDING_DEBOUNCED, TURN, JobId, jobs
 
 CLAIMED = (
     jobs.c.id, jobs.c.kind, jobs.c.payload, jobs.c.priority, jobs.c.run_at, jobs.c.attempts,
@@ -58,6 +59,23 @@ def enqueue(dialect: str) -> Any:
     whose idempotency key is taken is skipped, and the unique index decides, so concurrent
     callers cannot both insert it."""
     return sql.insert_ignore(jobs, dialect).returning(jobs.c.id)
+
+
+@cache
+def debounced(dialect: str) -> Any:
+    """A debounced job: a new one, or the pending job of its debounce key, given the latest
+    payload and put off to the new ``run_at`` (now + the quiet window), never past its
+    ``debounce_until`` (the first enqueue + the longest wait). The unique partial index on the
+    pending jobs' debounce keys decides, so concurrent enqueues fold into one job."""
+    statement = sql.insert(jobs, dialect)
+    new = statement.excluded
+    later = case((new.run_at < jobs.c.debounce_until, new.run_at), else_=jobs.c.debounce_until)
+    return statement.on_conflict_do_update(
+        index_elements=[jobs.c.debounce_key],
+        index_where=PENDING_DEBOUNCED,  # literal, as the index's: a prepared one still infers it
+        set_={"payload": new.payload, "run_at": later, "updated_at": new.updated_at,
+              "trace_parent": new.trace_parent},
+    ).returning(jobs.c.id)  # fmt: skip
 
 
 def id_of_key(key: str | None) -> Select[Any]:

@@ -49,6 +49,8 @@ jobs = Table(
     Column("lock_key", Text, nullable=True, comment=LOCK_KEY_COMMENT),
     Column("group_key", Text, nullable=True, comment=GROUP_COMMENT),
     Column("fair_at", UTCDateTime, nullable=True, comment=TURN_COMMENT),
+    Column("debounce_key", Text, nullable=True, comment="enqueues with it, pending, are one job"),
+    Column("debounce_until", UTCDateTime, nullable=True, comment="a debounced job's latest run"),
     # The autoincrement keyword stops SQLite from reusing the id of a purged newest row, so a
     # Message-ID derived from the id is never reused either.
     sqlite_autoincrement=True,
@@ -80,6 +82,15 @@ Index(
     jobs.c.fair_at,
     postgresql_where=PENDING_GROUPED,
     sqlite_where=PENDING_GROUPED,
+)
+# One pending job per debounce key: the database folds a burst of enqueues into it.
+PENDING_DEBOUNCED = text("debounce_key IS NOT NULL AND status = 'pending'")
+Index(
+    "jobs_debounce_pending",
+    jobs.c.debounce_key,
+    unique=True,
+    postgresql_where=PENDING_DEBOUNCED,
+    sqlite_where=PENDING_DEBOUNCED,
 )
 Index("jobs_leases", jobs.c.lease_until, postgresql_where=RUNNING, sqlite_where=RUNNING)
 Index("jobs_finished", jobs.c.finished_at, postgresql_where=FINISHED, sqlite_where=FINISHED)

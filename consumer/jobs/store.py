@@ -8,7 +8,7 @@ transaction when given its ``connection``, else in one of their own.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, Engine
@@ -18,8 +18,10 @@ from consumer.db.prepared import Build, pipelined, prepared
 from consumer.jobs import notify, queries, wake
 from consumer.jobs.kinds import BUILT_IN
 from consumer.jobs.model import (
+    Debounce,
     EnqueueResult,
     Failure,
+    InvalidJob,
     Job,
     NewJob,
     Status,
@@ -45,12 +47,14 @@ def enqueue(
     allow_unknown: bool = False,
     lock_key: str | None = None,
     group: str | None = None,
+    debounce: Debounce | None = None,
 ) -> EnqueueResult:
     """Insert one pending job in its own transaction (``JobStore.enqueue``), then wake a
     sweeper (``consumer.jobs.wake``). ``kinds``: the job kinds the caller's registry provides
     (``registry.job_kinds.names()``); jobs sharing a ``lock_key`` run one at a time, in order;
-    jobs of different ``group``s take turns (docs/flow-control.md)."""
-    job = NewJob(kind, payload, key, run_at, priority, max_attempts, lock_key, group)
+    jobs of different ``group``s take turns; enqueues with one ``debounce`` key in its quiet
+    window are one job, with the latest payload (docs/flow-control.md)."""
+    job = NewJob(kind, payload, key, run_at, priority, max_attempts, lock_key, group, debounce)
     result = JobStore(engine).enqueue(job, kinds=kinds, allow_unknown=allow_unknown)
     if result.inserted:
         wake.committed(engine)
@@ -66,6 +70,9 @@ def enqueue_many(
 ) -> int:
     """Bulk-insert within the caller's transaction (``JobStore.enqueue_many``); a sweeper is
     woken when that transaction commits."""
+    new_jobs = list(new_jobs)
+    if any(job.debounce is not None for job in new_jobs):
+        raise InvalidJob("a debounced job is enqueued one at a time (enqueue(..., debounce=))")
     store = JobStore(connection.engine)
     inserted = store.enqueue_many(
         new_jobs, kinds=kinds, allow_unknown=allow_unknown, connection=connection
@@ -100,6 +107,7 @@ def _row(job: NewJob, now: datetime) -> dict[str, Any]:
         "max_attempts": job.max_attempts, "idempotency_key": job.key,
         "created_at": now, "updated_at": now, "lock_key": job.lock_key,
         "group_key": job.group, "trace_parent": spans.current_traceparent(),
+        **({} if job.debounce is None else _debounced(job.debounce, now)),
     }  # fmt: skip
 
 
@@ -121,7 +129,7 @@ class JobStore(JobOperations):
         (``UnknownKind``) unless ``allow_unknown``."""
         check_kinds([job], kinds, allow_unknown)
         with self._write(connection) as conn:
-            statement = queries.enqueue(self.dialect)
+            statement = (queries.debounced if job.debounce else queries.enqueue)(self.dialect)
             inserted = conn.execute(statement, _row(job, utcnow())).scalar()
             if inserted is not None:
                 notify.due(conn, [job.run_at])  # a job due now starts when this commits
@@ -252,6 +260,15 @@ class JobStore(JobOperations):
         due jobs it has no kind for)."""
         with self._read(connection) as conn:
             return {str(kind): int(n) for kind, n in conn.execute(queries.due_by_kind(now))}
+
+
+def _debounced(debounce: Debounce, now: datetime) -> dict[str, Any]:
+    """A debounced job's own values: due once its quiet window passes, at the latest by its
+    longest wait."""
+    return {
+        "debounce_key": debounce.key, "run_at": now + timedelta(seconds=debounce.quiet),
+        "debounce_until": now + timedelta(seconds=debounce.max_wait),
+    }  # fmt: skip
 
 
 def _for_ids(

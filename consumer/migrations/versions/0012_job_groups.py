@@ -35,6 +35,7 @@ depends_on = None
 PENDING = sa.text("status = 'pending'")
 UNFINISHED_GROUPED = sa.text("group_key IS NOT NULL AND status IN ('pending', 'running')")
 PENDING_GROUPED = sa.text("group_key IS NOT NULL AND status = 'pending'")
+PENDING_DEBOUNCED = sa.text("debounce_key IS NOT NULL AND status = 'pending'")
 GROUP_COMMENT = "jobs of different groups take turns in the claim; NULL: no group"
 TURN_COMMENT = "a grouped job's turn, set on insert (trigger jobs_group_turn); NULL: run_at"
 OLD_SIGNATURE = "text, jsonb, text, timestamptz, integer, integer, text"
@@ -115,6 +116,16 @@ def upgrade() -> None:
     with op.batch_alter_table("jobs") as batch:
         batch.add_column(sa.Column("group_key", sa.Text, nullable=True, comment=GROUP_COMMENT))
         batch.add_column(sa.Column("fair_at", UTCDateTime, nullable=True, comment=TURN_COMMENT))
+        batch.add_column(
+            sa.Column(
+                "debounce_key",
+                sa.Text,
+                nullable=True,
+                comment="enqueues with it, pending, are one job",
+            )
+        )
+        batch.add_column(sa.Column("debounce_until", UTCDateTime, nullable=True,
+                                   comment="a debounced job's latest run"))  # fmt: skip
     with op.batch_alter_table("job_kinds") as batch:
         batch.add_column(sa.Column("group_field", sa.String(200), nullable=True,
                                    comment="the payload field that groups"))  # fmt: skip
@@ -137,6 +148,14 @@ def upgrade() -> None:
         ["fair_at"],
         postgresql_where=PENDING_GROUPED,
         sqlite_where=PENDING_GROUPED,
+    )
+    op.create_index(
+        "jobs_debounce_pending",
+        "jobs",
+        ["debounce_key"],
+        unique=True,
+        postgresql_where=PENDING_DEBOUNCED,
+        sqlite_where=PENDING_DEBOUNCED,
     )
     op.create_table(
         "job_group_flow",
@@ -163,6 +182,7 @@ def downgrade() -> None:
         op.execute(_sql_enqueue())
         op.execute(f"REVOKE ALL ON FUNCTION consumer_enqueue({OLD_SIGNATURE}) FROM PUBLIC")
     op.drop_table("job_group_flow")
+    op.drop_index("jobs_debounce_pending", table_name="jobs")
     op.drop_index("jobs_group_head", table_name="jobs")
     op.drop_index("jobs_group_turns", table_name="jobs")
     op.drop_index("jobs_claimable", table_name="jobs")
@@ -176,5 +196,7 @@ def downgrade() -> None:
     with op.batch_alter_table("job_kinds") as batch:
         batch.drop_column("group_field")
     with op.batch_alter_table("jobs") as batch:
+        batch.drop_column("debounce_until")
+        batch.drop_column("debounce_key")
         batch.drop_column("fair_at")
         batch.drop_column("group_key")
