@@ -101,3 +101,10 @@ def test_the_import_bench_prints_each_mode_against_the_copy_floor(postgres_admin
         line = next((line for line in printed.splitlines() if line.startswith(mode)), None)
         assert line is not None, printed
         assert float(line.split()[-1]) > 0, line
+    figures = last_line(printed, IMPORT_LINE)
+    assert len(figures) == 5 and all(figure > 0 for figure in figures), printed
+
+
+IMPORT_LINE = (
+    r"import: e2e (\S+) rows/s vs COPY (\S+) rows/s: (\S+) x; cpu (\S+) us/row vs (\S+) us/row"
+)
