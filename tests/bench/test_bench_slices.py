@@ -1,5 +1,5 @@
-"""Bounded slices of the push, sweep and import benchmarks, run as a user runs them: one short
-run of each server or mode. They prove the benchmarks start their servers, drive them, drain
+"""Bounded slices of the push, sweep, import and enqueue benchmarks, run as a user runs them: one
+short run of each server or mode. They prove the benchmarks start their servers, drive them, drain
 every job (the sweep bench checks) and print every ratio they are read for; they assert no timing
 (the quiet machine's figures are in docs/performance.md). ``test_growth_bench.py``
 does the same for the growth benchmark."""
@@ -108,3 +108,15 @@ def test_the_import_bench_prints_each_mode_against_the_copy_floor(postgres_admin
 IMPORT_LINE = (
     r"import: e2e (\S+) rows/s vs COPY (\S+) rows/s: (\S+) x; cpu (\S+) us/row vs (\S+) us/row"
 )
+
+
+ENQUEUE_LINE = (
+    r"enqueue: many (\S+) jobs/s \(cpu (\S+) us/job\) vs COPY (\S+); "
+    r"one (\S+) us/job vs direct INSERT (\S+) us: (\S+) x"
+)
+
+
+def test_the_enqueue_bench_prints_both_enqueues_against_direct_sql(postgres_admin: str) -> None:
+    printed = run_bench("enqueue_bench", "--jobs", "2000", "--one", "100", "--repeat", "1")
+    figures = last_line(printed, ENQUEUE_LINE)  # each run checked its jobs, once, in order
+    assert len(figures) == 6 and all(figure > 0 for figure in figures), printed
