@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -120,3 +121,24 @@ def test_the_enqueue_bench_prints_both_enqueues_against_direct_sql(postgres_admi
     printed = run_bench("enqueue_bench", "--jobs", "2000", "--one", "100", "--repeat", "1")
     figures = last_line(printed, ENQUEUE_LINE)  # each run checked its jobs, once, in order
     assert len(figures) == 6 and all(figure > 0 for figure in figures), printed
+
+
+PEERS_LINE = (
+    r"peers: jobs/s 1 worker consumer (\S+) graphile-worker (\S+) pg-boss (\S+) "
+    r"procrastinate (\S+) pgqueuer (\S+); cpu us/job consumer (\S+) graphile-worker (\S+) "
+    r"pg-boss (\S+) procrastinate (\S+) pgqueuer (\S+); batch enqueue jobs/s consumer (\S+) "
+    r"graphile-worker (\S+) pg-boss (\S+) procrastinate (\S+) pgqueuer (\S+)"
+)
+
+
+@pytest.mark.skipif(shutil.which("npm") is None, reason="the Node.js peers need npm")
+def test_the_peers_bench_runs_the_consumer_beside_the_node_peers(
+    postgres_admin: str, tmp_path: Path
+) -> None:
+    """Only the peers that install in seconds (npm); each worker checked every job ran once."""
+    peers = "consumer,graphile-worker,pg-boss"
+    args = ["--jobs", "200", "--repeat", "1", "--peers", peers, "--scratch", str(tmp_path)]
+    figures = last_line(run_bench("peers", *args), PEERS_LINE)
+    ran = [figures[i] for group in (0, 5, 10) for i in (group, group + 1, group + 2)]
+    assert all(figure > 0 for figure in ran), figures
+    assert all(math.isnan(figures[i]) for group in (0, 5, 10) for i in (group + 3, group + 4))
