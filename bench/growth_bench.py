@@ -17,11 +17,15 @@ Purge (``--rate`` > 0): at the largest level an open-loop load of ``--rate`` pus
 then the cleanup task itself (``consumer.jobs.cleanup``: chunks of ``CHUNK_ROWS``, each its own
 transaction, within the handler's budget; run again while it reports more) deletes the rows past
 retention while the load goes on, for at most ``--purge-seconds``; the push p99 before and during
-are printed with their ratio (target <= 2).
+are printed with their ratio (target <= 2), with the purge's WAL per row (the server's while it
+ran, less what the pushes wrote at their rate before it) and the CPU of its own backends per row.
+``--purge`` measures only that: ``--repeat`` purges, each on a database freshly filled with the
+largest level's rows, no growth rounds. Whenever a purge ran, the last line gives its medians
+(``purge: ...``).
 
     python -m bench.growth_bench [--rows 0,2000000,10000000] [--seconds 10] [--repeat 3]
                                  [--rate 200] [--steady 20] [--purge-seconds 60]
-                                 [--chunk-rows 5000] [--pause-ratio 1]
+                                 [--chunk-rows 5000] [--pause-ratio 1] [--purge]
 """
 
 from __future__ import annotations
@@ -29,35 +33,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import statistics
-import threading
 import time
 from typing import NamedTuple
 
 import psycopg
 
-from bench.push_bench import (
-    APPS,
-    Run,
-    backends,
-    children,
-    cpu_seconds,
-    database,
-    gunicorn,
-    measure,
-    median_of,
-    service_env,
-    spent,
-    sqlalchemy_url,
-)
-from bench.push_load import Sample, python_load, steady_load
-from consumer.config.settings import Settings
-from consumer.db.engine import make_engine
+from bench.push_bench import APPS, Run, database, measure, median_of, service_env
+from bench.support.purge import PurgeRun, purge_line, purge_under_load, report_purge
 from consumer.jobs import cleanup as cleanup_task
-from consumer.jobs.cleanup import DAY, cleanup
-from consumer.pipeline.context import HandlerContext
-from consumer.wire.events import TickEvent
-from consumer.wire.message import PushMessage
-from consumer.wire.schedule import Every
 from consumer.wire.timeutil import utcnow
 
 RETENTION_DAYS = 7
@@ -65,10 +48,6 @@ RETENTION_DAYS = 7
 SPREAD_DAYS = RETENTION_DAYS + 1
 """The fill spans the retention window and the day past it that a daily purge finds."""
 BATCH = 1_000_000
-WARM_SECONDS = 2.0
-"""The steady load's first seconds, left out of its figures."""
-TAIL_SECONDS = 2.0
-"""The steady load goes on this long after the purge, then stops."""
 
 FILL = """
 INSERT INTO inbox (key, route, status, attempts, claimed_by, message_id, message, result,
@@ -162,111 +141,6 @@ def paired(runs: list[Run], base: list[Run]) -> float:
     return statistics.median(r.result.rps / b.result.rps for r, b in zip(runs, base, strict=True))
 
 
-class Purge(NamedTuple):
-    began: float
-    ended: float
-    rows: int
-    runs: int
-    wal_bytes: int
-    """WAL written while it ran (the pushes' beside it included)."""
-
-
-def purge_under_load(
-    conninfo: str, args: argparse.Namespace
-) -> tuple[list[Sample], Purge, tuple[float, float]]:
-    """The steady load, the cores it used before the purge, and the purge started ``--steady``
-    seconds into it."""
-    env = service_env(conninfo, "on")
-    with gunicorn(APPS["consumer"], env, "sync") as (url, pid):
-        python_load(url, args.connections, 2.0, "purge-warm")
-        total, stop = args.steady + args.purge_seconds + TAIL_SECONDS, threading.Event()
-        samples: list[Sample] = []
-        load = threading.Thread(
-            target=lambda: samples.extend(steady_load(url, args.rate, total, "steady", stop=stop))
-        )
-        started = time.monotonic()
-        load.start()
-        time.sleep(WARM_SECONDS)
-        cores = cores_used(pid, conninfo, args.steady - WARM_SECONDS)
-        purge = purge_runs(conninfo, started, started + args.steady + args.purge_seconds)
-        time.sleep(TAIL_SECONDS)
-        stop.set()
-        load.join()
-    return samples, purge, cores
-
-
-def cores_used(pid: int, conninfo: str, seconds: float) -> tuple[float, float]:
-    """Cores the gunicorn workers of ``pid`` and the database's backends used over ``seconds``."""
-    app, db = cpu_seconds(children(pid)), cpu_seconds(backends(conninfo))
-    time.sleep(seconds)
-    app_spent = spent(app, cpu_seconds(children(pid)))
-    return app_spent / seconds, spent(db, cpu_seconds(backends(conninfo))) / seconds
-
-
-def purge_runs(conninfo: str, started: float, deadline: float) -> Purge:
-    """The cleanup task itself, run after run (as its continuations would) until a run finds no
-    more rows past retention or ``deadline`` comes."""
-    settings = Settings(database_url=sqlalchemy_url(conninfo), local_mode=True)
-    engine = make_engine(settings.database_url)
-    message = PushMessage("growth-bench", utcnow(), attributes={"task": "cleanup"})
-    event = TickEvent("cleanup", utcnow(), Every(DAY), message)
-    began, rows, runs, wal_before = time.monotonic(), 0, 0, wal_position(conninfo)
-    try:
-        while (now := time.monotonic()) < deadline:
-            budget = min(settings.handler_budget_seconds, deadline - now)
-            spent = cleanup(
-                HandlerContext(settings, engine, "tick:cleanup", 1, now + budget), event
-            )
-            rows, runs = rows + spent["inbox_purged"], runs + 1
-            if not spent["more"]:
-                break
-    finally:
-        engine.dispose()
-    ended = time.monotonic() - started
-    return Purge(began - started, ended, rows, runs, wal_position(conninfo) - wal_before)
-
-
-def wal_position(conninfo: str) -> int:
-    """The server's WAL position, in bytes from its start."""
-    with psycopg.connect(conninfo) as connection:
-        row = connection.execute("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn").fetchone()
-    assert row is not None
-    return int(row[0])
-
-
-def report_purge(
-    samples: list[Sample], purge: Purge, cores: tuple[float, float], args: argparse.Namespace
-) -> None:
-    before = [s for s in samples if WARM_SECONDS <= s.scheduled < purge.began]
-    during = [s for s in samples if purge.began <= s.scheduled < purge.ended]
-    seconds = purge.ended - purge.began
-    rate = purge.rows / max(seconds, 1e-9)
-    print(f"\npurge under a steady {args.rate:g} pushes/s (open loop, latency from the due time): "
-          f"{purge.rows:,} rows in {seconds:.1f} s ({rate:,.0f} rows/s), "
-          f"{purge.runs} run(s) of the cleanup task, chunks of {args.chunk_rows}, each followed by "
-          f"a rest {args.pause_ratio:g}x as long; {purge.wal_bytes / 1e6:,.0f} MB of WAL meanwhile "
-          f"(the server's)")  # fmt: skip
-    p99s = {name: p99(part) for name, part in (("before", before), ("during", during))}
-    for name, part in (("before", before), ("during", during)):
-        failed = sum(not s.ok for s in part)
-        print(f"  {name:<7} {len(part):6} pushes  p50 {quantile(part, 50):7.2f} ms  "
-              f"p99 {p99s[name]:7.2f} ms  failed {failed}")  # fmt: skip
-    print(f"  ratio p99 during/before {p99s['during'] / p99s['before']:.2f}x (target <= 2.0)")
-    app, db = (used / args.rate * 1000 for used in cores)
-    print(f"  before the purge: gunicorn workers {cores[0]:.2f} cores ({app:.2f} ms per push), "
-          f"database {cores[1]:.2f} cores ({db:.2f} ms per push)")  # fmt: skip
-
-
-def p99(samples: list[Sample]) -> float:
-    return quantile(samples, 99)
-
-
-def quantile(samples: list[Sample], percent: int) -> float:
-    if len(samples) < 2:
-        return float("nan")
-    return statistics.quantiles((s.latency * 1000 for s in samples), n=100)[percent - 1]
-
-
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=rows_list, default=[0, 2_000_000, 10_000_000])
@@ -283,8 +157,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         default=cleanup_task.PAUSE_RATIO,
         help="the purge's rest after each chunk, times the chunk's duration (0: back to back)",
     )
+    parser.add_argument("--purge", action="store_true", help="only the purge, --repeat times")
     args = parser.parse_args(argv)
     args.worker = "sync"
+    if args.purge and args.rate <= 0:
+        parser.error("--purge needs a --rate above 0")
     return args
 
 
@@ -296,15 +173,25 @@ def main(argv: list[str] | None = None) -> None:
     args = parse(argv)
     # The task's own constants, as its tests set them: what the purge would do with others.
     cleanup_task.CHUNK_ROWS, cleanup_task.PAUSE_RATIO = args.chunk_rows, args.pause_ratio
-    with contextlib.ExitStack() as stack:
-        databases = {rows: stack.enter_context(database()) for rows in args.rows}
-        for rows, conninfo in databases.items():
-            fill(conninfo, rows)
-        levels = growth(databases, args)
-        report_growth(levels, args)
-        if args.rate > 0:
-            samples, purge, cores = purge_under_load(databases[args.rows[-1]], args)
-            report_purge(samples, purge, cores, args)
+    purges: list[PurgeRun] = []
+    if args.purge:
+        for _ in range(args.repeat):
+            with database() as conninfo:
+                fill(conninfo, args.rows[-1])
+                purges.append(purge_under_load(conninfo, args))
+            report_purge(purges[-1], args)
+    else:
+        with contextlib.ExitStack() as stack:
+            databases = {rows: stack.enter_context(database()) for rows in args.rows}
+            for rows, conninfo in databases.items():
+                fill(conninfo, rows)
+            levels = growth(databases, args)
+            report_growth(levels, args)
+            if args.rate > 0:
+                purges.append(purge_under_load(databases[args.rows[-1]], args))
+                report_purge(purges[-1], args)
+    if purges:
+        print(purge_line(purges, args.rate))
 
 
 if __name__ == "__main__":

@@ -58,6 +58,7 @@ import requests
 
 from bench.push_floor_app import TABLES
 from bench.push_load import Result, python_load, wrk_load
+from bench.support.cpu import backends, children, cpu_seconds, spent
 from bench.support.otlp_receiver import Receiver
 from consumer.config.settings import Settings
 from consumer.db.migrate import upgrade
@@ -193,36 +194,6 @@ def inbox_rows(conninfo: str) -> int:
     with psycopg.connect(conninfo, autocommit=True) as connection:
         row = connection.execute("SELECT count(*) FROM inbox").fetchone()
     return int(row[0]) if row else 0
-
-
-def children(pid: int) -> list[int]:
-    """The gunicorn workers of the arbiter ``pid``."""
-    text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
-    return [int(child) for child in text.split()]
-
-
-def backends(conninfo: str) -> list[int]:
-    """The PostgreSQL backends connected to the benchmark's database (this one excepted)."""
-    query = "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> %s"
-    with psycopg.connect(conninfo, autocommit=True) as connection:
-        rows = connection.execute(query, (connection.info.backend_pid,)).fetchall()
-    return [row[0] for row in rows]
-
-
-def cpu_seconds(pids: list[int]) -> dict[int, float]:
-    """User + system CPU seconds of each process still alive (``/proc/PID/stat``)."""
-    seconds: dict[int, float] = {}
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        seconds[pid] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return seconds
-
-
-def spent(before: dict[int, float], after: dict[int, float]) -> float:
-    return sum(value - before.get(pid, 0.0) for pid, value in after.items())
 
 
 def consumer_app(conninfo: str) -> Any:

@@ -9,7 +9,11 @@ Modes, each on a fresh migrated database, medians of ``--repeat`` runs, measured
   e2e      upload to fake-gcs-server -> OBJECT_FINALIZE notification -> Pub/Sub emulator push
            subscription -> the service under gunicorn (2 workers) -> ``import-jobs``; timed from
            the upload call to ``processed_files.finished_at``.
-The headline is e2e beside the floor, and their ratio.
+The headline is e2e beside the floor, and their ratio. CPU per row is read from ``/proc``, steadier
+than rates on a shared machine: the floor's is this process's (the timed part) plus its backend's;
+e2e's is the gunicorn workers' plus the database backends' (the bench's own polling connection
+excepted; the emulators are not counted). The last line sets both beside each other
+(``import: ...``), medians of the runs.
 
     python -m bench.storage_bench [--rows 100000] [--repeat 3] [--profile]
 """
@@ -31,6 +35,7 @@ from typing import Any
 
 import psycopg
 
+from bench.support.cpu import backends, children, cpu_seconds, spent
 from bench.support.serving import Server, settings_env
 from bench.support.storage import Harness, email_csv
 from consumer.config.settings import Settings
@@ -71,8 +76,9 @@ FLOOR_STATEMENTS = (
 )
 
 
-def bench_floor(rows: int) -> float:
-    """Seconds for the set-based floor: COPY into a stage, one INSERT ... SELECT, commit."""
+def bench_floor(rows: int) -> tuple[float, float]:
+    """Seconds and CPU seconds (this process and its backend) for the set-based floor: COPY
+    into a stage, one INSERT ... SELECT, commit."""
     lines = email_csv(rows).decode().splitlines()
     header = lines[0].split(",")
     # The keys the import makes, ``bucket/object#generation:line``: their length is part of
@@ -84,6 +90,8 @@ def bench_floor(rows: int) -> float:
     with fresh_database() as url:
         dsn = url.replace("postgresql+psycopg://", "postgresql://")
         with psycopg.connect(dsn) as connection:
+            backend = [connection.info.backend_pid]
+            db_cpu, cpu = cpu_seconds(backend), time.process_time()
             started = time.perf_counter()
             with connection.cursor() as cursor:
                 cursor.execute(create)
@@ -94,7 +102,8 @@ def bench_floor(rows: int) -> float:
                 assert cursor.rowcount == rows, cursor.rowcount
             connection.commit()
             seconds = time.perf_counter() - started
-    return seconds
+            cpu = time.process_time() - cpu + spent(db_cpu, cpu_seconds(backend))
+    return seconds, cpu
 
 
 def bench_handler(rows: int, gcs_url: str, profiler: Any = None) -> float:
@@ -119,10 +128,15 @@ def bench_handler(rows: int, gcs_url: str, profiler: Any = None) -> float:
     return seconds
 
 
+POLLER = "storage-bench-poll"
+"""The ``application_name`` of the bench's own polling connection, left out of e2e's CPU."""
+
+
 def bench_e2e(
     rows: int, pubsub_host: str, gcs_url: str, app: str = APP, **env_extra: str
-) -> tuple[float, float]:
-    """(upload -> finished seconds, the handler's own processing seconds)."""
+) -> tuple[float, float, float]:
+    """(upload -> finished seconds, the handler's own processing seconds, CPU seconds of the
+    gunicorn workers and the database's backends meanwhile)."""
     with fresh_database() as url, tempfile.TemporaryDirectory() as metrics:
         settings = Settings(database_url=url, local_mode=True)
         env = settings_env(settings, CONSUMER_STORAGE_RULES=RULES, STORAGE_EMULATOR_HOST=gcs_url,
@@ -131,16 +145,22 @@ def bench_e2e(
         subscription = stack.ensure_push_subscription(
             pubsub_host, PROJECT, f"bench-{uuid.uuid4().hex[:8]}", TOPIC, f"{server.url}/push"
         )
-        engine = make_engine(url)
+        engine = make_engine(f"{url}?application_name={POLLER}")
+        conninfo = url.replace("postgresql+psycopg://", "postgresql://")
         try:
             data, name = email_csv(rows), f"e2e-{uuid.uuid4().hex}.csv"
+            pids = children(server.process.pid)
+            before = cpu_seconds(pids), cpu_seconds(backends(conninfo, but=POLLER))
             started = datetime.now(UTC)
             blob = stack.storage_client(gcs_url).bucket(BUCKET).blob(name)
             blob.upload_from_string(data, content_type="text/csv")
             row = _wait(lambda: _finished(engine, name, int(blob.generation)))
             assert row.progress.rows_accepted == rows, row
             assert row.finished_at is not None
-            return (row.finished_at - started).total_seconds(), row.progress.duration_ms / 1000
+            cpu = spent(before[0], cpu_seconds(pids))
+            cpu += spent(before[1], cpu_seconds(backends(conninfo, but=POLLER)))
+            seconds = (row.finished_at - started).total_seconds()
+            return seconds, row.progress.duration_ms / 1000, cpu
         finally:
             stack.subscriber(pubsub_host).delete_subscription(subscription=subscription)
             server.stop()
@@ -173,7 +193,7 @@ def profile(rows: int, pubsub_host: str, gcs_url: str) -> None:
     print(f"== in process: {seconds:.2f} s")
     pstats.Stats(profiler).sort_stats(sort).print_stats(25)
     with tempfile.TemporaryDirectory() as directory:
-        total, inside = bench_e2e(
+        total, inside, _ = bench_e2e(
             rows, pubsub_host, gcs_url, "bench.profiled_app:app()", BENCH_PROFILE_DIR=directory
         )
         print(f"== gunicorn: upload -> finished {total:.2f} s, handler {inside:.2f} s")
@@ -215,13 +235,13 @@ def main() -> None:
             floor.append(bench_floor(rows))
             handler.append(bench_handler(rows, gcs_url))
             e2e_runs.append(bench_e2e(rows, pubsub_host, gcs_url))
-    e2e = [total for total, _ in e2e_runs]
-    inside = [processing for _, processing in e2e_runs]
-    base = rows / statistics.median(floor)
+    e2e = [total for total, _, _ in e2e_runs]
+    inside = [processing for _, processing, _ in e2e_runs]
+    base = rows / statistics.median(seconds for seconds, _ in floor)
     print(f"{rows} rows, PostgreSQL, median of {args.repeat} runs")
     print(f"{'mode':<38}{'seconds':>9}{'rows/s':>10}{'vs floor':>10}")
     for label, runs in (
-        ("floor: COPY stage + INSERT ... SELECT", floor),
+        ("floor: COPY stage + INSERT ... SELECT", [seconds for seconds, _ in floor]),
         ("handler in process", handler),
         ("e2e: upload -> jobs committed", e2e),
         ("  of which the handler, in gunicorn", inside),
@@ -229,6 +249,20 @@ def main() -> None:
         seconds = statistics.median(runs)
         rate = rows / seconds
         print(f"{label:<38}{seconds:>9.2f}{rate:>10.0f}{rate / base:>10.2f}")
+    print(import_line(rows, floor, e2e_runs))
+
+
+def import_line(
+    rows: int, floor: list[tuple[float, float]], e2e: list[tuple[float, float, float]]
+) -> str:
+    """The last line: e2e beside the floor, rate and CPU per row, medians of the runs."""
+    floor_rate = rows / statistics.median(seconds for seconds, _ in floor)
+    e2e_rate = rows / statistics.median(seconds for seconds, _, _ in e2e)
+    floor_us = statistics.median(cpu for _, cpu in floor) * 1e6 / rows
+    e2e_us = statistics.median(cpu for _, _, cpu in e2e) * 1e6 / rows
+    ratio = e2e_rate / floor_rate
+    return (f"import: e2e {e2e_rate:.0f} rows/s vs COPY {floor_rate:.0f} rows/s: {ratio:.2f} x; "
+            f"cpu {e2e_us:.1f} us/row vs {floor_us:.1f} us/row")  # fmt: skip
 
 
 if __name__ == "__main__":

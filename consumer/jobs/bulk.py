@@ -7,23 +7,31 @@ into a temporary stage and moved into ``jobs`` by one ``INSERT ... SELECT ... ON
 NOTHING``, the statement a multi-row ``INSERT`` would be, without the driver parsing thousands of
 parameters: the unique key index decides duplicates, in the caller's transaction. SQLite has no
 ``COPY``; one prepared ``INSERT`` run for every row is its fast path.
+
+``enqueue_many`` on PostgreSQL takes the same route for ``NewJob`` values, each with its own
+kind, priority, due time, attempts and lock key (``insert_new_jobs``).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, TextClause
 
 from consumer.db.engine import unavailable_on_db_fault
-from consumer.db.prepared import translated
+from consumer.db.prepared import autocommits, translated
 from consumer.jobs.bulk_queries import (
+    COPY_NEW_STAGE,
     COPY_STAGE,
+    CREATE_NEW_STAGE,
     CREATE_STAGE,
     INSERT_ONE,
+    MOVE_NEW_STAGE,
     MOVE_STAGE,
     RELAX_COMMIT,
 )
@@ -115,23 +123,68 @@ def insert_batch(
     }  # fmt: skip
     with unavailable_on_db_fault():
         if batch.copy:
-            return _copy_and_move(connection, "".join(batch.items), params, relaxed)
+            create = f"{CREATE_STAGE}; {RELAX_COMMIT}" if relaxed else CREATE_STAGE
+            stage = (create, COPY_STAGE, MOVE_STAGE)
+            return _copy_and_move(connection, "".join(batch.items), params, stage)
         return _insert_each(connection, batch.items, params)
 
 
-def _copy_and_move(connection: Connection, text: str, params: dict[str, Any], relaxed: bool) -> int:
+def insert_new_jobs(
+    connection: Connection, new_jobs: Sequence[NewJob], now: datetime, trace_parent: str | None
+) -> int:
+    """PostgreSQL: ``new_jobs`` as pending jobs in the caller's transaction, in their order; a
+    job whose key exists (among unfinished or finished jobs, or earlier in ``new_jobs``) is
+    skipped. Returns how many were inserted. ``now`` stamps them and is when they are due
+    unless they say otherwise. Payloads are encoded as the ``JSON`` column encodes them."""
+    dumps = getattr(connection.dialect, "_json_serializer", None) or json.dumps
+    lines = [
+        "\t".join([str(line), *map(_copy_field, new_job_fields(job, dumps(job.payload)))])
+        for line, job in enumerate(new_jobs)
+    ]
+    lines.append("")
+    params = {"status": Status.PENDING.value, "now": now, "trace_parent": trace_parent}
+    stage = (CREATE_NEW_STAGE, COPY_NEW_STAGE, MOVE_NEW_STAGE)
+    return _copy_and_move(connection, "\n".join(lines), params, stage)
+
+
+def new_job_fields(job: NewJob, payload: str) -> tuple[Any, ...]:
+    """The values ``job`` sets for itself, in ``NEW_JOB_STAGE``'s order (``payload``: its JSON)."""
+    return (job.kind, payload, job.priority, job.run_at, job.max_attempts, job.key, job.lock_key,
+            job.group)  # fmt: skip
+
+
+def _copy_field(value: Any) -> str:
+    """A value in ``COPY``'s text format: text escaped, times in UTC, ``None`` as NULL."""
+    if value is None:
+        return "\\N"
+    if isinstance(value, str):
+        return _copy_text(value)
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).isoformat()
+    return str(value)
+
+
+Stage = tuple[str, str, TextClause]
+"""A stage's ``CREATE`` (and any setting of the transaction), its ``COPY`` and its move."""
+
+
+def _copy_and_move(connection: Connection, text: str, params: dict[str, Any], stage: Stage) -> int:
     """COPY into the session's stage, then one ``INSERT ... SELECT``. The driver connection is
-    the one the caller's transaction runs on, so both statements are inside it."""
+    the one the caller's transaction runs on, so both statements are inside it; a driver in
+    autocommit gets a transaction around both (each would commit, emptying the stage)."""
+    create, copy_rows, move = stage
     driver = connection.connection.dbapi_connection
     assert driver is not None
-    try:
-        with driver.cursor() as cursor:  # type: ignore[attr-defined]
-            cursor.execute(f"{CREATE_STAGE}; {RELAX_COMMIT}" if relaxed else CREATE_STAGE)
-            with cursor.copy(COPY_STAGE) as copy:
-                copy.write(text)
-    except connection.dialect.loaded_dbapi.Error as exc:  # a cut: Unavailable, as for any statement
-        raise translated(connection, driver, COPY_STAGE, None, exc) from exc
-    return connection.execute(MOVE_STAGE, params).rowcount
+    block = driver.transaction() if autocommits(driver) else nullcontext()
+    with block:
+        try:
+            with driver.cursor() as cursor:  # type: ignore[attr-defined]
+                cursor.execute(create)
+                with cursor.copy(copy_rows) as copy:
+                    copy.write(text)
+        except connection.dialect.loaded_dbapi.Error as exc:  # a cut: Unavailable, as any statement
+            raise translated(connection, driver, copy_rows, None, exc) from exc
+        return connection.execute(move, params).rowcount
 
 
 def _insert_each(connection: Connection, rows: Sequence[BulkRow], params: dict[str, Any]) -> int:

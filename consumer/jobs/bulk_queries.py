@@ -1,6 +1,9 @@
 """The bulk enqueue's statements (``consumer.jobs.bulk`` runs them), built once, at import: on
 PostgreSQL the rows are ``COPY``-ed into a temporary stage, then moved into ``jobs`` by one
-set-based insert; SQLite has no ``COPY``, so one prepared insert runs for every row."""
+set-based insert; SQLite has no ``COPY``, so one prepared insert runs for every row.
+
+Two stages: an import's rows share a kind and its other fields (``JobTemplate``), so its stage
+holds keys and payloads; ``enqueue_many``'s jobs each carry their own fields, in ``jobs_new``."""
 
 from __future__ import annotations
 
@@ -37,6 +40,42 @@ MOVE_STAGE = text(
 )
 """The stage's rows into ``jobs``, in stage order; an existing key (or one repeated in the stage)
 is skipped, not an error."""
+
+NEW_JOB_STAGE = {
+    "kind": ("text", "kind"),
+    "payload": ("text", "payload::json"),
+    "priority": ("int", "priority"),
+    "run_at": ("timestamptz", "COALESCE(run_at, :now)"),
+    "max_attempts": ("int", "max_attempts"),
+    "idempotency_key": ("text", "idempotency_key"),
+    "lock_key": ("text", "lock_key"),
+    "group_key": ("text", "group_key"),
+}
+"""The ``jobs`` columns each job of ``enqueue_many`` sets for itself: the stage's column type and
+what is moved into ``jobs`` (``bulk.new_job_fields`` gives the values, in this order)."""
+CREATE_NEW_STAGE = (
+    "CREATE TEMPORARY TABLE IF NOT EXISTS jobs_new (line int, "
+    + ", ".join(f"{name} {kind}" for name, (kind, _) in NEW_JOB_STAGE.items())
+    + ") ON COMMIT DELETE ROWS"
+)
+"""Per session, emptied by every commit, as ``jobs_stage``. ``line``: the job's place in the
+call, so ids follow the caller's order (a lock key's jobs run in id order)."""
+COPY_NEW_STAGE = f"COPY jobs_new (line, {', '.join(NEW_JOB_STAGE)}) FROM STDIN"
+MOVE_NEW_STAGE = text(
+    "WITH staged AS (DELETE FROM jobs_new RETURNING *) "
+    "INSERT INTO jobs (status, attempts, created_at, updated_at, trace_parent, "
+    + ", ".join(NEW_JOB_STAGE)
+    + ") SELECT :status, 0, :now, :now, :trace_parent, "
+    + ", ".join(moved for _, moved in NEW_JOB_STAGE.values())
+    + " FROM staged ORDER BY line ON CONFLICT DO NOTHING"
+).bindparams(
+    bindparam("status", type_=String()),
+    bindparam("now", type_=UTCDateTime()),
+    bindparam("trace_parent", type_=String()),
+)
+"""The stage's jobs into ``jobs`` in the caller's order: a key already taken, or taken by an
+earlier job of the call, is skipped (the first one wins), not an error. The stage is emptied by
+the same statement: a second call in the same transaction must not move the first's jobs again."""
 
 # SQLite has no COPY: one prepared statement, run for every row.
 

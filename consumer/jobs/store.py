@@ -8,14 +8,14 @@ transaction when given its ``connection``, else in one of their own.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, Engine
 
 from consumer.db.dialect import POSTGRESQL
 from consumer.db.prepared import Build, pipelined, prepared
-from consumer.jobs import notify, queries, wake
+from consumer.jobs import bulk, notify, queries, wake
 from consumer.jobs.kinds import BUILT_IN
 from consumer.jobs.model import (
     Debounce,
@@ -29,6 +29,7 @@ from consumer.jobs.model import (
     Written,
     claim_order,
 )
+from consumer.jobs.new_rows import COPY_FROM, new_row, one_job
 from consumer.jobs.operations import JobOperations
 from consumer.observe import spans
 from consumer.wire.timeutil import utcnow
@@ -100,17 +101,6 @@ Jobs = list[Job]
 """(A method of the store is named ``list``.)"""
 
 
-def _row(job: NewJob, now: datetime) -> dict[str, Any]:
-    return {
-        "kind": job.kind, "payload": job.payload, "status": Status.PENDING.value,
-        "priority": job.priority, "run_at": job.run_at or now, "attempts": 0,
-        "max_attempts": job.max_attempts, "idempotency_key": job.key,
-        "created_at": now, "updated_at": now, "lock_key": job.lock_key,
-        "group_key": job.group, "trace_parent": spans.current_traceparent(),
-        **({} if job.debounce is None else _debounced(job.debounce, now)),
-    }  # fmt: skip
-
-
 class JobStore(JobOperations):
     """Named queries over ``jobs``: enqueue, the sweep's claim and guarded writes, and the
     operator's (``JobOperations``)."""
@@ -129,8 +119,15 @@ class JobStore(JobOperations):
         (``UnknownKind``) unless ``allow_unknown``."""
         check_kinds([job], kinds, allow_unknown)
         with self._write(connection) as conn:
-            statement = (queries.debounced if job.debounce else queries.enqueue)(self.dialect)
-            inserted = conn.execute(statement, _row(job, utcnow())).scalar()
+            if job.debounce is not None:
+                statement = queries.debounced(self.dialect)
+                inserted = conn.execute(statement, new_row(job, utcnow())).scalar()
+            elif self.dialect == POSTGRESQL:
+                found = prepared(one_job, conn.dialect).first(conn, new_row(job, utcnow()))
+                inserted = None if found is None else found[0]
+            else:
+                statement = queries.enqueue(self.dialect)
+                inserted = conn.execute(statement, new_row(job, utcnow())).scalar()
             if inserted is not None:
                 notify.due(conn, [job.run_at])  # a job due now starts when this commits
                 return EnqueueResult(int(inserted), inserted=True)
@@ -146,17 +143,23 @@ class JobStore(JobOperations):
         connection: Connection | None = None,
     ) -> int:
         """Bulk-insert; rows whose key already exists (among unfinished or finished jobs, or
-        earlier in ``new_jobs``) are skipped. Returns how many were inserted. Any kind neither
-        built in nor in ``kinds`` refuses the whole call (``UnknownKind``, nothing inserted)
-        unless ``allow_unknown``."""
+        earlier in ``new_jobs``: the first wins) are skipped. Returns how many were inserted, with
+        ids in ``new_jobs``' order. Any kind neither built in nor in ``kinds`` refuses the whole
+        call (``UnknownKind``, nothing inserted) unless ``allow_unknown``. On PostgreSQL many jobs
+        are ``COPY``-ed and moved by one ``INSERT ... SELECT`` (``bulk.insert_new_jobs``): a
+        multi-row ``INSERT`` spent most of its CPU in the driver parsing its parameters."""
         new_jobs = list(new_jobs)
         check_kinds(new_jobs, kinds, allow_unknown)
-        now = utcnow()
-        rows = [_row(job, now) for job in new_jobs]
-        if not rows:
+        if not new_jobs:
             return 0
+        now = utcnow()
         with self._write(connection) as conn:
-            inserted = len(conn.execute(queries.enqueue(self.dialect), rows).all())
+            if self.dialect == POSTGRESQL and len(new_jobs) >= COPY_FROM:
+                trace_parent = spans.current_traceparent()
+                inserted = bulk.insert_new_jobs(conn, new_jobs, now, trace_parent)
+            else:
+                rows = [new_row(job, now) for job in new_jobs]
+                inserted = len(conn.execute(queries.enqueue(self.dialect), rows).all())
             if inserted:
                 notify.due(conn, [job.run_at for job in new_jobs])  # starts when this commits
             return inserted
@@ -260,15 +263,6 @@ class JobStore(JobOperations):
         due jobs it has no kind for)."""
         with self._read(connection) as conn:
             return {str(kind): int(n) for kind, n in conn.execute(queries.due_by_kind(now))}
-
-
-def _debounced(debounce: Debounce, now: datetime) -> dict[str, Any]:
-    """A debounced job's own values: due once its quiet window passes, at the latest by its
-    longest wait."""
-    return {
-        "debounce_key": debounce.key, "run_at": now + timedelta(seconds=debounce.quiet),
-        "debounce_until": now + timedelta(seconds=debounce.max_wait),
-    }  # fmt: skip
 
 
 def _for_ids(

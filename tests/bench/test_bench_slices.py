@@ -1,5 +1,5 @@
-"""Bounded slices of the push, sweep and import benchmarks, run as a user runs them: one short
-run of each server or mode. They prove the benchmarks start their servers, drive them, drain
+"""Bounded slices of the push, sweep, import and enqueue benchmarks, run as a user runs them: one
+short run of each server or mode. They prove the benchmarks start their servers, drive them, drain
 every job (the sweep bench checks) and print every ratio they are read for; they assert no timing
 (the quiet machine's figures are in docs/performance.md). ``test_growth_bench.py``
 does the same for the growth benchmark."""
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -101,3 +102,43 @@ def test_the_import_bench_prints_each_mode_against_the_copy_floor(postgres_admin
         line = next((line for line in printed.splitlines() if line.startswith(mode)), None)
         assert line is not None, printed
         assert float(line.split()[-1]) > 0, line
+    figures = last_line(printed, IMPORT_LINE)
+    assert len(figures) == 5 and all(figure > 0 for figure in figures), printed
+
+
+IMPORT_LINE = (
+    r"import: e2e (\S+) rows/s vs COPY (\S+) rows/s: (\S+) x; cpu (\S+) us/row vs (\S+) us/row"
+)
+
+
+ENQUEUE_LINE = (
+    r"enqueue: many (\S+) jobs/s \(cpu (\S+) us/job\) vs COPY (\S+); "
+    r"one (\S+) us/job vs direct INSERT (\S+) us: (\S+) x"
+)
+
+
+def test_the_enqueue_bench_prints_both_enqueues_against_direct_sql(postgres_admin: str) -> None:
+    printed = run_bench("enqueue_bench", "--jobs", "2000", "--one", "100", "--repeat", "1")
+    figures = last_line(printed, ENQUEUE_LINE)  # each run checked its jobs, once, in order
+    assert len(figures) == 6 and all(figure > 0 for figure in figures), printed
+
+
+PEERS_LINE = (
+    r"peers: jobs/s 1 worker consumer (\S+) graphile-worker (\S+) pg-boss (\S+) "
+    r"procrastinate (\S+) pgqueuer (\S+); cpu us/job consumer (\S+) graphile-worker (\S+) "
+    r"pg-boss (\S+) procrastinate (\S+) pgqueuer (\S+); batch enqueue jobs/s consumer (\S+) "
+    r"graphile-worker (\S+) pg-boss (\S+) procrastinate (\S+) pgqueuer (\S+)"
+)
+
+
+@pytest.mark.skipif(shutil.which("npm") is None, reason="the Node.js peers need npm")
+def test_the_peers_bench_runs_the_consumer_beside_the_node_peers(
+    postgres_admin: str, tmp_path: Path
+) -> None:
+    """Only the peers that install in seconds (npm); each worker checked every job ran once."""
+    peers = "consumer,graphile-worker,pg-boss"
+    args = ["--jobs", "200", "--repeat", "1", "--peers", peers, "--scratch", str(tmp_path)]
+    figures = last_line(run_bench("peers", *args), PEERS_LINE)
+    ran = [figures[i] for group in (0, 5, 10) for i in (group, group + 1, group + 2)]
+    assert all(figure > 0 for figure in ran), figures
+    assert all(math.isnan(figures[i]) for group in (0, 5, 10) for i in (group + 3, group + 4))
