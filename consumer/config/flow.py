@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from consumer.config.fields import Section, setting
+from consumer.wire.jitter import parse_jitter
 
 MAX_CAP = 100_000
 MAX_RATE = 100_000
@@ -64,6 +65,8 @@ class JobLimit:
     group_rate: Rate | None = None
     group_by: str | None = None
     """The payload field whose value is a job's group when it is enqueued without one."""
+    debounce: tuple[float, float] | None = None
+    """The quiet window and the longest wait of the kind's debounced jobs, in seconds."""
 
     @property
     def limited(self) -> bool:
@@ -119,6 +122,7 @@ def declared(
     group_cap: Any = None,
     group_rate: Any = None,
     group_by: str | None = None,
+    debounce: str | None = None,
 ) -> JobLimit:
     """A kind's declared limit (keywords of ``registry.job_kind`` or a target's ``cap``/``rate``
     keys): a cap as a number, a rate as ``"50/1s"`` or a ``Rate``; ``group_by``: a payload
@@ -127,7 +131,23 @@ def declared(
         raise ValueError(f"group_by must be a payload field's name, got {group_by!r}")
     values = (cap, rate, group_cap, group_rate)
     chosen = {name: _declared(name, raw) for name, raw in zip(OPTIONS, values, strict=True)}
-    return JobLimit(**chosen, group_by=group_by)
+    return JobLimit(**chosen, group_by=group_by, debounce=parse_debounce(debounce))
+
+
+MAX_DEBOUNCE_SECONDS = 86_400.0
+
+
+def parse_debounce(raw: str | None) -> tuple[float, float] | None:
+    """``QUIET/LONGEST`` durations, as ``5s/1m``: a kind's debounce (``None``: none)."""
+    if raw is None:
+        return None
+    quiet, _, longest = str(raw).partition("/")
+    windows = (parse_jitter(quiet), parse_jitter(longest))
+    if windows[0] is None or windows[1] is None or not 0 < windows[0] <= windows[1]:
+        raise ValueError(f"debounce must be QUIET/LONGEST such as 5s/1m, got {raw!r}")
+    if windows[1] > MAX_DEBOUNCE_SECONDS:
+        raise ValueError(f"a debounce's longest wait must be at most a day, got {raw!r}")
+    return windows[0], windows[1]
 
 
 def _declared(name: str, raw: Any) -> Any:

@@ -25,6 +25,7 @@ A bad job (unknown kind, bad run-at, oversized or non-object payload) is ``Perma
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -35,6 +36,7 @@ from consumer.jobs.fields import producer_fields, restricted
 from consumer.jobs.model import (
     INT32_MAX,
     INT32_MIN,
+    Debounce,
     EnqueueResult,
     InvalidJob,
     NewJob,
@@ -43,7 +45,7 @@ from consumer.jobs.model import (
 from consumer.jobs.store import JobStore, enqueue
 from consumer.pipeline.context import HandlerContext
 from consumer.pipeline.registry import Registry
-from consumer.wire.events import JobEvent
+from consumer.wire.events import PRODUCER_NAMESPACE, JobEvent
 from consumer.wire.json_limits import strict_loads, too_many_values
 from consumer.wire.timeutil import parse_rfc3339
 
@@ -61,8 +63,9 @@ def register(registry: Registry) -> None:
         payload, ignored = restricted(
             payload_of(event, context), producer_fields(registry.job_kinds, event.kind)
         )
-        group_by = registry.job_limits.get(event.kind, NO_LIMIT).group_by
-        job = new_job(event, payload, group_from(payload, group_by))
+        declared = registry.job_limits.get(event.kind, NO_LIMIT)
+        job = new_job(event, payload, group_from(payload, declared.group_by))
+        job = debounced(job, event, declared.debounce)
         _check_delay(job, context)
         result = enqueue_new(context, job, known)
         return {"kind": event.kind, "job": result.job_id, "inserted": result.inserted,
@@ -114,6 +117,20 @@ def new_job(event: JobEvent, payload: dict[str, Any], derived: str | None = None
             _whole(attributes.get("max_attempts"), "job_max_attempts", 1),
             event.lock_key, attributes.get("group", derived),
         )  # fmt: skip
+    except InvalidJob as exc:
+        raise Permanent(str(exc)) from None
+
+
+def debounced(job: NewJob, event: JobEvent, windows: tuple[float, float] | None) -> NewJob:
+    """With a ``job_debounce_key`` attribute, the job debounced by its kind's windows (in the
+    producers' namespace, as its keys)."""
+    key = event.attributes.get("debounce_key")
+    if key is None:
+        return job
+    if windows is None:
+        raise Permanent(f"job kind {event.kind!r} declares no debounce: drop 'job_debounce_key'")
+    try:
+        return replace(job, key=None, debounce=Debounce(PRODUCER_NAMESPACE + key, *windows))
     except InvalidJob as exc:
         raise Permanent(str(exc)) from None
 

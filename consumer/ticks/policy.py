@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from consumer.config.settings import Settings
 from consumer.db import retry
@@ -77,8 +77,7 @@ class TickRules(Policy):
         a jittered slot's start, when it is further ahead than the delivery may wait."""
         tick = _tick(event)
         if self._jitter_wait(tick) > self.settings.handler_budget_seconds / 2:
-            start = jitter.start_of(tick.task, tick.slot, self.policy(tick.task).jitter)
-            return jitter_outcome(event, start)
+            return jitter_outcome(event, self._jitter_start(tick) or self.clock())
         if not self.holds(tick) or self.policy(tick.task).overlap is not Overlap.WAIT:
             return None
         holder = _store(inbox).run_holder(tick.task, self.clock())
@@ -161,14 +160,21 @@ class TickRules(Policy):
             return waiting_outcome(event, verdict.details["waiting_for"])
         return recorded
 
-    def _jitter_wait(self, tick: TickEvent) -> float:
-        """Seconds until a slot's run starts under its task's jitter (0: now, or no jitter; a
-        run now, a continuation, a catch-up run and a rerun are not jittered)."""
+    def _jitter_start(self, tick: TickEvent) -> datetime | None:
+        """When a slot's run starts under its task's jitter (``None``: no jitter; a run now, a
+        continuation, a catch-up run and a rerun are not jittered)."""
         window = self.policy(tick.task).jitter
         if not window or self.rerun or tick.run_now or tick.continuation or tick.catch_up:
-            return 0.0
-        start = jitter.start_of(tick.task, tick.slot, window)
-        return max(0.0, (start - self.clock()).total_seconds())
+            return None
+        # Never past the next slot, whatever the settings say (a declared window is checked at
+        # start; one in CONSUMER_TICK_POLICIES, or a period changed by the settings, is not).
+        gap = (tick.schedule.following(tick.slot) - tick.slot).total_seconds()
+        return jitter.start_of(tick.task, tick.slot, min(window, gap))
+
+    def _jitter_wait(self, tick: TickEvent) -> float:
+        """Seconds until a slot's run starts under its task's jitter (0: now, or no jitter)."""
+        start = self._jitter_start(tick)
+        return 0.0 if start is None else max(0.0, (start - self.clock()).total_seconds())
 
     def unroutable(self, event: Event) -> str:
         names = ", ".join(sorted(self.registry.tasks)) or "none"

@@ -51,7 +51,7 @@ GCS_ATTRIBUTES = (
 )  # fmt: skip
 CANONICAL_GCS = {name.lower(): name for name in GCS_ATTRIBUTES}
 JOB_KIND = "job_kind"
-JOB_ATTRIBUTES = ("key", "run_at", "priority", "max_attempts", "lock_key", "group")
+JOB_ATTRIBUTES = ("key", "run_at", "priority", "max_attempts", "lock_key", "group", "debounce_key")
 """Optional attributes of a jobs-topic message, each spelled ``job_<name>``."""
 
 

@@ -5,6 +5,7 @@ each with its burst's last payload."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from datetime import timedelta
@@ -14,10 +15,16 @@ from sqlalchemy import Engine, func, select
 
 from consumer import NewJob, enqueue, enqueue_many
 from consumer.config.settings import Settings
+from consumer.errors import SettingsError
 from consumer.jobs.model import Debounce, InvalidJob
 from consumer.jobs.schema import jobs
 from consumer.jobs.store import JobStore
 from consumer.jobs.sweep import Sweeper
+from consumer.pipeline.dispatch import Dispatcher
+from consumer.pipeline.registry import Registry
+from consumer.plugins import build_registry
+from consumer.wire.message import PushMessage
+from consumer.wire.outcomes import Kind
 from consumer.wire.timeutil import utcnow
 from tests.jobs.test_flow import Recorder, kinds_of
 
@@ -59,6 +66,7 @@ def runs(engine: Engine) -> int:
         return int(connection.execute(select(func.count()).where(jobs.c.status == "done")).scalar())
 
 
+@pytest.mark.slow  # 10 quiet windows of 1.5 s, long enough for a loaded machine's enqueues
 def test_10_bursts_of_100_enqueues_are_10_runs_each_with_its_last_payload(
     engine: Engine, job_settings: Settings
 ) -> None:
@@ -75,7 +83,7 @@ def test_10_bursts_of_100_enqueues_are_10_runs_each_with_its_last_payload(
         thread.start()
     try:
         for burst in range(10):
-            debounce = Debounce("account-1", quiet=0.4, max_wait=20)
+            debounce = Debounce("account-1", quiet=1.5, max_wait=30)
             for n in range(100):
                 enqueue(engine, KIND, {"burst": burst, "n": n}, kinds=[KIND], debounce=debounce)
             deadline = time.monotonic() + 15
@@ -87,3 +95,33 @@ def test_10_bursts_of_100_enqueues_are_10_runs_each_with_its_last_payload(
             thread.join()
     payloads = [job.payload for _, _, job in sorted(recorder.calls, key=lambda call: call[0])]
     assert payloads == [{"burst": burst, "n": 99} for burst in range(10)]
+
+
+def test_a_kind_declares_its_debounce_and_the_jobs_topic_asks_for_it(
+    engine: Engine, settings: Settings
+) -> None:
+    settings = settings.with_values(plugins=("tests.jobs.kinds_plugin",))
+    registry = build_registry(settings)
+    registry.job_limit("record", debounce="30s/1m")
+    dispatcher = Dispatcher(settings, engine, registry)
+    for n in range(3):
+        attributes = {"job_kind": "record", "job_debounce_key": "acct-1"}
+        message = PushMessage(f"m{n}", utcnow(), data=json.dumps({"n": n}).encode(),
+                              subscription="projects/p/subs/s", attributes=attributes)  # fmt: skip
+        assert dispatcher.dispatch(message).kind is Kind.DONE
+    [job] = JobStore(engine).list(limit=10)
+    assert (job.payload, job.debounce_key) == ({"n": 2}, "topic:acct-1")
+    undeclared = PushMessage("m9", utcnow(), data=b"{}", subscription="projects/p/subs/s",
+                             attributes={"job_kind": "email", "job_debounce_key": "a"})  # fmt: skip
+    refused = dispatcher.dispatch(undeclared)
+    assert refused.kind is Kind.DEAD and "declares no debounce" in refused.details["error"]
+
+
+@pytest.mark.parametrize(
+    ("raw", "problem"),
+    [("soon", "debounce must be QUIET/LONGEST such as 5s/1m"), ("1m/25h", "at most a day")],
+)
+def test_a_bad_declared_debounce_is_one_line(raw: str, problem: str) -> None:
+    with pytest.raises(SettingsError, match="job kind 'x': ") as caught:
+        Registry().job_limit("x", debounce=raw)
+    assert problem in str(caught.value) and "\n" not in str(caught.value)

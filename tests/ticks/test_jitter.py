@@ -30,8 +30,8 @@ pytestmark = pytest.mark.clock(START)
 
 
 @pytest.fixture
-def app_settings(settings: Settings) -> Settings:
-    policies = {"report": {"jitter": f"{WINDOW:g}s"}}
+def app_settings(settings: Settings, request: pytest.FixtureRequest) -> Settings:
+    policies = getattr(request, "param", {"report": {"jitter": f"{WINDOW:g}s"}})
     return settings.with_values(plugins=("tests.ticks.plugin",), tick_policies=policies)
 
 
@@ -112,3 +112,16 @@ def test_a_bad_jitter_in_the_settings_is_refused_in_one_line() -> None:
     with pytest.raises(Exception, match="task 'report': jitter must be a duration") as caught:
         Settings.from_env(raw)
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "app_settings", [{"report": {"jitter": "500s"}}], indirect=True, ids=["jitter-500s"]
+)
+def test_a_window_from_the_settings_never_reaches_past_the_next_slot(
+    client: FlaskClient, clock: Clock
+) -> None:
+    slot = next(START + timedelta(minutes=n) for n in range(100)
+                if jitter.offset("report", START + timedelta(minutes=n), 500) > 100)  # fmt: skip
+    clock.now = slot + timedelta(seconds=59.99)  # the period is 60 s
+    status, body = push(client, slot)
+    assert (status, body["outcome"]) == (200, "done"), body
