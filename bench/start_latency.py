@@ -5,8 +5,8 @@ Pub/Sub emulator pushing the wake-ups topic to the balancer. Jobs are enqueued o
 ``--rate`` per second (``--jobs`` of them, at most ``--max-seconds``); each enqueue's commit
 publishes a wake-up (``consumer.jobs.wake``) whose push makes one pod sweep now. On PostgreSQL
 the same commit also NOTIFYs the pods' listeners (``consumer.jobs.notify``), so this figure is
-the sooner of the two, usually the NOTIFY's; the emulator's floor is the wake-up's alone. The handler
-stamps when it starts. The emulator's own publish-to-push latency to a bare endpoint, measured
+the sooner of the two, usually the NOTIFY's; the emulator's floor is the wake-up's alone.
+The handler stamps when it starts. The emulator's own publish-to-push latency to a bare endpoint, measured
 in the same run, is the floor. Without wake-ups a job waits for the ``sweep`` tick: P/2 on
 average, P at worst.
 
