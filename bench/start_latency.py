@@ -3,12 +3,11 @@
 Three consumer pods (gunicorn servers, ``--workers`` each) behind a round-robin balancer, the
 Pub/Sub emulator pushing the wake-ups topic to the balancer. Jobs are enqueued one at a time at
 ``--rate`` per second (``--jobs`` of them, at most ``--max-seconds``); each enqueue's commit
-publishes a wake-up (``consumer.jobs.wake``) whose push makes one pod sweep now. On PostgreSQL
-the same commit also NOTIFYs the pods' listeners (``consumer.jobs.notify``), so this figure is
-the sooner of the two, usually the NOTIFY's; the emulator's floor is the wake-up's alone.
-The handler stamps when it starts. The emulator's own publish-to-push latency to a bare endpoint, measured
-in the same run, is the floor. Without wake-ups a job waits for the ``sweep`` tick: P/2 on
-average, P at worst.
+publishes a wake-up (``consumer.jobs.wake``) whose push makes one pod sweep now. The handler
+stamps when it starts. The emulator's own publish-to-push latency to a bare endpoint, measured
+in the same run, is the wake-up's floor. On PostgreSQL the same commit also NOTIFYs the pods'
+listeners (``consumer.jobs.notify``), so this figure is the sooner of the two, usually the
+NOTIFY's. Without either a job waits for the ``sweep`` tick: P/2 on average, P at worst.
 
 Then the LISTEN/NOTIFY path, on fresh pods and database: each job is enqueued with the SQL
 function ``consumer_enqueue`` in a transaction of its own; its commit NOTIFYs, and every pod's
