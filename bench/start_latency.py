@@ -5,13 +5,16 @@ Pub/Sub emulator pushing the wake-ups topic to the balancer. Jobs are enqueued o
 ``--rate`` per second (``--jobs`` of them, at most ``--max-seconds``); each enqueue's commit
 publishes a wake-up (``consumer.jobs.wake``) whose push makes one pod sweep now. The handler
 stamps when it starts. The emulator's own publish-to-push latency to a bare endpoint, measured
-in the same run, is the floor. Without wake-ups a job waits for the ``sweep`` tick: P/2 on
-average, P at worst.
+in the same run, is the wake-up's floor. On PostgreSQL the same commit also NOTIFYs the pods'
+listeners (``consumer.jobs.notify``), so this figure is the sooner of the two, usually the
+NOTIFY's. Without either a job waits for the ``sweep`` tick: P/2 on average, P at worst.
 
 Then the LISTEN/NOTIFY path, on fresh pods and database: each job is enqueued with the SQL
 function ``consumer_enqueue`` in a transaction of its own; its commit NOTIFYs, and every pod's
-listener (``consumer.jobs.listen``) sweeps in-process. No emulator is involved: without one,
-only this figure is printed.
+listener (``consumer.jobs.listen``) sweeps in-process. The same pods then take jobs enqueued by
+Python's ``enqueue`` (no wake-up topic: its NOTIFY alone starts them) and through the job API
+(``POST /jobs`` to one pod, timed from its answer). No emulator is involved: without one, only
+these figures are printed.
 
     python -m bench.start_latency [--jobs 200] [--rate 10] [--pods 3] [--workers 2]
 """
@@ -32,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import requests
 from sqlalchemy import Column, Engine, Float, Integer, MetaData, Table, insert, select, text
 
 from bench.support.postgres import migrated_postgres_database
@@ -207,16 +211,37 @@ def wait_listening(engine: Engine, count: int, timeout: float = 60) -> None:
     raise SystemExit(f"fewer than {count} processes LISTEN after {timeout:g} s")
 
 
-def measure_notify(database_url: str, args: argparse.Namespace) -> list[float]:
-    """Start the pods (no wake-up topic), enqueue in SQL, and time the starts."""
+def enqueue_over_http(url: str, jobs: int, rate: float, max_seconds: float) -> dict[int, float]:
+    """Job id -> when ``POST /jobs`` answered (its enqueue had committed)."""
+    committed: dict[int, float] = {}
+    started = time.monotonic()
+    with requests.Session() as session:
+        for n in range(jobs):
+            if time.monotonic() - started > max_seconds:
+                break
+            answer = session.post(f"{url}/jobs", json={"kind": KIND}, timeout=30)
+            committed[int(answer.json()["job"]["id"])] = time.time()
+            time.sleep(max(0.0, started + (n + 1) / rate - time.monotonic()))
+    return committed
+
+
+def measure_notify(database_url: str, args: argparse.Namespace) -> dict[str, list[float]]:
+    """Start the pods (no wake-up topic), enqueue in SQL, with Python's ``enqueue`` and over
+    the job API, and time the starts of each."""
     env = {"CONSUMER_DATABASE_URL": database_url, "CONSUMER_LOCAL_MODE": "true",
            "CONSUMER_LOG_LEVEL": "WARNING", "CONSUMER_PLUGINS": "bench.start_latency"}  # fmt: skip
-    engine = make_engine(database_url)
+    engine = make_engine(database_url)  # attached to no wake-up target: NOTIFY alone
     metadata.create_all(engine)
-    with pods(args.pods, args.workers, env):
+    found: dict[str, list[float]] = {}
+    with pods(args.pods, args.workers, env) as ports:
         wait_listening(engine, args.pods * args.workers)
         committed = enqueue_in_sql(database_url, args.jobs, args.rate, args.max_seconds)
-        found = latencies(engine, committed, 30)
+        found["notify"] = latencies(engine, committed, 30)
+        committed = enqueue_steadily(engine, args.jobs, args.rate, args.max_seconds)
+        found["notify, python enqueue"] = latencies(engine, committed, 30)
+        url = f"http://127.0.0.1:{ports[0]}"
+        committed = enqueue_over_http(url, args.jobs, args.rate, args.max_seconds)
+        found["notify, job API"] = latencies(engine, committed, 30)
     engine.dispose()
     return found
 
@@ -233,8 +258,8 @@ def line(found: list[float], floor: float) -> str:
             f" ms ({len(found)} jobs; emulator push alone: p50 {floor:.0f} ms)")  # fmt: skip
 
 
-def notify_line(found: list[float]) -> str:
-    return (f"start latency (notify): p50 {percentile(found, 0.5):.1f} ms, p99 "
+def notify_line(found: list[float], path: str = "notify") -> str:
+    return (f"start latency ({path}): p50 {percentile(found, 0.5):.1f} ms, p99 "
             f"{percentile(found, 0.99):.1f} ms ({len(found)} jobs)")  # fmt: skip
 
 
@@ -253,7 +278,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"tick only (sweep every {period} s): expected wait {period * 500} ms, worst "
           f"{period * 1000} ms")  # fmt: skip
     print(topic_line)
-    print(notify_line(found))
+    for path, values in found.items():
+        print(notify_line(values, path))
 
 
 def jobs_topic(args: argparse.Namespace) -> str:

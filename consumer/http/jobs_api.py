@@ -39,6 +39,7 @@ class JobAnswers:
         self, settings: Settings, engine: Engine, registry: Registry, clock: Clock
     ) -> None:
         self.kinds = registry.job_kinds
+        self.group_by = {name: limit.group_by for name, limit in registry.job_limits.items()}
         self.api = JobApi(engine, self.kinds.names(), settings.jobs.max_attempts)
         self.limits = api_request.Limits(
             settings.jobs.max_payload_bytes, settings.inbox.max_json_nodes,
@@ -66,7 +67,7 @@ class JobAnswers:
             return refused(error, key)
 
     def _enqueue(self, _key: str, body: bytes) -> Reply:
-        request = api_request.parse(body, self.kinds, self.limits)
+        request = api_request.parse(body, self.kinds, self.limits, self.group_by)
         job, created = self.api.enqueue(request.job)
         document = self._document("created" if created else "existing", job)
         return (201 if created else 200), {**document, "ignored_fields": request.ignored_fields}

@@ -115,7 +115,8 @@ class JobApi:
             "key": job.idempotency_key, "id": job.id, "kind": job.kind,
             "status": job.status.value, "attempts": job.attempts,
             "max_attempts": job.max_attempts or self.default_max_attempts,
-            "priority": job.priority, "run_at": _time(job.run_at), "result": None,
+            "priority": job.priority, "group": job.group_key, "run_at": _time(job.run_at),
+            "result": None,
             "last_error": job.last_error, "created_at": _time(job.created_at),
             "updated_at": _time(job.updated_at), "finished_at": _time(job.finished_at),
         }  # fmt: skip

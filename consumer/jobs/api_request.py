@@ -22,7 +22,14 @@ from typing import Any
 
 from consumer.errors import BadRequest, BodyTooLarge
 from consumer.jobs.fields import producer_fields, restricted
-from consumer.jobs.model import INT32_MAX, INT32_MIN, InvalidJob, NewJob
+from consumer.jobs.model import (
+    INT32_MAX,
+    INT32_MIN,
+    MAX_GROUP_LENGTH,
+    InvalidJob,
+    NewJob,
+    group_from,
+)
 from consumer.pipeline.extensions import Functions
 from consumer.wire.classify import MAX_NAME_LENGTH
 from consumer.wire.json_limits import strict_loads, too_many_values
@@ -31,7 +38,9 @@ from consumer.wire.timeutil import parse_rfc3339
 
 MAX_KEY_LENGTH = MAX_NAME_LENGTH
 """A key's longest, in characters: the jobs topic's limit on ``job_key``."""
-FIELDS = frozenset({"kind", "payload", "key", "run_at", "priority", "max_attempts", "lock_key"})
+FIELDS = frozenset(
+    {"kind", "payload", "key", "run_at", "priority", "max_attempts", "lock_key", "group"}
+)
 UNADDRESSABLE = (".", "..")
 """Keys a URL cannot carry as a path segment: clients resolve them away."""
 
@@ -50,8 +59,12 @@ class EnqueueRequest:
     """Payload fields the kind does not let producers set, dropped."""
 
 
-def parse(body: bytes, kinds: Functions, limits: Limits) -> EnqueueRequest:
-    """The request a body asks for; ``BadRequest`` (or ``BodyTooLarge``) naming the fault."""
+def parse(
+    body: bytes, kinds: Functions, limits: Limits, group_by: Mapping[str, str | None] | None = None
+) -> EnqueueRequest:
+    """The request a body asks for; ``BadRequest`` (or ``BodyTooLarge``) naming the fault.
+    ``group_by``: the payload field each kind takes its jobs' group from when the request
+    names none (a kind's ``group_by``, as the jobs topic derives it)."""
     document = _document(body, limits)
     unknown = sorted(set(document) - FIELDS)
     if unknown:
@@ -62,6 +75,8 @@ def parse(body: bytes, kinds: Functions, limits: Limits) -> EnqueueRequest:
     payload = _payload(document.get("payload", {}), limits.max_payload_bytes)
     kept, ignored = restricted(payload, producer_fields(kinds, kind))
     key, lock_key = document.get("key"), document.get("lock_key")
+    group = document.get("group")
+    group = group_from(kept, (group_by or {}).get(kind)) if group is None else _group(group)
     try:
         job = NewJob(
             kind, kept, uuid.uuid4().hex if key is None else checked_key(key, "key"),
@@ -69,6 +84,7 @@ def parse(body: bytes, kinds: Functions, limits: Limits) -> EnqueueRequest:
             _whole(document.get("priority", 0), "priority", INT32_MIN),
             _optional_whole(document.get("max_attempts"), "max_attempts", 1),
             None if lock_key is None else checked_key(lock_key, "lock_key"),
+            group,
         )  # fmt: skip
     except InvalidJob as exc:
         raise BadRequest(str(exc)) from None
@@ -87,6 +103,15 @@ def checked_key(value: Any, label: str = "key") -> str:
     if label == "key" and ("/" in value or value in UNADDRESSABLE):
         raise BadRequest("'key' must not contain '/' nor be '.' or '..': it is a path segment "
                          "of /jobs/{key}")  # fmt: skip
+    return value
+
+
+def _group(value: Any) -> str:
+    """A group named by the request: jobs of different groups take turns in the claim."""
+    if not isinstance(value, str) or not value or len(value) > MAX_GROUP_LENGTH:
+        raise BadRequest(f"'group' must be a string of 1..{MAX_GROUP_LENGTH} characters")
+    if not is_storable(value):
+        raise BadRequest("'group' contains a NUL or an unpaired surrogate character")
     return value
 
 

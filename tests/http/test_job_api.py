@@ -4,6 +4,7 @@ and every refusal a clear 4xx that stores nothing."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -15,7 +16,9 @@ from sqlalchemy import Engine, func, select, update
 from consumer import enqueue
 from consumer.config.settings import Settings
 from consumer.http.app import create_app
+from consumer.jobs import api_request
 from consumer.jobs.schema import jobs
+from consumer.pipeline.registry import Registry
 from consumer.service import Service
 from consumer.wire.timeutil import utcnow
 from tests.auth.tokens import ACCOUNT, AUDIENCE, CertsServer, SigningKey, claims
@@ -80,6 +83,29 @@ def test_the_kind_s_producer_fields_apply(api: FlaskClient, engine: Engine) -> N
     assert stored == EMAIL
 
 
+def test_a_job_s_group_is_named_by_the_request_and_a_bad_one_stores_nothing(
+    api: FlaskClient, engine: Engine
+) -> None:
+    body = {"kind": "email", "payload": EMAIL, "key": "g", "group": "tenant-a"}
+    status, answer = call(api, "POST", "/jobs", body)
+    assert (status, answer["job"]["group"]) == (201, "tenant-a")
+    with engine.connect() as connection:
+        assert connection.execute(select(jobs.c.group_key)).scalar_one() == "tenant-a"
+    for bad in ("", "x" * 201, 7, ["a"]):
+        status, refused = call(api, "POST", "/jobs", {**body, "key": "bad", "group": bad})
+        assert status == 400 and "'group' must be a string of 1..200" in refused["error"]
+    assert count(engine) == 1
+
+
+def test_without_a_group_a_job_takes_the_one_its_kind_groups_by() -> None:
+    limits = api_request.Limits(1000, 100, 10)
+    body = json.dumps({"kind": "email", "payload": EMAIL}).encode()
+    kinds = Registry().job_kinds
+    kinds.add("email", lambda context, job: None)
+    assert api_request.parse(body, kinds, limits, {"email": "to"}).job.group == EMAIL["to"]
+    assert api_request.parse(body, kinds, limits, {}).job.group is None
+
+
 def test_without_a_key_one_is_made_and_the_job_is_readable_by_it(api: FlaskClient) -> None:
     status, answer = call(api, "POST", "/jobs", {"kind": "email", "payload": EMAIL})
     assert status == 201 and len(answer["key"]) == 32
@@ -92,7 +118,7 @@ def test_read_gives_the_state_and_an_unknown_key_is_404(api: FlaskClient) -> Non
     status, read = call(api, "GET", path_of("ключ é"))
     assert status == 200 and read["outcome"] == "found" and read["key"] == "ключ é"
     assert set(read["job"]) == {
-        "key", "id", "kind", "status", "attempts", "max_attempts", "priority", "run_at",
+        "key", "id", "kind", "status", "attempts", "max_attempts", "priority", "group", "run_at",
         "result", "last_error", "created_at", "updated_at", "finished_at",
     }  # fmt: skip
     assert read["job"]["max_attempts"] == 10  # CONSUMER_JOB_MAX_ATTEMPTS, as the job will run

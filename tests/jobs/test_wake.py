@@ -64,12 +64,16 @@ def test_a_burst_of_enqueues_is_one_or_two_wake_ups_the_last_after_the_last_enqu
     engine: Engine, settings: Settings, recorder: Recorder
 ) -> None:
     woken(engine, settings, recorder.url)
+    first_enqueue = time.monotonic()
     for n in range(30):
         enqueue(engine, "email", {"to": f"u{n}@example.com"})
     last_enqueue = time.monotonic()
     wake.flush(5)
     arrivals = [at for at, _ in recorder.bodies]
-    assert 1 <= len(arrivals) <= 3
+    # At most one per 100 ms window the burst lasted, plus the last: 1-3 when it takes under a
+    # window or two (a loaded machine stretches it, each enqueue being a few round trips).
+    windows = int((last_enqueue - first_enqueue) / 0.1)
+    assert 1 <= len(arrivals) <= max(3, windows + 2)
     assert arrivals[-1] >= last_enqueue
 
 
