@@ -36,7 +36,8 @@ def test_every_field_arrives_as_given_in_the_calls_order(engine: Engine) -> None
     later = datetime(2031, 5, 6, 7, 8, 9, 123456, tzinfo=timezone(timedelta(hours=-5)))
     given = [
         NewJob("email", {"text": text, "nested": [1, None, {"x": 2.5}], "bool": True},
-               key=f"key {text}", run_at=later, priority=-7, max_attempts=3, lock_key=text)
+               key=f"key {text}", run_at=later, priority=-7, max_attempts=3, lock_key=text,
+               group=f"tenant {text}")
         for text in TEXTS
     ]  # fmt: skip
     given += [NewJob(f"kind\t{n}", None if n else "a string", priority=n) for n in range(3)]
@@ -46,10 +47,11 @@ def test_every_field_arrives_as_given_in_the_calls_order(engine: Engine) -> None
     found = rows(engine)
     assert [row.kind for row in found] == [job.kind for job in given]
     for row, job in zip(found, given, strict=True):
-        assert (row.payload, row.idempotency_key, row.lock_key) == (
+        assert (row.payload, row.idempotency_key, row.lock_key, row.group_key) == (
             job.payload,
             job.key,
             job.lock_key,
+            job.group,
         )
         assert (row.priority, row.max_attempts, row.status, row.attempts) == (
             job.priority, job.max_attempts, "pending", 0,
