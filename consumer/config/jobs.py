@@ -32,6 +32,10 @@ class JobSettings(Section):
     lease_seconds: int = setting(3, convert=whole, within=(1, 3600))
     """Lease on a claimed job, renewed by the live sweeper every third of it: a killed sweeper's
     jobs are taken over after about this long."""
+    held_lease_seconds: int = setting(30, convert=whole, within=(3, 3600))
+    """Lease of a job whose HTTP target answered 202 Accepted: the target must report (``POST
+    /jobs/{key}/heartbeat`` or ``/complete``) within it, each heartbeat extending it this long
+    again; past it, the job is retried under a new claim (docs/long-running-jobs.md)."""
     max_attempts: int = setting(10, convert=whole, within=(1, 1000))
     """Attempts of a job enqueued without its own ``max_attempts`` before it is ``dead``."""
     retry_base_seconds: int = setting(10, convert=whole, within=(0, 30 * DAY))

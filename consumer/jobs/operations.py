@@ -9,8 +9,8 @@ from datetime import datetime
 from sqlalchemy import Connection
 
 from consumer.db.store import Store
-from consumer.jobs import queries
-from consumer.jobs.model import Job, Status
+from consumer.jobs import queries, running_queries
+from consumer.jobs.model import FINISHED, CancelOutcome, Job, Status
 
 Jobs = list[Job]
 """(A method of the store is named ``list``.)"""
@@ -52,9 +52,39 @@ class JobOperations(Store):
             return conn.execute(queries.retried_dead_of_kind(now, kind)).rowcount
 
     def cancel(self, job_id: int, now: datetime, *, connection: Connection | None = None) -> bool:
-        """Cancel a pending job. A running one cannot be stopped mid-effect; cancel it after."""
+        """Cancel a pending job only (``request_cancel`` also reaches a running one)."""
         with self._write(connection) as conn:
             return conn.execute(queries.cancelled(job_id, now)).rowcount == 1
+
+    def request_cancel(
+        self, job_id: int, now: datetime, *, connection: Connection | None = None
+    ) -> CancelOutcome:
+        """Cancel a job, whatever it is doing: the one entry point of the CLI, the dashboard
+        and the HTTP job API. A pending job is ``cancelled`` now, and so is a running one whose
+        holder's lease lapsed (nothing runs it any more). A running job with a live lease gets
+        the request recorded: its lease heartbeat sees it (a Python handler's
+        ``context.heartbeat()`` raises ``JobCancelled``, a target's call is abandoned, a target's
+        ``POST /jobs/{key}/heartbeat`` is told), and however its run ends it ends ``cancelled``,
+        never retried."""
+        with self._write(connection) as conn:
+            if conn.execute(queries.cancelled(job_id, now)).rowcount == 1:
+                return CancelOutcome.CANCELLED
+            if conn.execute(running_queries.lapsed_cancelled(now, job_id)).rowcount == 1:
+                return CancelOutcome.CANCELLED
+            if conn.execute(running_queries.cancel_requested(job_id, now)).rowcount == 1:
+                return CancelOutcome.REQUESTED
+            status = conn.execute(running_queries.status_of(job_id)).scalar()
+        if status is None:
+            return CancelOutcome.UNKNOWN
+        if Status(status) in FINISHED:
+            return CancelOutcome.FINISHED
+        return self.request_cancel(job_id, now)  # it moved between the statements: once more
+
+    def end_lapsed_cancels(self, now: datetime, *, connection: Connection | None = None) -> int:
+        """Running jobs whose cancel was requested and whose holder then died (the lease lapsed
+        with no heartbeat): ``cancelled``, before any sweep takes them over (the cleanup task)."""
+        with self._write(connection) as conn:
+            return conn.execute(running_queries.lapsed_cancelled(now)).rowcount
 
     def purge(
         self,

@@ -25,7 +25,9 @@ from sqlalchemy import (
     Update,
     and_,
     bindparam,
+    case,
     func,
+    literal_column,
     or_,
     select,
     update,
@@ -50,6 +52,19 @@ LIMIT = bindparam("limit", type_=Integer())
 LEASE = bindparam("lease", type_=UTCDateTime())
 OWNED = and_(jobs.c.claimed_by == TOKEN, jobs.c.status == Status.RUNNING.value)
 """Rows the claim ``token`` still holds: every write after a claim says this."""
+CANCEL_ASKED = jobs.c.cancel_requested_at.is_not(None)
+CANCELLED = literal_column("'cancelled'", String())
+"""Inlined, not bound: the ``done`` write is a prepared statement with a fixed parameter list."""
+
+
+def unless_cancelled(status: Any) -> Any:
+    """``status``, or ``cancelled`` for a job an operator asked to cancel while it ran: however
+    its run ends (done, failed, released), it is never retried (docs/long-running-jobs.md)."""
+    return case((CANCEL_ASKED, CANCELLED), else_=status)
+
+
+def finished_unless_cancelled(finished_at: Any) -> Any:
+    return case((CANCEL_ASKED, NOW), else_=finished_at)
 
 
 @cache
@@ -130,8 +145,11 @@ def done(dialect: str) -> Any:
     return (
         update(jobs)
         .where(_ids(dialect), OWNED)
-        .values(status=Status.DONE.value, lease_until=None, updated_at=NOW, finished_at=NOW)
-    )
+        .values(
+            status=unless_cancelled(literal_column("'done'", String())), lease_until=None,
+            updated_at=NOW, finished_at=NOW,
+        )
+    )  # fmt: skip
 
 
 @cache
@@ -141,30 +159,46 @@ def released(dialect: str) -> Any:
         update(jobs)
         .where(_ids(dialect), OWNED)
         .values(
-            status=Status.PENDING.value, attempts=jobs.c.attempts - 1, lease_until=None,
-            claimed_by=None, updated_at=NOW,
+            status=unless_cancelled(literal_column("'pending'", String())),
+            attempts=jobs.c.attempts - 1, lease_until=None, claimed_by=None, updated_at=NOW,
+            finished_at=finished_unless_cancelled(None),
         )
     )  # fmt: skip
 
 
-RENEW = update(jobs).where(OWNED).values(lease_until=LEASE)
+RENEW = (
+    update(jobs)
+    .where(OWNED)
+    .values(lease_until=case((jobs.c.lease_until > LEASE, jobs.c.lease_until), else_=LEASE))
+    .returning(jobs.c.id, jobs.c.cancel_requested_at)
+)
 """Push a live sweeper's lease forward: only rows it still owns (a taken-over job stays with its
-new owner)."""
+new owner), never shortening a longer lease (a job held for its target's reports), and say
+which of them an operator asked to cancel."""
+
+
+@cache
+def held(dialect: str) -> Any:
+    """Jobs ``:ids`` whose target answered 202: still running under the claim, until ``:lease``
+    (each of the target's heartbeats pushes it on)."""
+    return update(jobs).where(_ids(dialect), OWNED).values(lease_until=LEASE, updated_at=NOW)
+
 
 FAILED = (
     update(jobs)
     .where(jobs.c.id == bindparam("job_id", type_=JobId), OWNED)
     .values(
-        status=bindparam("new_status", type_=String()),
+        status=unless_cancelled(bindparam("new_status", type_=String())),
         run_at=bindparam("new_run_at", type_=UTCDateTime()),
         last_error=bindparam("error", type_=Text()),
         errors=bindparam("history", type_=jobs.c.errors.type),
-        finished_at=bindparam("new_finished_at", type_=UTCDateTime()),
+        finished_at=finished_unless_cancelled(bindparam("new_finished_at", type_=UTCDateTime())),
         lease_until=None,
         updated_at=NOW,
     )
 )
-"""One failed run: back to ``pending`` at ``:new_run_at``, or ``dead``, with its error."""
+"""One failed run: back to ``pending`` at ``:new_run_at``, or ``dead``, with its error
+(``cancelled`` if an operator asked while it ran)."""
 
 
 def oldest_due(now: datetime) -> Select[Any]:
@@ -240,7 +274,8 @@ def revived(now: datetime) -> Update:
 
 
 def cancelled(job_id: int, now: datetime) -> Update:
-    """A pending job, cancelled (a running one cannot be stopped mid-effect)."""
+    """A pending job, cancelled (a running one cannot be stopped mid-effect: its cancel is
+    requested, ``cancel_requested``)."""
     return (
         update(jobs)
         .where(jobs.c.id == job_id, jobs.c.status == Status.PENDING.value)

@@ -1,6 +1,7 @@
 """The ``jobs`` table and the flow-control table ``job_flow``, on the shared ``metadata``.
 Migrations: ``0002_jobs``, then ``0006_job_flow`` (``jobs.lock_key`` and ``job_flow``), then
-``0008_job_flow_shards``; ``job_kinds`` for SQL producers: ``0010_sql_enqueue``."""
+``0008_job_flow_shards``; ``job_kinds`` for SQL producers: ``0010_sql_enqueue``; a running job's
+cancel request and a target's reported result: ``0011_running_cancel``."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ UNFINISHED_KEYED = text("lock_key IS NOT NULL AND status IN ('pending', 'running
 RUNNING_KEYED = text("lock_key IS NOT NULL AND status = 'running'")
 LOCK_KEY_COMMENT = "jobs sharing it run one at a time, in id order"
 KIND_FIELDS_COMMENT = "what SQL producers may set in the payload; NULL: every field"
+CANCEL_COMMENT = "an operator asked to cancel the running job; it ends cancelled"
+RESULT_COMMENT = "the result object a target reported with its completion"
 FLOW_LIMITS_COMMENT = "an operator's change (cap:N;rate:N/1s); NULL: as configured"
 
 jobs = Table(
@@ -42,6 +45,8 @@ jobs = Table(
     Column("finished_at", UTCDateTime, nullable=True),
     Column("trace_parent", String(55), nullable=True, comment=TRACE_COMMENT),
     Column("lock_key", Text, nullable=True, comment=LOCK_KEY_COMMENT),
+    Column("cancel_requested_at", UTCDateTime, nullable=True, comment=CANCEL_COMMENT),
+    Column("result", JSON, nullable=True, comment=RESULT_COMMENT),
     # The autoincrement keyword stops SQLite from reusing the id of a purged newest row, so a
     # Message-ID derived from the id is never reused either.
     sqlite_autoincrement=True,

@@ -27,8 +27,8 @@ def test_every_whole_number_setting_has_a_range() -> None:
         name for name, (_, spec) in builtin_catalog().items() if spec.metadata["convert"] is whole
     }
     # new: TRACES_SAMPLE_PERCENT, INBOX_LEASE_SECONDS, SWEEP_FLUSH_MS, INBOX_REDRIVE_AFTER_SECONDS,
-    # PRODUCER_MAX_DELAY_SECONDS, the 5 DATABASE_ waits
-    assert numbers == set(RANGES) and len(RANGES) == 44
+    # PRODUCER_MAX_DELAY_SECONDS, the 5 DATABASE_ waits, JOB_HELD_LEASE_SECONDS
+    assert numbers == set(RANGES) and len(RANGES) == 45
 
 
 @pytest.mark.parametrize("name", sorted(RANGES))

@@ -28,7 +28,7 @@ OLD_HEADS = (
 
 def test_the_history_has_one_head() -> None:
     heads = ScriptDirectory.from_config(alembic_config("")).get_heads()
-    assert heads == ["0010_sql_enqueue"]
+    assert heads == ["0011_running_cancel"]
 
 
 def test_a_database_at_the_old_heads_upgrades_through_the_merge(tmp_path: Path) -> None:
@@ -41,7 +41,7 @@ def test_a_database_at_the_old_heads_upgrades_through_the_merge(tmp_path: Path) 
             assert current_revisions(connection) == frozenset(OLD_HEADS)
         upgrade(url)
         with engine.connect() as connection:
-            assert current_revisions(connection) == {"0010_sql_enqueue"}
+            assert current_revisions(connection) == {"0011_running_cancel"}
     finally:
         engine.dispose()
 
