@@ -25,10 +25,13 @@ from consumer.http import state_metrics as metrics_state
 from consumer.http.deliveries import Deliveries
 from consumer.http.door import GatedWsgi
 from consumer.http.gate import Gate
+from consumer.http.job_reports import Reports
+from consumer.http.report_gate import report_gate
 from consumer.http.routes import Handler
 from consumer.observe import exporting, metrics, spans
 from consumer.pipeline.dispatch import Dispatcher
 from consumer.service import Service
+from consumer.targets.install import specs_of
 from consumer.wire.envelope import Limits
 from consumer.wire.outcomes import Outcome, from_error, from_http_status
 from consumer.wire.timeutil import Clock, utcnow
@@ -77,7 +80,9 @@ def create_app(
         app.add_url_rule(route.path, route.handler.value, views[route.handler])
     app.register_error_handler(HTTPException, json_http_error)
     deliveries = Deliveries(dispatcher, limits_of(settings))
-    gated = GatedWsgi(Gate(settings, authenticate), app.wsgi_app, deliveries)
+    reports = report_gate(settings, engine, specs_of(service.registry, settings))
+    gate = Gate(settings, authenticate, reports=reports)
+    gated = GatedWsgi(gate, app.wsgi_app, deliveries, Reports(settings, engine, clock))
     app.wsgi_app = gated  # type: ignore[method-assign]
     app.extensions["consumer"] = BuiltWith(settings, authenticate, gated)
     return app

@@ -21,7 +21,9 @@ from werkzeug.exceptions import InternalServerError
 from consumer.errors import ConsumerError
 from consumer.http.deliveries import Deliveries
 from consumer.http.gate import ADMISSION, Admission, Gate, LengthRequired, NotAllowed, WsgiApp
+from consumer.http.job_reports import Reports
 from consumer.http.request import RequestView
+from consumer.http.routes import REPORT_HANDLERS
 from consumer.observe import logs, spans
 from consumer.wire.outcomes import Outcome, from_http_status
 
@@ -53,8 +55,16 @@ class GatedWsgi:
     """``gate`` in front of ``app`` (the Flask app's own WSGI callable), the deliveries answered
     by ``deliveries`` (None: an app with no delivery rows)."""
 
-    def __init__(self, gate: Gate, app: WsgiApp, deliveries: Deliveries | None = None) -> None:
+    def __init__(
+        self,
+        gate: Gate,
+        app: WsgiApp,
+        deliveries: Deliveries | None = None,
+        reports: Reports | None = None,
+    ) -> None:
         self.gate, self.app, self.deliveries = gate, app, deliveries
+        self.reports = reports
+        """A job's target reporting on it (docs/long-running-jobs.md), answered here."""
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         admission = environ.get(ADMISSION)
@@ -68,6 +78,8 @@ class GatedWsgi:
         environ["REQUEST_METHOD"] = admission.view.method  # the method every check compared
         logs.bind_environ(environ)  # this request's trace on its log lines
         try:
+            if admission.route.handler in REPORT_HANDLERS and self.reports is not None:
+                return _respond(start_response, self._report(admission, environ))
             if admission.route.source is None or self.deliveries is None:
                 return self.app(environ, start_response)
             return _respond(start_response, self._deliver(admission, environ))
@@ -86,6 +98,12 @@ class GatedWsgi:
             with logs.trace_of_environ(environ):  # the decision line carries the request's trace
                 return refusal(self.gate, view, error, started)
         return admission
+
+    def _report(self, admission: Admission, environ: dict[str, Any]) -> Answer:
+        assert self.reports is not None and admission.route is not None
+        view = admission.view
+        return self.reports.answer(admission.route, admission.params, admission.credentials,
+                                   view.headers, environ, admission.limit)  # fmt: skip
 
     def _deliver(self, admission: Admission, environ: dict[str, Any]) -> Answer:
         """A delivery's answer, inside its server span; a JSON 500 for an exception a handler

@@ -24,9 +24,12 @@ from consumer.http.app import BuiltWith, limits_of
 from consumer.http.deliveries import Deliveries
 from consumer.http.door import GatedWsgi
 from consumer.http.gate import Gate
+from consumer.http.job_reports import Reports
+from consumer.http.report_gate import report_gate
 from consumer.http.routes import delivery_rows
 from consumer.pipeline.dispatch import Dispatcher
 from consumer.service import Service
+from consumer.targets.install import specs_of
 from consumer.wire.timeutil import Clock, utcnow
 
 EXTENSION = "consumer"
@@ -65,8 +68,11 @@ class Consumer:
         self.dispatcher = Dispatcher(settings, service.engine, service.registry, self.clock)
         authenticate = self._authenticate or authenticator_for(settings)
         rows = delivery_rows(hook=self.hook, tick=self.tick)
-        gate = Gate(settings, authenticate, routes=rows, prefix=self.url_prefix, embedded=True)
+        reports = report_gate(settings, service.engine, specs_of(service.registry, settings))
+        gate = Gate(settings, authenticate, routes=rows, prefix=self.url_prefix, embedded=True,
+                    reports=reports)  # fmt: skip
         deliveries = Deliveries(self.dispatcher, limits_of(settings))
-        gated = GatedWsgi(gate, app.wsgi_app, deliveries)
+        own = Reports(settings, service.engine, self.clock)
+        gated = GatedWsgi(gate, app.wsgi_app, deliveries, own)
         app.wsgi_app = gated  # type: ignore[method-assign]
         app.extensions[EXTENSION] = BuiltWith(settings, authenticate, gated)

@@ -33,6 +33,8 @@ class Auth(StrEnum):
     HOOK = "hook"  # HMAC signature over the body (X-Consumer-Timestamp / X-Consumer-Signature)
     TICK = "tick"  # a Cloud Scheduler OIDC token, or the hook's HMAC scheme under tick secrets
     NONE = "none"  # probes and documents: nothing to start
+    # --- a job's HTTP target reporting on it (docs/long-running-jobs.md) ---
+    JOB_REPORT = "job-report"  # the job's target: its HMAC signature, ID token, or claim alone
 
 
 class Handler(StrEnum):
@@ -45,6 +47,8 @@ class Handler(StrEnum):
     READYZ = "readyz"
     METRICS = "metrics"
     OPENAPI = "openapi"
+    JOB_HEARTBEAT = "job_heartbeat"
+    JOB_COMPLETE = "job_complete"
 
 
 @dataclass(frozen=True)
@@ -78,7 +82,18 @@ PROBES = (
     Route("/metrics", GET, None, Auth.NONE, SMALL_BODY_BYTES, Handler.METRICS, routine=True),
     Route("/openapi.yaml", GET, None, Auth.NONE, SMALL_BODY_BYTES, Handler.OPENAPI),
 )
-TABLE = DELIVERIES + PROBES
+# --- a job's HTTP target reporting on it (docs/long-running-jobs.md) ---
+REPORT_BODY_BYTES = 96 * 1024
+"""A completion's result object may be up to 64 KiB (a target's answer's), with room around."""
+JOB_REPORTS = (
+    Route("/jobs/{key}/heartbeat", POST, None, Auth.JOB_REPORT, REPORT_BODY_BYTES,
+          Handler.JOB_HEARTBEAT),
+    Route("/jobs/{key}/complete", POST, None, Auth.JOB_REPORT, REPORT_BODY_BYTES,
+          Handler.JOB_COMPLETE),
+)  # fmt: skip
+REPORT_HANDLERS = frozenset(route.handler for route in JOB_REPORTS)
+# --- end of the job reports ---
+TABLE = DELIVERIES + PROBES + JOB_REPORTS
 """Every row ``create_app`` serves."""
 
 
@@ -99,8 +114,10 @@ def match(routes: Iterable[Route], path: str) -> Match | None:
 
 
 def delivery_rows(*, hook: bool = True, tick: bool = True) -> tuple[Route, ...]:
-    """The deliveries an app mounts (``consumer.http.embed``: the hook and ticks optional)."""
-    return tuple(r for r in DELIVERIES if (r is not HOOK or hook) and (r is not TICK or tick))
+    """The rows an app mounts (``consumer.http.embed``: the hook and ticks optional; a job
+    target's reports always, so a job served by a target can report wherever it is mounted)."""
+    chosen = (r for r in DELIVERIES if (r is not HOOK or hook) and (r is not TICK or tick))
+    return (*chosen, *JOB_REPORTS)
 
 
 def access_patterns(routes: Iterable[Route] = TABLE) -> dict[str, list[str]]:
