@@ -89,11 +89,14 @@ def servings(
 ) -> Iterator[dict[str, Serving]]:
     """The four servings, ``databases[i]`` for the i-th of ``SERVINGS``."""
     engines = [make_engine(url) for url in databases]
+    owned: list[Engine] = []
+    """The apps' own engines: closed at the end, so no pooled connection outlives its database."""
     try:
         gunicorn = start_server(env_of(databases[0]), workers=1)
-        plain = create_app(compose(env_of(databases[1])))
-        plain2 = create_app(compose(env_of(databases[2])))
-        host = host_app(compose(env_of(databases[3])))
+        services = [compose(env_of(url)) for url in databases[1:]]
+        owned += [service.engine for service in services]
+        plain, plain2 = create_app(services[0]), create_app(services[1])
+        host = host_app(services[2])
         wsgiref = make_server("127.0.0.1", 0, plain, handler_class=QuietWsgiref)
         werkzeug = werkzeug_server("127.0.0.1", 0, plain2, threaded=True)
         embedded = werkzeug_server("127.0.0.1", 0, host, threaded=True)
@@ -107,7 +110,7 @@ def servings(
                 )
             }
     finally:
-        for engine in engines:
+        for engine in engines + owned:
             engine.dispose()
 
 
