@@ -29,10 +29,12 @@ from typing import Any
 from sqlalchemy import Connection, Engine
 
 from consumer.config.flow import JobLimit
+from consumer.config.jobs import max_seconds_of
 from consumer.config.settings import Settings
 from consumer.db.engine import unavailable_on_db_fault
 from consumer.errors import Permanent
 from consumer.jobs.batch import Batch, Flushes, plus
+from consumer.jobs.detached import Detached
 from consumer.jobs.kinds import JobContext, JobKinds
 from consumer.jobs.lease import LeaseKeeper
 from consumer.jobs.model import Failure, Job, JobCancelled, JobHeld, Written
@@ -114,6 +116,9 @@ class Sweeper:
         held = settings.jobs.held_lease_seconds
         self.recorder = Recorder(self.store, clock, self.pace, self.flushes, held)
         self.worker = f"{socket.gethostname()[:24]}/{os.getpid()}"
+        self.long_kinds = max_seconds_of(settings.jobs.max_seconds)
+        """Kinds that run past the sweep, each with its maximum (``CONSUMER_JOB_MAX_SECONDS``)."""
+        self.detached = Detached(settings, engine, clock)
 
     def run(self, deadline: float) -> SweepSummary:
         """Sweep until drained or ``deadline`` (a ``time.monotonic()`` value) is near.
@@ -238,6 +243,10 @@ class Sweeper:
             batch.failures.append(self._failure(job, error, dead=True))
             return
         handler = self.kinds.get(job.kind)
+        if handler is not None and job.kind in self.long_kinds:  # runs past this sweep
+            self.detached.start(job, batch.token, handler, self.long_kinds[job.kind], self._failure)
+            batch.held.append(job.id)
+            return
         try:
             if handler is None:  # unregistered after the claim: not this job's fault
                 raise LookupError(f"no job kind {job.kind!r}")
