@@ -15,7 +15,7 @@ from sqlalchemy import Engine
 from consumer.cli.context import current_cli
 from consumer.config.flow import NO_LIMIT, changes_of
 from consumer.jobs.flow_admin import FlowAdmin, kinds_flow, known
-from consumer.jobs.model import EnqueueResult, InvalidJob, Job, Status, group_from
+from consumer.jobs.model import CancelOutcome, EnqueueResult, InvalidJob, Job, Status, group_from
 from consumer.jobs.store import JobStore, enqueue
 from consumer.pipeline.decisions import Source
 from consumer.pipeline.dispatch import Dispatcher
@@ -163,11 +163,15 @@ def retry_command(job_id: int | None, dead: bool) -> None:
 @jobs.command("cancel")
 @click.argument("job_id", type=int)
 def cancel_command(job_id: int) -> None:
-    """Cancel a pending job (a running one cannot be stopped mid-effect)."""
+    """Cancel a job: a pending one now; a running one at its next heartbeat (its handler is
+    told, a target's call is abandoned), after which it ends cancelled, never retried."""
 
-    if not JobStore(_engine()).cancel(job_id, utcnow()):
-        raise click.ClickException(f"job {job_id} is missing or not pending")
-    click.echo(json.dumps({"outcome": "cancelled", "id": job_id}))
+    outcome = JobStore(_engine()).request_cancel(job_id, utcnow())
+    if outcome is CancelOutcome.UNKNOWN:
+        raise click.ClickException(f"job {job_id} is missing")
+    if outcome is CancelOutcome.FINISHED:
+        raise click.ClickException(f"job {job_id} is already finished")
+    click.echo(json.dumps({"outcome": outcome.value, "id": job_id}))
 
 
 @jobs.command("limits")

@@ -13,6 +13,24 @@ from consumer.config.parse import whole
 from consumer.config.rules import DAY
 
 TOPIC = re.compile(r"projects/[^/]+/topics/[^/]+")
+MAX_RUN_SECONDS = 86_400
+"""A Python job may run past its push for at most a day."""
+
+
+def max_seconds_of(raw: str) -> dict[str, int]:
+    """``CONSUMER_JOB_MAX_SECONDS``: ``KIND=SECONDS,...``; ``ValueError`` names a bad item."""
+    found: dict[str, int] = {}
+    for item in (part.strip() for part in raw.split(",")):
+        if not item:
+            continue
+        kind, sep, seconds = item.partition("=")
+        kind, seconds = kind.strip(), seconds.strip()
+        if not sep or not kind or not seconds.isascii() or not seconds.isdigit():
+            raise ValueError(f"{item!r} is not KIND=SECONDS")
+        if not 1 <= int(seconds) <= MAX_RUN_SECONDS or kind in found:
+            raise ValueError(f"{item!r}: SECONDS must be 1..{MAX_RUN_SECONDS}, each kind once")
+        found[kind] = int(seconds)
+    return found
 
 
 @dataclass(frozen=True, repr=False)
@@ -32,6 +50,15 @@ class JobSettings(Section):
     lease_seconds: int = setting(3, convert=whole, within=(1, 3600))
     """Lease on a claimed job, renewed by the live sweeper every third of it: a killed sweeper's
     jobs are taken over after about this long."""
+    held_lease_seconds: int = setting(30, convert=whole, within=(3, 3600))
+    """Lease of a job whose HTTP target answered 202 Accepted: the target must report (``POST
+    /jobs/{id}/heartbeat`` or ``/complete``) within it, each heartbeat extending it this long
+    again; past it, the job is retried under a new claim (docs/long-running-jobs.md)."""
+    max_seconds: str = setting("", env="JOB_MAX_SECONDS")
+    """Python job kinds that may run past the push that started them, each with its maximum
+    (``report=600,export=3600``, 1..86400 s): such a job runs in a thread of its own, holding
+    and renewing its lease until it ends or its maximum passes (then its lease lapses and it is
+    retried); ``context.remaining()`` counts down to that maximum (docs/long-running-jobs.md)."""
     max_attempts: int = setting(10, convert=whole, within=(1, 1000))
     """Attempts of a job enqueued without its own ``max_attempts`` before it is ``dead``."""
     retry_base_seconds: int = setting(10, convert=whole, within=(0, 30 * DAY))
@@ -60,7 +87,13 @@ class JobSettings(Section):
 
     def checks(self) -> list[Rule]:
         topic = self.continuation_topic
+        try:
+            max_seconds_of(self.max_seconds)
+            long_kinds = ""
+        except ValueError as exc:
+            long_kinds = str(exc)
         return [
+            (not long_kinds, f"CONSUMER_JOB_MAX_SECONDS: {long_kinds}"),
             (
                 self.retry_base_seconds <= self.retry_max_seconds,
                 "CONSUMER_JOB_RETRY_BASE_SECONDS must be at most CONSUMER_JOB_RETRY_MAX_SECONDS",

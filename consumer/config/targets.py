@@ -59,6 +59,9 @@ class TargetAuth:
     type: str
     audience: str = ""
     secrets: tuple[str, ...] = ()
+    report_accounts: tuple[str, ...] = ()
+    """google: the service accounts whose ID tokens (for ``audience``) may report on a job the
+    target answered 202 (docs/long-running-jobs.md); none: such a target cannot report."""
 
     def __repr__(self) -> str:
         return f"TargetAuth(type={self.type!r}, audience={self.audience!r})"
@@ -186,14 +189,18 @@ def _auth(value: Any) -> TargetAuth:
     if not isinstance(value, dict) or value.get("type") not in AUTH_TYPES:
         raise ValueError(f'auth: must be {{"type": one of {", ".join(AUTH_TYPES)}}}')
     kind = value["type"]
-    allowed = {"none": {"type"}, "google": {"type", "audience"}, "hmac": {"type", "secrets"}}
+    allowed = {"none": {"type"}, "google": {"type", "audience", "report_accounts"},
+               "hmac": {"type", "secrets"}}  # fmt: skip
     if set(value) - allowed[kind]:
         raise ValueError(f"auth: unknown key(s) for {kind}")
     if kind == "google":
         audience = value.get("audience")
         if not isinstance(audience, str) or not audience:
             raise ValueError("auth: google needs an audience")
-        return TargetAuth(kind, audience=audience)
+        accounts = value.get("report_accounts", [])
+        if not isinstance(accounts, list) or not all(isinstance(a, str) and a for a in accounts):
+            raise ValueError("auth: report_accounts must be a list of service-account emails")
+        return TargetAuth(kind, audience=audience, report_accounts=tuple(accounts))
     if kind == "hmac":
         secrets = value.get("secrets")
         if (

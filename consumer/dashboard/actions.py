@@ -18,6 +18,7 @@ from consumer.dashboard.formatting import limit
 from consumer.errors import ConsumerError
 from consumer.jobs.flow_admin import FlowAdmin, KindFlow, NoSuchKind, kinds_flow, known
 from consumer.jobs.limits import effective
+from consumer.jobs.model import CancelOutcome
 from consumer.jobs.store import JobStore
 from consumer.sources.replay import replay
 from consumer.ticks import controls as tasks
@@ -105,9 +106,18 @@ def retry_kind() -> tuple[str, int]:
 def cancel_job() -> tuple[str, int]:
     job_id = _job_id()
     ctx = context()
-    cancelled = JobStore(ctx.engine).cancel(job_id, ctx.clock())
-    message = f"job {job_id} is cancelled" if cancelled else f"job {job_id} is not pending"
-    return _done("cancel-job", str(job_id), cancelled, message, f"/jobs/{job_id}")
+    outcome = JobStore(ctx.engine).request_cancel(job_id, ctx.clock())
+    message = CANCEL_MESSAGES[outcome].format(job_id)
+    done = outcome in (CancelOutcome.CANCELLED, CancelOutcome.REQUESTED)
+    return _done("cancel-job", str(job_id), done, message, f"/jobs/{job_id}")
+
+
+CANCEL_MESSAGES = {
+    CancelOutcome.CANCELLED: "job {} is cancelled",
+    CancelOutcome.REQUESTED: "job {} is running: cancel requested, it ends at its next heartbeat",
+    CancelOutcome.FINISHED: "job {} is already finished",
+    CancelOutcome.UNKNOWN: "job {} does not exist",
+}
 
 
 @blueprint.post("/pause-task")

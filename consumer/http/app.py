@@ -25,11 +25,14 @@ from consumer.http import state_metrics as metrics_state
 from consumer.http.deliveries import Deliveries
 from consumer.http.door import GatedWsgi
 from consumer.http.gate import Gate
+from consumer.http.job_reports import Reports
 from consumer.http.jobs_api import JobAnswers
+from consumer.http.report_gate import report_gate
 from consumer.http.routes import Handler
 from consumer.observe import exporting, metrics, spans
 from consumer.pipeline.dispatch import Dispatcher
 from consumer.service import Service
+from consumer.targets.install import specs_of
 from consumer.wire.envelope import Limits
 from consumer.wire.outcomes import Outcome, from_error, from_http_status
 from consumer.wire.timeutil import Clock, utcnow
@@ -79,7 +82,10 @@ def create_app(
     app.register_error_handler(HTTPException, json_http_error)
     deliveries = Deliveries(dispatcher, limits_of(settings))
     jobs = JobAnswers(settings, engine, service.registry, clock)
-    gated = GatedWsgi(Gate(settings, authenticate), app.wsgi_app, deliveries, jobs)
+    reports = report_gate(settings, engine, specs_of(service.registry, settings))
+    gate = Gate(settings, authenticate, reports=reports)
+    own_reports = Reports(settings, engine, clock)
+    gated = GatedWsgi(gate, app.wsgi_app, deliveries, jobs, own_reports)
     app.wsgi_app = gated  # type: ignore[method-assign]
     app.extensions["consumer"] = BuiltWith(settings, authenticate, gated)
     return app

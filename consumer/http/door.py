@@ -21,9 +21,10 @@ from werkzeug.exceptions import InternalServerError
 from consumer.errors import ConsumerError
 from consumer.http.deliveries import Deliveries
 from consumer.http.gate import ADMISSION, Admission, Gate, LengthRequired, NotAllowed, WsgiApp
+from consumer.http.job_reports import Reports
 from consumer.http.jobs_api import JobAnswers
 from consumer.http.request import RequestView
-from consumer.http.routes import JOB_HANDLERS
+from consumer.http.routes import JOB_HANDLERS, REPORT_HANDLERS
 from consumer.observe import logs, spans
 from consumer.wire.outcomes import Outcome, from_http_status
 
@@ -67,8 +68,11 @@ class GatedWsgi:
         app: WsgiApp,
         deliveries: Deliveries | None = None,
         jobs: JobAnswers | None = None,
+        reports: Reports | None = None,
     ) -> None:
         self.gate, self.app, self.deliveries, self.jobs = gate, app, deliveries, jobs
+        self.reports = reports
+        """A job's target reporting on it (docs/long-running-jobs.md), answered here."""
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         admission = environ.get(ADMISSION)
@@ -86,6 +90,9 @@ class GatedWsgi:
                 jobs = self.jobs
                 answered = lambda: document_answer(*jobs.answer(admission, environ))  # noqa: E731
                 return _respond(start_response, self._deliver(admission, environ, answered))
+            if admission.route.handler in REPORT_HANDLERS and self.reports is not None:
+                reported = lambda: self._report(admission, environ)  # noqa: E731
+                return _respond(start_response, self._deliver(admission, environ, reported))
             if admission.route.source is None or self.deliveries is None:
                 return self.app(environ, start_response)
             deliveries = self.deliveries
@@ -107,11 +114,17 @@ class GatedWsgi:
                 return refusal(self.gate, view, error, started)
         return admission
 
+    def _report(self, admission: Admission, environ: dict[str, Any]) -> Answer:
+        assert self.reports is not None and admission.route is not None
+        view = admission.view
+        return self.reports.answer(admission.route, admission.params, admission.credentials,
+                                   view.headers, environ, admission.limit)  # fmt: skip
+
     def _deliver(
         self, admission: Admission, environ: dict[str, Any], answered: Callable[[], Answer]
     ) -> Answer:
-        """A handler's answer (a delivery's, the job API's), inside its server span; a JSON 500
-        for an exception a handler let out, as Flask answers one."""
+        """A handler's answer (a delivery's, the job API's, a job target's report), inside its
+        server span; a JSON 500 for an exception a handler let out, as Flask answers one."""
         assert admission.route is not None
         view = admission.view
         span = spans.start_server(view.method, admission.route.path, environ)

@@ -24,10 +24,13 @@ from consumer.http.app import BuiltWith, limits_of
 from consumer.http.deliveries import Deliveries
 from consumer.http.door import GatedWsgi
 from consumer.http.gate import Gate
+from consumer.http.job_reports import Reports
 from consumer.http.jobs_api import JobAnswers
+from consumer.http.report_gate import report_gate
 from consumer.http.routes import delivery_rows
 from consumer.pipeline.dispatch import Dispatcher
 from consumer.service import Service
+from consumer.targets.install import specs_of
 from consumer.wire.timeutil import Clock, utcnow
 
 EXTENSION = "consumer"
@@ -67,9 +70,12 @@ class Consumer:
         self.dispatcher = Dispatcher(settings, service.engine, service.registry, self.clock)
         authenticate = self._authenticate or authenticator_for(settings)
         rows = delivery_rows(hook=self.hook, tick=self.tick, jobs=self.jobs)
-        gate = Gate(settings, authenticate, routes=rows, prefix=self.url_prefix, embedded=True)
+        reports = report_gate(settings, service.engine, specs_of(service.registry, settings))
+        gate = Gate(settings, authenticate, routes=rows, prefix=self.url_prefix, embedded=True,
+                    reports=reports)  # fmt: skip
         deliveries = Deliveries(self.dispatcher, limits_of(settings))
         answers = JobAnswers(settings, service.engine, service.registry, self.clock)
-        gated = GatedWsgi(gate, app.wsgi_app, deliveries, answers if self.jobs else None)
+        own = Reports(settings, service.engine, self.clock)
+        gated = GatedWsgi(gate, app.wsgi_app, deliveries, answers if self.jobs else None, own)
         app.wsgi_app = gated  # type: ignore[method-assign]
         app.extensions[EXTENSION] = BuiltWith(settings, authenticate, gated)

@@ -39,10 +39,11 @@ from consumer.auth.push import Authenticator, allow_all
 from consumer.auth.signature import SIGNATURE_HEADER, TIMESTAMP_HEADER, Verifier
 from consumer.config.settings import Settings
 from consumer.deploy import hook
-from consumer.errors import BadRequest, BodyTooLarge, ConsumerError
+from consumer.errors import BadRequest, BodyTooLarge, ConsumerError, Unauthorized
 from consumer.http import ticks
 from consumer.http.credentials import NOBODY, Credentials, Scheme
 from consumer.http.job_gate import JobApiGate
+from consumer.http.report_gate import ReportGate
 from consumer.http.request import RequestView
 from consumer.http.routes import TABLE, Auth, Route, match
 from consumer.pipeline import decisions
@@ -96,6 +97,7 @@ class Gate:
         routes: tuple[Route, ...] = TABLE,
         prefix: str = "",
         embedded: bool = False,
+        reports: ReportGate | None = None,
     ) -> None:
         """``authenticate``: the app's own, so one certificate cache serves every request.
         ``prefix``: where the routes are mounted; ``embedded``: a request outside the prefix is
@@ -110,6 +112,7 @@ class Gate:
         self._ticks = ticks.TickGate.of(settings, certs)
         self._jobs = JobApiGate.of(settings, certs)
         self.job_payload_limit = settings.jobs.max_payload_bytes
+        self._reports = reports  # a job's target reporting on it (None: refused)
 
     def admit(self, view: RequestView) -> Admission:
         """The request's admission; raises the ``ConsumerError`` that refuses it unread."""
@@ -128,7 +131,7 @@ class Gate:
         limit = route.limit(self.max_body_bytes, self.job_payload_limit)
         if declared is not None and declared > limit:
             raise BodyTooLarge(f"the body is over {limit} bytes")
-        credentials = self._credentials(route.auth, view)
+        credentials = self._credentials(route.auth, view, found.params)
         return Admission(route, view, limit, credentials, found.params)
 
     def source_of(self, view: RequestView) -> Source | None:
@@ -158,7 +161,7 @@ class Gate:
             return None
         return path[len(self.prefix) :]
 
-    def _credentials(self, auth: Auth, view: RequestView) -> Credentials:
+    def _credentials(self, auth: Auth, view: RequestView, params: Mapping[str, str]) -> Credentials:
         if auth is Auth.PUSH:
             self._authenticate(view.headers, view.query_values())
             return Credentials(self._push_scheme)
@@ -170,6 +173,12 @@ class Gate:
             return self._ticks.check(view.headers)
         if auth is Auth.JOBS:
             return self._jobs.check(view.headers)
+        # --- a job's HTTP target reporting on it (docs/long-running-jobs.md) ---
+        if auth is Auth.JOB_REPORT:
+            if self._reports is None:
+                raise Unauthorized("job reports are not taken here")
+            return self._reports.check(params, view.headers)
+        # --- end of the job reports ---
         return NOBODY
 
 

@@ -24,6 +24,7 @@ from consumer.http.gate import Admission
 from consumer.http.routes import Handler
 from consumer.jobs import api_request
 from consumer.jobs.api import Conflict, JobApi
+from consumer.jobs.model import Status
 from consumer.pipeline.registry import Registry
 from consumer.wire.outcomes import from_error
 from consumer.wire.timeutil import Clock
@@ -76,7 +77,12 @@ class JobAnswers:
         return 200, self._document("found", self.api.get(key))
 
     def _cancel(self, key: str, _body: bytes) -> Reply:
-        return 200, self._document("cancelled", self.api.cancel(key, self.clock()))
+        """200 when the job is cancelled; 202 when it runs and its cancel is requested (it ends
+        ``cancelled`` at its next heartbeat: docs/long-running-jobs.md)."""
+        job = self.api.cancel(key, self.clock())
+        if job.status is Status.RUNNING:
+            return 202, self._document("cancel-requested", job)
+        return 200, self._document("cancelled", job)
 
     def _retry(self, key: str, _body: bytes) -> Reply:
         return 200, self._document("retried", self.api.retry(key, self.clock()))

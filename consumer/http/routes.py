@@ -37,6 +37,8 @@ class Auth(StrEnum):
     TICK = "tick"  # a Cloud Scheduler OIDC token, or the hook's HMAC scheme under tick secrets
     JOBS = "jobs"  # the job API's own OIDC audience and accounts, or HMAC under its own secrets
     NONE = "none"  # probes and documents: nothing to start
+    # --- a job's HTTP target reporting on it (docs/long-running-jobs.md) ---
+    JOB_REPORT = "job-report"  # the job's target: its HMAC signature, ID token, or claim alone
 
 
 class Handler(StrEnum):
@@ -52,6 +54,8 @@ class Handler(StrEnum):
     READYZ = "readyz"
     METRICS = "metrics"
     OPENAPI = "openapi"
+    JOB_HEARTBEAT = "job_heartbeat"
+    JOB_COMPLETE = "job_complete"
 
 
 @dataclass(frozen=True)
@@ -97,7 +101,18 @@ PROBES = (
     Route("/metrics", GET, None, Auth.NONE, SMALL_BODY_BYTES, Handler.METRICS, routine=True),
     Route("/openapi.yaml", GET, None, Auth.NONE, SMALL_BODY_BYTES, Handler.OPENAPI),
 )
-TABLE = DELIVERIES + JOB_API + PROBES
+# --- a job's HTTP target reporting on it (docs/long-running-jobs.md) ---
+REPORT_BODY_BYTES = 96 * 1024
+"""A completion's result object may be up to 64 KiB (a target's answer's), with room around."""
+JOB_REPORTS = (
+    Route("/jobs/{id}/heartbeat", POST, None, Auth.JOB_REPORT, REPORT_BODY_BYTES,
+          Handler.JOB_HEARTBEAT),
+    Route("/jobs/{id}/complete", POST, None, Auth.JOB_REPORT, REPORT_BODY_BYTES,
+          Handler.JOB_COMPLETE),
+)  # fmt: skip
+REPORT_HANDLERS = frozenset(route.handler for route in JOB_REPORTS)
+# --- end of the job reports ---
+TABLE = DELIVERIES + JOB_API + PROBES + JOB_REPORTS
 """Every row ``create_app`` serves."""
 
 
@@ -118,9 +133,10 @@ def match(routes: Iterable[Route], path: str) -> Match | None:
 
 
 def delivery_rows(*, hook: bool = True, tick: bool = True, jobs: bool = True) -> tuple[Route, ...]:
-    """The rows an app mounts (``consumer.http.embed``: the hook, ticks and job API optional)."""
+    """The rows an app mounts (``consumer.http.embed``: the hook, ticks and job API optional; a
+    job target's reports always, so a job served by a target can report wherever it is mounted)."""
     rows = tuple(r for r in DELIVERIES if (r is not HOOK or hook) and (r is not TICK or tick))
-    return rows + (JOB_API if jobs else ())
+    return rows + (JOB_API if jobs else ()) + JOB_REPORTS
 
 
 def access_patterns(routes: Iterable[Route] = TABLE) -> dict[str, list[str]]:

@@ -70,8 +70,8 @@ class JobApi:
             return self._existing(connection, key)
 
     def cancel(self, key: str, now: datetime) -> Job:
-        """A pending job (due or not) becomes ``cancelled``; a running one: ``cancel_running``;
-        a finished one: ``Conflict`` naming its status."""
+        """A pending job (due or not) becomes ``cancelled``; a running one has its cancel
+        requested (``cancel_running``); a finished one: ``Conflict`` naming its status."""
         with unavailable_on_db_fault(), self.engine.begin() as connection:
             job = self._existing(connection, key)
             if job.status is Status.PENDING:
@@ -84,13 +84,11 @@ class JobApi:
                        job.status.value)  # fmt: skip
 
     def cancel_running(self, job: Job, now: datetime, connection: Connection) -> Job:
-        """A running job cannot be stopped yet: a 409 that says so. When the store can stop a
-        running job, this becomes one call to it (returning the re-read job)."""
-        raise Conflict(
-            f"running: job {job.idempotency_key!r} is running and cannot be cancelled while it "
-            "runs; cancel it once it is pending again, or wait for it to finish",
-            Status.RUNNING.value,
-        )
+        """A running job's cancel, requested (``JobStore.request_cancel``): its next heartbeat
+        sees it and it ends ``cancelled``, never retried; the re-read job (still ``running``,
+        or ``cancelled`` at once when its holder's lease had lapsed)."""
+        self.store.request_cancel(job.id, now, connection=connection)
+        return self._existing(connection, str(job.idempotency_key))
 
     def retry(self, key: str, now: datetime) -> Job:
         """A dead or cancelled job runs again (pending now, fresh attempts, its error history
@@ -116,9 +114,10 @@ class JobApi:
             "status": job.status.value, "attempts": job.attempts,
             "max_attempts": job.max_attempts or self.default_max_attempts,
             "priority": job.priority, "group": job.group_key, "run_at": _time(job.run_at),
-            "result": None,
+            "result": job.result,
             "last_error": job.last_error, "created_at": _time(job.created_at),
             "updated_at": _time(job.updated_at), "finished_at": _time(job.finished_at),
+            "cancel_requested": job.cancel_requested_at is not None,
         }  # fmt: skip
 
     def _existing(self, connection: Connection, key: str) -> Job:

@@ -15,7 +15,10 @@ NOTHING = Written(0, 0, 0, 0)
 
 
 def plus(a: Written, b: Written) -> Written:
-    return Written(a.done + b.done, a.retried + b.retried, a.dead + b.dead, a.released + b.released)
+    return Written(
+        a.done + b.done, a.retried + b.retried, a.dead + b.dead, a.released + b.released,
+        a.held + b.held,
+    )  # fmt: skip
 
 
 @dataclass
@@ -29,6 +32,9 @@ class Batch:
     done: list[int] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
     unrun: list[int] = field(default_factory=list)
+    held: list[int] = field(default_factory=list)
+    """Jobs whose target answered 202: they stay running under the claim."""
+    held_mark: int = 0
     recorded: Written = NOTHING
     """What the flushes made while the batch ran recorded (the last write adds the rest)."""
     done_mark: int = 0
@@ -41,7 +47,14 @@ class Batch:
         return self.done[self.done_mark :], self.failures[self.failure_mark :]
 
     def pending(self) -> bool:
-        return len(self.done) > self.done_mark or len(self.failures) > self.failure_mark
+        return (
+            len(self.done) > self.done_mark or len(self.failures) > self.failure_mark
+            or self.holding()
+        )  # fmt: skip
+
+    def holding(self) -> bool:
+        """A held job's longer lease is not written yet (it is, before another job starts)."""
+        return len(self.held) > self.held_mark
 
     def mark_recorded(self, done: int, failures: int, written: Written) -> None:
         """The first ``done`` and ``failures`` results were written, with ``written`` rows."""

@@ -48,6 +48,7 @@ def cleanup(context: HandlerContext, event: TickEvent) -> dict[str, Any]:
         context, lambda limit: JobStore(engine).purge(jobs_before, limit=limit)
     )
     left = more or jobs_more
+    cancelled = JobStore(engine).end_lapsed_cancels(now)  # their holders died after the request
     published = continuation.publish(
         settings.jobs.continuation_topic,
         {"task": event.task},
@@ -57,7 +58,7 @@ def cleanup(context: HandlerContext, event: TickEvent) -> dict[str, Any]:
     )
     return {
         "task": event.task, "inbox_purged": inbox_purged, "jobs_purged": jobs_purged,
-        "more": left, "continuations": len(published),
+        "more": left, "continuations": len(published), "jobs_cancelled": cancelled,
     }  # fmt: skip
 
 

@@ -5,17 +5,27 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager, ExitStack
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import Engine
 
 from consumer.config.settings import Settings
-from consumer.jobs.model import Job
+from consumer.jobs.model import Job, JobCancelled
 from consumer.pipeline.extensions import Functions
 
 JobHandler = Callable[["JobContext", Job], Any]
+
+
+class Heartbeat(Protocol):
+    """What a job's context asks of the sweep's lease heartbeat (``consumer.jobs.lease``)."""
+
+    cancelled: set[int]
+
+    def ensure_fresh(self, now: float) -> bool: ...
+
+    def watch(self, job_id: int, on_cancel: Callable[[], None]) -> AbstractContextManager[None]: ...
 
 
 @dataclass
@@ -27,11 +37,40 @@ class JobContext:
     engine: Engine
     deadline: float
     """``time.monotonic()`` value by which the sweep must have returned."""
+    lease: Heartbeat | None = None
+    """The sweep's lease heartbeat (None outside a sweep: nothing can cancel the job)."""
+    token: str = ""
+    """The claim the job runs under: a target's call carries it (``X-Consumer-Claim``)."""
+    job: Job | None = None
+    """The job running now (the sweep sets it before each)."""
     _stack: ExitStack = field(default_factory=ExitStack)
     _resources: dict[str, Any] = field(default_factory=dict)
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether an operator asked to cancel the running job (as the last renewal read)."""
+        return (
+            self.lease is not None and self.job is not None and self.job.id in self.lease.cancelled
+        )
+
+    def heartbeat(self) -> None:
+        """A long handler's check between steps: renews the lease now if the heartbeat fell
+        behind, and raises ``JobCancelled`` once the job's cancel was requested (the job then
+        ends ``cancelled``, whatever the handler does next)."""
+        if self.lease is not None:
+            self.lease.ensure_fresh(time.monotonic())
+        if self.cancelled:
+            raise JobCancelled(f"job {self.job.id if self.job else '?'} was cancelled")
+
+    def on_cancel(self, callback: Callable[[], None]) -> AbstractContextManager[None]:
+        """Call ``callback`` (from the heartbeat's thread) if the running job is cancelled while
+        the block runs: a target call is abandoned so."""
+        if self.lease is None or self.job is None:
+            return nullcontext()
+        return self.lease.watch(self.job.id, callback)
 
     def resource(self, name: str, factory: Callable[[], AbstractContextManager[Any]]) -> Any:
         """The batch's ``name`` resource, entered from ``factory()`` on first use."""

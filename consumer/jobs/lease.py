@@ -6,6 +6,10 @@ its batch by renewing the lease from a small thread, on its own connection, ever
 lease; the renewal is a guarded ``UPDATE`` (``claimed_by`` and ``status = 'running'``), so a
 batch that was taken over is never taken back.
 
+Each renewal also reads which of the batch's jobs an operator asked to cancel
+(``JobStore.request_cancel``): they join ``cancelled``, and whatever watches one of them
+(``watch``: a target call to abandon) is told at once, from the heartbeat's thread.
+
 ``held_until`` is the ``time.monotonic()`` value up to which the lease is known to be held: the
 sweep starts no job and retries no write past it.
 
@@ -21,6 +25,8 @@ import logging
 import math
 import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from types import TracebackType
 
@@ -52,6 +58,9 @@ class LeaseKeeper:
         self.clock = clock
         self.held_until = 0.0
         self._token: str | None = None
+        self.cancelled: set[int] = set()
+        """Jobs of the claim whose cancel an operator requested (as the last renewal read)."""
+        self._watchers: dict[int, list[Callable[[], None]]] = {}
         self._lock = threading.Lock()
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._beat, name="job-lease", daemon=True)
@@ -80,6 +89,25 @@ class LeaseKeeper:
         if token is not None and now < self.until:
             self._renew(token)
         return self.fresh()
+
+    @contextmanager
+    def watch(self, job_id: int, on_cancel: Callable[[], None]) -> Iterator[None]:
+        """Call ``on_cancel`` (from the heartbeat's thread) when a renewal finds the job's cancel
+        requested, or now if one already did, for as long as the block runs."""
+        with self._lock:
+            already = job_id in self.cancelled
+            self._watchers.setdefault(job_id, []).append(on_cancel)
+        if already:
+            on_cancel()
+        try:
+            yield
+        finally:
+            with self._lock:
+                watchers = self._watchers.get(job_id, [])
+                if on_cancel in watchers:
+                    watchers.remove(on_cancel)
+                if not watchers:
+                    self._watchers.pop(job_id, None)
 
     def __enter__(self) -> LeaseKeeper:
         self._thread.start()
@@ -118,5 +146,10 @@ class LeaseKeeper:
             log.warning("job lease not renewed: %s", exc)
             return
         with self._lock:
-            if renewed and self._token == token:
+            if renewed.count and self._token == token:
                 self.held_until = started + self.lease_seconds
+            news = renewed.cancelled - self.cancelled
+            self.cancelled |= news
+            told = [w for job_id in news for w in self._watchers.get(job_id, [])]
+        for on_cancel in told:
+            on_cancel()

@@ -157,6 +157,10 @@ class Job(NamedTuple):
     debounce_key: str | None = None
     debounce_until: datetime | None = None
     """A debounced job's key and latest run (``NewJob.debounce``)."""
+    cancel_requested_at: datetime | None = None
+    """When an operator asked to cancel the job while it ran (``JobStore.request_cancel``)."""
+    result: Any = None
+    """The result object an HTTP target reported with ``POST /jobs/{id}/complete``."""
 
     @classmethod
     def from_claim(cls, row: Any) -> Job:
@@ -215,7 +219,39 @@ class Written:
     retried: int
     dead: int
     released: int
+    held: int = 0
+    """Left running under their claim: their target answered 202 (docs/long-running-jobs.md)."""
 
     @property
     def total(self) -> int:
-        return self.done + self.retried + self.dead + self.released
+        return self.done + self.retried + self.dead + self.released + self.held
+
+
+class CancelOutcome(StrEnum):
+    """What ``JobStore.request_cancel`` did (the CLI's, the dashboard's, the HTTP API's answer)."""
+
+    CANCELLED = "cancelled"
+    """The job was pending (or its holder's lease had lapsed): it is ``cancelled`` now."""
+    REQUESTED = "cancel-requested"
+    """The job is running: its next heartbeat sees the request, and it ends ``cancelled``."""
+    FINISHED = "already-finished"
+    UNKNOWN = "unknown"
+
+
+class JobCancelled(ConsumerError):
+    """A running job's cancel was requested: raised by ``JobContext.heartbeat`` (and by a target
+    call the heartbeat abandoned). Whatever a handler does after, the job ends ``cancelled``."""
+
+
+class JobHeld(ConsumerError):
+    """An HTTP target answered 202 Accepted: the job stays ``running`` under its claim until the
+    target reports (docs/long-running-jobs.md); the sweep records neither a result nor a retry."""
+
+
+@dataclass(frozen=True)
+class Renewed:
+    """A lease renewal: how many jobs the claim still holds, and which of them an operator asked
+    to cancel."""
+
+    count: int
+    cancelled: frozenset[int] = frozenset()

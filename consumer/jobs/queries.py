@@ -17,16 +17,15 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
-    Delete,
     Integer,
     Select,
     String,
     Text,
-    Update,
     and_,
     bindparam,
     case,
     func,
+    literal_column,
     or_,
     select,
     update,
@@ -35,7 +34,7 @@ from sqlalchemy import (
 from consumer.db import dialect as sql
 from consumer.db.types import UTCDateTime
 from consumer.jobs.flow import HEAD_OF_KEY
-from consumer.jobs.model import FINISHED, Status
+from consumer.jobs.model import Status
 from consumer.jobs.schema import PENDING_DEBOUNCED, TURN, JobId, jobs
 
 CLAIMED = (
@@ -51,6 +50,19 @@ LIMIT = bindparam("limit", type_=Integer())
 LEASE = bindparam("lease", type_=UTCDateTime())
 OWNED = and_(jobs.c.claimed_by == TOKEN, jobs.c.status == Status.RUNNING.value)
 """Rows the claim ``token`` still holds: every write after a claim says this."""
+CANCEL_ASKED = jobs.c.cancel_requested_at.is_not(None)
+CANCELLED = literal_column("'cancelled'", String())
+"""Inlined, not bound: the ``done`` write is a prepared statement with a fixed parameter list."""
+
+
+def unless_cancelled(status: Any) -> Any:
+    """``status``, or ``cancelled`` for a job an operator asked to cancel while it ran: however
+    its run ends (done, failed, released), it is never retried (docs/long-running-jobs.md)."""
+    return case((CANCEL_ASKED, CANCELLED), else_=status)
+
+
+def finished_unless_cancelled(finished_at: Any) -> Any:
+    return case((CANCEL_ASKED, NOW), else_=finished_at)
 
 
 @cache
@@ -154,8 +166,11 @@ def done(dialect: str) -> Any:
     return (
         update(jobs)
         .where(_ids(dialect), OWNED)
-        .values(status=Status.DONE.value, lease_until=None, updated_at=NOW, finished_at=NOW)
-    )
+        .values(
+            status=unless_cancelled(literal_column("'done'", String())), lease_until=None,
+            updated_at=NOW, finished_at=NOW,
+        )
+    )  # fmt: skip
 
 
 @cache
@@ -165,30 +180,46 @@ def released(dialect: str) -> Any:
         update(jobs)
         .where(_ids(dialect), OWNED)
         .values(
-            status=Status.PENDING.value, attempts=jobs.c.attempts - 1, lease_until=None,
-            claimed_by=None, updated_at=NOW,
+            status=unless_cancelled(literal_column("'pending'", String())),
+            attempts=jobs.c.attempts - 1, lease_until=None, claimed_by=None, updated_at=NOW,
+            finished_at=finished_unless_cancelled(None),
         )
     )  # fmt: skip
 
 
-RENEW = update(jobs).where(OWNED).values(lease_until=LEASE)
+RENEW = (
+    update(jobs)
+    .where(OWNED)
+    .values(lease_until=case((jobs.c.lease_until > LEASE, jobs.c.lease_until), else_=LEASE))
+    .returning(jobs.c.id, jobs.c.cancel_requested_at)
+)
 """Push a live sweeper's lease forward: only rows it still owns (a taken-over job stays with its
-new owner)."""
+new owner), never shortening a longer lease (a job held for its target's reports), and say
+which of them an operator asked to cancel."""
+
+
+@cache
+def held(dialect: str) -> Any:
+    """Jobs ``:ids`` whose target answered 202: still running under the claim, until ``:lease``
+    (each of the target's heartbeats pushes it on)."""
+    return update(jobs).where(_ids(dialect), OWNED).values(lease_until=LEASE, updated_at=NOW)
+
 
 FAILED = (
     update(jobs)
     .where(jobs.c.id == bindparam("job_id", type_=JobId), OWNED)
     .values(
-        status=bindparam("new_status", type_=String()),
+        status=unless_cancelled(bindparam("new_status", type_=String())),
         run_at=bindparam("new_run_at", type_=UTCDateTime()),
         last_error=bindparam("error", type_=Text()),
         errors=bindparam("history", type_=jobs.c.errors.type),
-        finished_at=bindparam("new_finished_at", type_=UTCDateTime()),
+        finished_at=finished_unless_cancelled(bindparam("new_finished_at", type_=UTCDateTime())),
         lease_until=None,
         updated_at=NOW,
     )
 )
-"""One failed run: back to ``pending`` at ``:new_run_at``, or ``dead``, with its error."""
+"""One failed run: back to ``pending`` at ``:new_run_at``, or ``dead``, with its error
+(``cancelled`` if an operator asked while it ran)."""
 
 
 def oldest_due(now: datetime) -> Select[Any]:
@@ -217,64 +248,3 @@ def due_by_kind(now: datetime) -> Select[Any]:
         )
         .group_by(jobs.c.kind)
     )
-
-
-# --- operations: inspect, retry, cancel, purge ----------------------------------------------------
-
-
-def listed(status: Status | None, kind: str | None, limit: int) -> Select[Any]:
-    """Newest first."""
-    query = select(jobs).order_by(jobs.c.id.desc()).limit(limit)
-    if status is not None:
-        query = query.where(jobs.c.status == status.value)
-    if kind is not None:
-        query = query.where(jobs.c.kind == kind)
-    return query
-
-
-def by_id(job_id: int) -> Select[Any]:
-    """The whole row of one job."""
-    return select(jobs).where(jobs.c.id == job_id)
-
-
-def retried(now: datetime, job_id: int | None) -> Update:
-    """One dead or cancelled job (or, with no id, every dead job), revived."""
-    if job_id is None:
-        return revived(now).where(jobs.c.status == Status.DEAD.value)
-    retriable = [Status.DEAD.value, Status.CANCELLED.value]
-    return revived(now).where(jobs.c.id == job_id, jobs.c.status.in_(retriable))
-
-
-def retried_dead_of_kind(now: datetime, kind: str) -> Update:
-    """Every dead job of one kind, revived."""
-    return revived(now).where(jobs.c.status == Status.DEAD.value, jobs.c.kind == kind)
-
-
-def revived(now: datetime) -> Update:
-    """Pending again with fresh attempts; the error history is kept. Callers say which rows."""
-    return update(jobs).values(
-        status=Status.PENDING.value,
-        attempts=0,
-        run_at=now,
-        lease_until=None,
-        claimed_by=None,
-        updated_at=now,
-        finished_at=None,
-    )
-
-
-def cancelled(job_id: int, now: datetime) -> Update:
-    """A pending job, cancelled (a running one cannot be stopped mid-effect)."""
-    return (
-        update(jobs)
-        .where(jobs.c.id == job_id, jobs.c.status == Status.PENDING.value)
-        .values(status=Status.CANCELLED.value, updated_at=now, finished_at=now)
-    )
-
-
-def purged(finished_before: datetime, limit: int | None) -> Delete:
-    """Finished jobs past the retention, at most ``limit`` of them."""
-    expired = and_(
-        jobs.c.finished_at < finished_before, jobs.c.status.in_([s.value for s in FINISHED])
-    )
-    return sql.purge(jobs, jobs.c.id, expired, limit)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from datetime import datetime, timedelta
 from typing import TypeVar
 
 from sqlalchemy import Connection
@@ -33,11 +34,19 @@ MAX_PAUSE_SECONDS = 1.0
 class Recorder:
     """One sweep's writes of its results, on the sweep's connection."""
 
-    def __init__(self, store: JobStore, clock: Clock, pace: Pace, flushes: Flushes) -> None:
+    def __init__(
+        self, store: JobStore, clock: Clock, pace: Pace, flushes: Flushes, held_seconds: float
+    ) -> None:
         self.store = store
         self.clock = clock
         self.pace = pace
         self.flushes = flushes
+        self.held_seconds = held_seconds
+        """The lease a job whose target answered 202 holds, until its target's next heartbeat
+        (``CONSUMER_JOB_HELD_LEASE_SECONDS``)."""
+
+    def _held_until(self) -> datetime:
+        return self.clock() + timedelta(seconds=self.held_seconds)
 
     def retrying(self, connection: Connection, write: Callable[[], T], give_up: float) -> T:
         """``write`` in a transaction, retried with backoff through an outage until
@@ -69,21 +78,26 @@ class Recorder:
         if batch is None:
             return NOTHING
         done, failures = batch.unrecorded()
+        held, until = batch.held[batch.held_mark :], self._held_until()
         return self.store.complete(
-            batch.token, self.clock(), done, failures, batch.unrun, connection=connection
-        )
+            batch.token, self.clock(), done, failures, batch.unrun, held=held, held_until=until,
+            connection=connection,
+        )  # fmt: skip
 
     def flush(self, connection: Connection, batch: Batch, deadline: float) -> None:
         """Record the results held so far, before another job starts."""
         started, (done, failures) = time.monotonic(), batch.unrecorded()
         marks = len(batch.done), len(batch.failures)
+        held = batch.held[batch.held_mark :]
 
         def write() -> Written:
             return self.store.complete(
-                batch.token, self.clock(), done, failures, connection=connection
-            )
+                batch.token, self.clock(), done, failures, held=held,
+                held_until=self._held_until(), connection=connection,
+            )  # fmt: skip
 
         written = self.retrying(connection, write, deadline - self.pace.reserve())
         self.flushes.recorded(time.monotonic() - started)
         batch.mark_recorded(*marks, written)
+        batch.held_mark += len(held)
         batch.lost = batch.lost or written.total < len(done) + len(failures)

@@ -1,6 +1,7 @@
 """The ``jobs`` table and the flow-control table ``job_flow``, on the shared ``metadata``.
 Migrations: ``0002_jobs``, then ``0006_job_flow`` (``jobs.lock_key`` and ``job_flow``), then
-``0008_job_flow_shards``; ``job_kinds`` for SQL producers: ``0010_sql_enqueue``; groups
+``0008_job_flow_shards``; ``job_kinds`` for SQL producers: ``0010_sql_enqueue``; a running job's
+cancel request and a target's reported result: ``0011_running_cancel``; groups
 (``jobs.group_key``, ``jobs.fair_at``, ``job_group_flow``): ``0012_job_groups``."""
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ TURN_COMMENT = "a grouped job's turn, set on insert (trigger jobs_group_turn); N
 UNFINISHED_GROUPED = text("group_key IS NOT NULL AND status IN ('pending', 'running')")
 PENDING_GROUPED = text("group_key IS NOT NULL AND status = 'pending'")
 KIND_FIELDS_COMMENT = "what SQL producers may set in the payload; NULL: every field"
+CANCEL_COMMENT = "an operator asked to cancel the running job; it ends cancelled"
+RESULT_COMMENT = "the result object a target reported with its completion"
 FLOW_LIMITS_COMMENT = "an operator's change (cap:N;rate:N/1s); NULL: as configured"
 
 jobs = Table(
@@ -51,6 +54,8 @@ jobs = Table(
     Column("fair_at", UTCDateTime, nullable=True, comment=TURN_COMMENT),
     Column("debounce_key", Text, nullable=True, comment="enqueues with it, pending, are one job"),
     Column("debounce_until", UTCDateTime, nullable=True, comment="a debounced job's latest run"),
+    Column("cancel_requested_at", UTCDateTime, nullable=True, comment=CANCEL_COMMENT),
+    Column("result", JSON, nullable=True, comment=RESULT_COMMENT),
     # The autoincrement keyword stops SQLite from reusing the id of a purged newest row, so a
     # Message-ID derived from the id is never reused either.
     sqlite_autoincrement=True,

@@ -24,6 +24,7 @@ from consumer.jobs.model import (
     InvalidJob,
     Job,
     NewJob,
+    Renewed,
     Status,
     UnknownKind,
     Written,
@@ -224,10 +225,13 @@ class JobStore(JobOperations):
 
     def renew(
         self, token: str, lease_until: datetime, *, connection: Connection | None = None
-    ) -> int:
-        """Extend the lease of every job ``token`` still holds."""
+    ) -> Renewed:
+        """Extend the lease of every job ``token`` still holds (never shortening one held for
+        its target), and say which of them an operator asked to cancel."""
         with self._write(connection) as conn:
-            return conn.execute(queries.RENEW, {"token": token, "lease": lease_until}).rowcount
+            rows = conn.execute(queries.RENEW, {"token": token, "lease": lease_until}).all()
+        cancelled = frozenset(int(job_id) for job_id, asked in rows if asked is not None)
+        return Renewed(len(rows), cancelled)
 
     def complete(
         self,
@@ -237,9 +241,12 @@ class JobStore(JobOperations):
         failures: Sequence[Failure] = (),
         released: Sequence[int] = (),
         *,
+        held: Sequence[int] = (),
+        held_until: datetime | None = None,
         connection: Connection | None = None,
     ) -> Written:
-        """Record a batch, every write guarded by the claim's token."""
+        """Record a batch, every write guarded by the claim's token; ``held``: jobs whose target
+        answered 202, kept running under the claim until ``held_until``."""
         base = {"token": token, "now": now}
         with self._write(connection) as conn:
             done_count = self._done(conn, base, done)
@@ -248,7 +255,9 @@ class JobStore(JobOperations):
                 params = {**base, **_failure(failure, now)}
                 counts[failure.dead] += conn.execute(queries.FAILED, params).rowcount
             released_count = _for_ids(conn, queries.released(self.dialect), base, released)
-        return Written(done_count, counts[False], counts[True], released_count)
+            holding = {**base, "lease": held_until}
+            held_count = _for_ids(conn, queries.held(self.dialect), holding, held)
+        return Written(done_count, counts[False], counts[True], released_count, held_count)
 
     def _done(self, conn: Connection, base: dict[str, Any], ids: Sequence[int]) -> int:
         """The batch's ``done`` write; on PostgreSQL a prepared statement (one array of ids)."""

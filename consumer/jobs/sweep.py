@@ -29,13 +29,15 @@ from typing import Any
 from sqlalchemy import Connection, Engine
 
 from consumer.config.flow import JobLimit
+from consumer.config.jobs import max_seconds_of
 from consumer.config.settings import Settings
 from consumer.db.engine import unavailable_on_db_fault
 from consumer.errors import Permanent
 from consumer.jobs.batch import Batch, Flushes, plus
+from consumer.jobs.detached import Detached
 from consumer.jobs.kinds import JobContext, JobKinds
 from consumer.jobs.lease import LeaseKeeper
-from consumer.jobs.model import Failure, Job, Written
+from consumer.jobs.model import Failure, Job, JobCancelled, JobHeld, Written
 from consumer.jobs.pace import Pace
 from consumer.jobs.recorder import Recorder
 from consumer.jobs.retry import describe, next_run_at, with_error
@@ -59,6 +61,8 @@ class SweepSummary:
     """Claimed but not run for lack of time; pending again, no attempt used."""
     lost: int = 0
     """Results not recorded because the lease had been taken over."""
+    held: int = 0
+    """Left running under their claim: the target answered 202 and reports the rest."""
     batches: int = 0
     still_due: int = 0
     unknown_kinds: dict[str, int] = field(default_factory=dict)
@@ -79,6 +83,7 @@ class SweepSummary:
         self.retried += written.retried
         self.dead += written.dead
         self.released += written.released
+        self.held += written.held
         self.lost += len(batch.jobs) - written.total
 
 
@@ -108,8 +113,12 @@ class Sweeper:
         self.record_each = frozenset(record_each)
         """Kinds whose results are recorded one by one (``Registry.job_kind(record_each=True)``)."""
         self.flow = Throttle(self.store, limits or {}, clock)
-        self.recorder = Recorder(self.store, clock, self.pace, self.flushes)
+        held = settings.jobs.held_lease_seconds
+        self.recorder = Recorder(self.store, clock, self.pace, self.flushes, held)
         self.worker = f"{socket.gethostname()[:24]}/{os.getpid()}"
+        self.long_kinds = max_seconds_of(settings.jobs.max_seconds)
+        """Kinds that run past the sweep, each with its maximum (``CONSUMER_JOB_MAX_SECONDS``)."""
+        self.detached = Detached(settings, engine, clock)
 
     def run(self, deadline: float) -> SweepSummary:
         """Sweep until drained or ``deadline`` (a ``time.monotonic()`` value) is near.
@@ -212,15 +221,18 @@ class Sweeper:
         pace, fresh, run, monotonic = self.pace, self.lease.ensure_fresh, self._run, time.monotonic
         due, each, flush = self.flushes.due, self.record_each, self.recorder.flush
         self.flushes.begin()
-        with JobContext(self.settings, self.engine, deadline) as context:
+        with JobContext(
+            self.settings, self.engine, deadline, lease=self.lease, token=batch.token
+        ) as context:
             for job in batch.jobs:  # per job: a no-op job costs little more than this loop
                 self.flow.start_at(job)  # a rate-limited job waits for its slot
                 started = monotonic()
                 if batch.lost or not (started + pace.job_seconds <= stop_at and fresh(started)):
                     batch.unrun.append(job.id)
                     continue
+                context.job = job
                 run(context, job, batch)
-                if due(started, monotonic()) or job.kind in each:
+                if due(started, monotonic()) or job.kind in each or batch.holding():
                     flush(connection, batch, deadline)
                 pace.observe_job(monotonic() - started)
 
@@ -231,12 +243,18 @@ class Sweeper:
             batch.failures.append(self._failure(job, error, dead=True))
             return
         handler = self.kinds.get(job.kind)
+        if handler is not None and job.kind in self.long_kinds:  # runs past this sweep
+            self.detached.start(job, batch.token, handler, self.long_kinds[job.kind], self._failure)
+            batch.held.append(job.id)
+            return
         try:
             if handler is None:  # unregistered after the claim: not this job's fault
                 raise LookupError(f"no job kind {job.kind!r}")
             with spans.job_run(job):  # a child of the enqueuing span, linked to this sweep's
                 handler(context, job)
-        except Permanent as exc:
+        except JobHeld:
+            batch.held.append(job.id)  # its target reports the rest (docs/long-running-jobs.md)
+        except (Permanent, JobCancelled) as exc:  # a cancelled job's row ends cancelled
             batch.failures.append(self._failure(job, describe(exc), dead=True))
         except Exception as exc:
             log.warning("job %s (%s) failed", job.id, job.kind, exc_info=True)

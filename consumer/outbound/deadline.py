@@ -34,6 +34,8 @@ class Deadline:
     def __init__(self, at: float) -> None:
         self.at = at
         self.expired = False
+        self.abandoned = False
+        """``abandon`` ended the exchange before its deadline (a cancelled job's call)."""
         self._lock = threading.Lock()
         self._connection: HTTPConnection | None = None
         self._timer = threading.Timer(max(0.0, at - time.monotonic()), self._expire)
@@ -60,6 +62,11 @@ class Deadline:
             self._connection = connection
             if self.expired:
                 _shut(connection)
+
+    def abandon(self) -> None:
+        """End the exchange now, from any thread: its connection is shut, never reused."""
+        self.abandoned = True
+        self._expire()
 
     def _expire(self) -> None:
         with self._lock:

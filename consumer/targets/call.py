@@ -15,11 +15,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 
 import requests
 
 from consumer.config.targets import TargetSpec
 from consumer.errors import Retryable
+from consumer.jobs.model import JobCancelled
 from consumer.observe import spans
 from consumer.outbound.budget import MIN_REQUEST_SECONDS, Budget
 from consumer.outbound.deadline import Deadline, deadline_session
@@ -31,6 +33,13 @@ USER_AGENT = "consumer-http-target/1"
 CHUNK_BYTES = 16 * 1024
 MAX_WAITS = 3
 """At most this many ``Retry-After`` waits inside one handler run."""
+OnCancel = Callable[[Callable[[], None]], AbstractContextManager[None]]
+"""``JobContext.on_cancel``: runs a callback (from the lease heartbeat's thread) if the job is
+cancelled while the block runs."""
+
+
+def _never(callback: Callable[[], None]) -> AbstractContextManager[None]:
+    return nullcontext()
 
 
 class Caller:
@@ -43,49 +52,56 @@ class Caller:
         self._slots = threading.BoundedSemaphore(spec.concurrency)
         self._local = threading.local()
 
-    def call(self, delivery: Delivery, remaining: Callable[[], float]) -> dict[str, object]:
-        """POST ``delivery``; its answer as a handler result, or what a failure means raised."""
+    def call(
+        self, delivery: Delivery, remaining: Callable[[], float], on_cancel: OnCancel = _never
+    ) -> dict[str, object]:
+        """POST ``delivery``; its answer as a handler result, or what a failure means raised.
+        ``on_cancel``: a cancelled job's call is abandoned (its connection shut), and
+        ``JobCancelled`` raised."""
         budget = Budget(remaining)
         for _ in range(MAX_WAITS):
-            answer = self._post(delivery, budget)
+            answer = self._post(delivery, budget, on_cancel)
             wait = retry_after(answer) if answer.retryable else None
             if wait is None or not budget.allows(wait + MIN_REQUEST_SECONDS):
                 break
             time.sleep(wait)
         return result(self.spec.name, answer)
 
-    def _post(self, delivery: Delivery, budget: Budget) -> Answer:
+    def _post(self, delivery: Delivery, budget: Budget, on_cancel: OnCancel) -> Answer:
         timeout = min(self.spec.timeout_seconds, budget.left())
         if timeout < MIN_REQUEST_SECONDS:
             raise Retryable(f"target {self.spec.name!r}: no time left in the handler's budget")
         if not self._slots.acquire(timeout=timeout):
             raise Retryable(f"target {self.spec.name!r}: {self.spec.concurrency} calls in flight")
         try:
-            return self._send(delivery, time.monotonic() + timeout)
+            return self._send(delivery, time.monotonic() + timeout, on_cancel)
         finally:
             self._slots.release()
 
-    def _send(self, delivery: Delivery, deadline: float) -> Answer:
+    def _send(self, delivery: Delivery, deadline: float, on_cancel: OnCancel) -> Answer:
         """One POST under its client span, whose ``traceparent`` the target receives; transport
         failures are retryable (the target may have acted: the repeat carries the same key)."""
         with spans.client_call("POST", self.spec.url) as span:
-            answer = self._post_once(delivery, deadline)
+            answer = self._post_once(delivery, deadline, on_cancel)
             spans.answered(span, answer.status)
         return answer
 
-    def _post_once(self, delivery: Delivery, deadline: float) -> Answer:
+    def _post_once(self, delivery: Delivery, deadline: float, on_cancel: OnCancel) -> Answer:
         headers = {"User-Agent": USER_AGENT, **delivery.headers()}
         headers |= auth_headers(self.spec.auth, delivery.body, self.tokens)
         spans.inject(headers)  # the call's own span as the target's parent
         timeout = max(MIN_REQUEST_SECONDS, deadline - time.monotonic())
         ends = Deadline(time.monotonic() + timeout)
         try:
-            with ends, self._session().post(
+            with ends, on_cancel(ends.abandon), self._session().post(
                 self.spec.url, data=delivery.body, headers=headers, timeout=timeout,
                 stream=True, allow_redirects=False,
             ) as response:  # fmt: skip
                 return _read(response, ends)
         except requests.RequestException as exc:
+            if ends.abandoned:
+                cancelled = f"target {self.spec.name!r}: call abandoned, the job was cancelled"
+                raise JobCancelled(cancelled) from None
             if ends.expired or isinstance(exc, requests.Timeout):
                 failure = f"target {self.spec.name!r} timed out after {timeout:.2f}s"
             else:

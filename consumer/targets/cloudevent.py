@@ -46,6 +46,9 @@ STORAGE_TYPES = {
 }
 STORAGE_SOURCE = "//storage.googleapis.com/projects/_/buckets/"
 JSON = "application/json"
+CLAIM_HEADER = "X-Consumer-Claim"
+"""A job's call carries the claim it runs under: the target's reports name it
+(docs/long-running-jobs.md), and one under an older claim is refused."""
 _PLAIN = frozenset(range(0x21, 0x7F)) - {ord('"'), ord("%")}
 """Bytes a CloudEvents HTTP header value carries as they are (its binding's section 3.1.3.2)."""
 
@@ -62,6 +65,8 @@ class Delivery:
     body: bytes
     id: str = ""
     """The ``ce-id`` when it is not the key (a forwarded CloudEvent's own)."""
+    claim: str = ""
+    """A job's claim token (``CLAIM_HEADER``); empty for an event."""
 
     def headers(self) -> dict[str, str]:
         """The request's headers (auth is added by the caller)."""
@@ -76,6 +81,8 @@ class Delivery:
         }
         if self.subject:
             headers["ce-subject"] = header_value(self.subject)
+        if self.claim:
+            headers[CLAIM_HEADER] = header_value(self.claim)
         parent = traceparent(tracing.current.get())
         if parent:
             headers["traceparent"] = parent
@@ -116,11 +123,13 @@ def for_event(event: Event, key: str) -> Delivery:
     return _other(event, key)
 
 
-def for_job(job: Job) -> Delivery:
-    """A job's delivery, under its idempotency key (``job:<id>`` when it has none)."""
+def for_job(job: Job, claim: str = "") -> Delivery:
+    """A job's delivery, under its idempotency key (``job:<id>`` when it has none), carrying the
+    claim it runs under."""
     key = job.idempotency_key or f"job:{job.id}"
     body = {"id": job.id, "kind": job.kind, "payload": job.payload, "attempt": job.attempts}
-    return Delivery(key, JOB_TYPE, "/consumer/jobs", job.kind, job.created_at, dumps(body))
+    when = job.created_at
+    return Delivery(key, JOB_TYPE, "/consumer/jobs", job.kind, when, dumps(body), claim=claim)
 
 
 def _tick(event: TickEvent, key: str) -> Delivery:

@@ -17,7 +17,7 @@ from consumer.config.settings import Settings
 from consumer.config.targets import TargetSpec
 from consumer.errors import AlreadyRegistered, Permanent, SettingsError
 from consumer.jobs.kinds import JobContext
-from consumer.jobs.model import Job
+from consumer.jobs.model import Job, JobHeld
 from consumer.pipeline.context import HandlerContext
 from consumer.pipeline.registry import Handler, Registry, TickTask
 from consumer.targets.auth import GoogleIdTokens, TokenSource
@@ -54,10 +54,19 @@ class EventTarget:
 
 
 class JobTarget(EventTarget):
-    """A job kind: each job one call, its failures the job's retries (and ``dead``)."""
+    """A job kind: each job one call, its failures the job's retries (and ``dead``). A call is
+    abandoned when the job is cancelled; a ``202 Accepted`` leaves the job running under its
+    claim, for the target to report on (docs/long-running-jobs.md)."""
 
     def __call__(self, context: JobContext, job: Job) -> dict[str, object]:  # type: ignore[override]
-        return self.caller.call(for_job(job), context.remaining)
+        delivery = for_job(job, claim=context.token)
+        result = self.caller.call(delivery, context.remaining, context.on_cancel)
+        if result.get("status") == ACCEPTED:
+            raise JobHeld(f"target {self.caller.spec.name!r} accepted job {job.id} (202)")
+        return result
+
+
+ACCEPTED = 202
 
 
 class InFront:

@@ -27,8 +27,9 @@ def test_every_whole_number_setting_has_a_range() -> None:
         name for name, (_, spec) in builtin_catalog().items() if spec.metadata["convert"] is whole
     }
     # new: TRACES_SAMPLE_PERCENT, INBOX_LEASE_SECONDS, SWEEP_FLUSH_MS, INBOX_REDRIVE_AFTER_SECONDS,
-    # PRODUCER_MAX_DELAY_SECONDS, the 5 DATABASE_ waits, JOB_API_TOLERANCE_SECONDS
-    assert numbers == set(RANGES) and len(RANGES) == 45
+    # PRODUCER_MAX_DELAY_SECONDS, the 5 DATABASE_ waits, JOB_API_TOLERANCE_SECONDS,
+    # JOB_HELD_LEASE_SECONDS
+    assert numbers == set(RANGES) and len(RANGES) == 46
 
 
 @pytest.mark.parametrize("name", sorted(RANGES))

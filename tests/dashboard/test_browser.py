@@ -5,6 +5,7 @@ the database. Screenshots go to ``DASHBOARD_SCREENSHOTS`` (``docs/`` when refres
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from consumer.config.flow import JobLimit
 from consumer.inbox.model import Status as EventStatus
 from consumer.inbox.store import Inbox
 from consumer.jobs.flow_admin import FlowAdmin
+from consumer.jobs.model import NewJob
 from consumer.jobs.model import Status as JobStatus
 from consumer.jobs.store import JobStore
 from consumer.wire.timeutil import utcnow
@@ -124,6 +126,23 @@ def _job_actions(page: Any, url: str, running: Running) -> None:
     assert f"job {seeded.pending_job} is cancelled" in _result(page)
     assert _job_status(running, seeded.pending_job) is JobStatus.CANCELLED
     assert _job_status(running, seeded.done_job) is JobStatus.DONE
+    _cancel_running(page, url, running)
+
+
+def _cancel_running(page: Any, url: str, running: Running) -> None:
+    """A running job's Cancel records the request; what its sweep records after ends it
+    cancelled."""
+    store = JobStore(running.engine)
+    job_id = store.enqueue(NewJob("long-report", {}), allow_unknown=True).job_id
+    now = utcnow()
+    assert store.claim("browser-claim", 1, ["long-report"], now, now + timedelta(seconds=60))
+    page.goto(f"{url}/jobs/{job_id}")
+    page.click("button:has-text('Cancel this job')")
+    assert f"job {job_id} is running: cancel requested" in _result(page)
+    job = store.get(job_id)  # type: ignore[arg-type]
+    assert job is not None and job.status is JobStatus.RUNNING and job.cancel_requested_at
+    store.complete("browser-claim", utcnow(), done=[job_id])  # type: ignore[list-item]
+    assert _job_status(running, job_id) is JobStatus.CANCELLED  # type: ignore[arg-type]
 
 
 def _set_limit(page: Any, url: str, cap: str) -> str:

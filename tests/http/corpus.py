@@ -276,9 +276,55 @@ def confusion(kit: Kit) -> list[Probe]:
     ]  # fmt: skip
 
 
+REPORT_SECRET = "report-target-secret-0123456789"
+"""The HMAC secret of the job target ``reporter`` (``test_front_door_corpus``'s settings)."""
+REPORT_KIND = "corpus-report"
+REPORT_CLAIM = "corpus-host/1/claim"
+REPORTED_JOB = 1
+"""Each serving's database holds this job, running under ``REPORT_CLAIM``, served by the
+target: a report's refusals are decided against a real job."""
+
+
+def job_reports(kit: Kit) -> list[Probe]:
+    """Reports on a running job that are not its target's: unsigned, signed with another
+    secret, a token instead of a signature, a signed body naming another job, a signature from
+    another time, the right signature under a stale claim, no claim; and paths and methods the
+    rows do not take. None changes the job (docs/long-running-jobs.md)."""
+    cls = "job reports"
+    done = json.dumps({"id": REPORTED_JOB, "outcome": "done"}).encode()
+    other = json.dumps({"id": REPORTED_JOB + 1, "outcome": "done"}).encode()
+    claim = ("X-Consumer-Claim", REPORT_CLAIM)
+    path = f"/jobs/{REPORTED_JOB}/complete"
+    return [
+        Probe(cls, "unsigned completion", "POST", path, (claim, *JSON), done),
+        Probe(cls, "junk signature", "POST", path, (claim, *JUNK_SIGNED, *JSON), done),
+        Probe(cls, "another secret", "POST", path, (claim, *kit.signed(HOOK_SECRET, done)), done),
+        Probe(cls, "a push token instead", "POST", path,
+              (claim, ("Authorization", f"Bearer {kit.token()}"), *JSON), done),
+        Probe(cls, "signed body naming another job", "POST", path,
+              (claim, *kit.signed(REPORT_SECRET, other)), other),
+        Probe(cls, "signed an hour ago", "POST", path,
+              (claim, *kit.signed(REPORT_SECRET, done, at=kit.now - 3600)), done),
+        Probe(cls, "signed, stale claim", "POST", path,
+              (("X-Consumer-Claim", "corpus-host/1/older"), *kit.signed(REPORT_SECRET, done)),
+              done),
+        Probe(cls, "signed, no claim", "POST", path, kit.signed(REPORT_SECRET, done), done),
+        Probe(cls, "signed heartbeat, stale claim", "POST", f"/jobs/{REPORTED_JOB}/heartbeat",
+              (("X-Consumer-Claim", "x"), *kit.signed(REPORT_SECRET, done)), done),
+        Probe(cls, "unknown job", "POST", "/jobs/999999/complete",
+              (claim, *kit.signed(REPORT_SECRET, done)), done),
+        Probe(cls, "a key that is no id", "POST", "/jobs/..%2F1/complete",
+              (claim, *kit.signed(REPORT_SECRET, done)), done),
+        Probe(cls, "GET", "GET", path, (claim,)),
+        Probe(cls, "trailing slash", "POST", path + "/", (claim, *kit.signed(REPORT_SECRET, done)),
+              done),
+        Probe(cls, "over the limit", "POST", path, (claim, *JUNK_SIGNED), b"{" * 100_000),
+    ]  # fmt: skip
+
+
 CLASSES: tuple[Callable[[Kit], list[Probe]], ...] = (
     repeated_and_empty, header_case, method_case, path_variants, forged_slots, bodies,
-    bad_tokens, confusion,
+    bad_tokens, confusion, job_reports,
 )  # fmt: skip
 
 
@@ -323,6 +369,7 @@ def controls(kit: Kit) -> list[Probe]:
     cls = "valid (control)"
     body = tick_body("sweep")
     hook = b'{"service":"orders","release":"r-1"}'
+    beat = json.dumps({"id": REPORTED_JOB}).encode()
     return [
         Probe(cls, "signed tick", "POST", "/ticks/sweep", (*kit.signed(TICK_SECRET, body), *JSON),
               body),
@@ -335,6 +382,8 @@ def controls(kit: Kit) -> list[Probe]:
         Probe(cls, "signed hook", "POST", "/hooks/deploy", kit.signed(HOOK_SECRET, hook), hook),
         Probe(cls, "chunked signed tick over 64 KiB", "POST", "/ticks/sweep",
               kit.signed(TICK_SECRET, b" " * 70_000 + body), b" " * 70_000 + body, chunked=True),
+        Probe(cls, "the target's heartbeat", "POST", f"/jobs/{REPORTED_JOB}/heartbeat",
+              (("X-Consumer-Claim", REPORT_CLAIM), *kit.signed(REPORT_SECRET, beat)), beat),
     ]  # fmt: skip
 
 

@@ -14,11 +14,16 @@ import json
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
+from datetime import timedelta
 
 import pytest
+from sqlalchemy import create_engine, insert
+from sqlalchemy.pool import NullPool
 
 from bench.support.target_servers import PyTarget
+from consumer.jobs.schema import jobs
 from consumer.wire.envelopes_out import LOCAL_SUBSCRIPTION
+from consumer.wire.timeutil import utcnow
 from tests.auth.tokens import ACCOUNT, AUDIENCE, CertsServer, SigningKey
 from tests.conftest import (
     PG_ADMIN_DSN,
@@ -31,6 +36,10 @@ from tests.http.corpus import (
     JOB_AUDIENCE,
     JOB_CALLER,
     JOB_SECRET,
+    REPORT_CLAIM,
+    REPORT_KIND,
+    REPORT_SECRET,
+    REPORTED_JOB,
     SCHEDULER,
     TICK_AUDIENCE,
     TICK_SECRET,
@@ -50,6 +59,8 @@ def env_of(certs: str, target: str) -> Callable[[str], dict[str, str]]:
     billing = {"name": "billing", "url": f"{target}/tick", "auth": {"type": "none"},
                "serves": {"tick": "billing", "period_seconds": 60},
                "timeout_seconds": 1}  # fmt: skip
+    reporter = {"name": "reporter", "url": f"{target}/job", "serves": {"job_kind": REPORT_KIND},
+                "auth": {"type": "hmac", "secrets": [REPORT_SECRET]}}  # fmt: skip
 
     def env(database_url: str) -> dict[str, str]:
         return {
@@ -64,7 +75,7 @@ def env_of(certs: str, target: str) -> Callable[[str], dict[str, str]]:
             "CONSUMER_JOB_API_SECRETS": JOB_SECRET, "CONSUMER_JOB_API_AUDIENCE": JOB_AUDIENCE,
             "CONSUMER_JOB_API_SERVICE_ACCOUNTS": JOB_CALLER,
             "CONSUMER_TICK_PERIODS": "sweep=60",
-            "CONSUMER_HTTP_TARGETS": json.dumps([billing]),
+            "CONSUMER_HTTP_TARGETS": json.dumps([billing, reporter]),
             "CONSUMER_SOURCES": f"{LOCAL_SUBSCRIPTION}=tick+storage+deploy+other,jobs-push=job",
             "CONSUMER_SIGNING_SECRETS": TEST_SIGNING_SECRET,
         }  # fmt: skip
@@ -87,8 +98,25 @@ def four(
 ) -> Iterator[dict[str, Serving]]:
     with ExitStack() as stack:
         urls = [stack.enter_context(migrated_postgres_database(PG_ADMIN_DSN)) for _ in SERVINGS]
+        for url in urls:
+            running_job(url)
         env = env_of(certs_server.url, target.url)
         yield stack.enter_context(servings(env, urls, start_server))
+
+
+def running_job(url: str) -> None:
+    """The job the reports name, running under its claim for an hour (as a claim leaves it)."""
+    engine = create_engine(url, poolclass=NullPool)
+    now = utcnow()
+    row = {"kind": REPORT_KIND, "payload": {}, "status": "running", "priority": 0, "run_at": now,
+           "attempts": 1, "claimed_by": REPORT_CLAIM, "lease_until": now + timedelta(hours=1),
+           "created_at": now, "updated_at": now}  # fmt: skip
+    try:
+        with engine.begin() as connection:
+            inserted = connection.execute(insert(jobs).values(**row).returning(jobs.c.id))
+            assert inserted.scalar_one() == REPORTED_JOB
+    finally:
+        engine.dispose()
 
 
 def excused(serving: str, probe: Probe, answer: Answer) -> bool:
@@ -148,6 +176,7 @@ def test_valid_requests_get_one_answer_everywhere(
         ("push", 200), ("signed hook", 200), ("chunked signed tick over 64 KiB", 413),
         ("job: enqueue", 201), ("job: the same key again", 200), ("job: read", 200),
         ("job: cancel", 200), ("job: retry", 200), ("job: enqueue with an OIDC token", 201),
+        ("the target's heartbeat", 200),
     ]  # fmt: skip
 
 
@@ -170,4 +199,4 @@ def test_a_source_starts_only_what_it_is_for_everywhere(
     assert target.received == []
     for serving in four.values():
         rows = serving.rows()
-        assert rows.get("jobs", 0) == 0 and rows.get("warm_runs", 0) == 0, rows
+        assert rows.get("jobs", 0) == 1 and rows.get("warm_runs", 0) == 0, rows  # the reported

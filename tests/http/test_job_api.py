@@ -119,14 +119,14 @@ def test_read_gives_the_state_and_an_unknown_key_is_404(api: FlaskClient) -> Non
     assert status == 200 and read["outcome"] == "found" and read["key"] == "ключ é"
     assert set(read["job"]) == {
         "key", "id", "kind", "status", "attempts", "max_attempts", "priority", "group", "run_at",
-        "result", "last_error", "created_at", "updated_at", "finished_at",
+        "result", "last_error", "created_at", "updated_at", "finished_at", "cancel_requested",
     }  # fmt: skip
     assert read["job"]["max_attempts"] == 10  # CONSUMER_JOB_MAX_ATTEMPTS, as the job will run
     status, missing = call(api, "GET", path_of("nobody"))
     assert status == 404 and missing["error"] == "no job has the key 'nobody'"
 
 
-def test_cancel_a_pending_job_and_409_for_running_and_finished_ones(
+def test_cancel_a_pending_job_request_a_running_one_s_and_409_for_finished_ones(
     api: FlaskClient, engine: Engine
 ) -> None:
     for key in ("later", "now", "running", "done"):
@@ -146,10 +146,15 @@ def test_cancel_a_pending_job_and_409_for_running_and_finished_ones(
     assert (status, again["status"]) == (409, "cancelled") and again["error"].startswith(
         "cancelled:"
     )
-    set_status(engine, "running", "running")
+    with engine.begin() as connection:  # claimed, its lease live
+        connection.execute(
+            update(jobs).where(jobs.c.idempotency_key == "running").values(
+                status="running", claimed_by="c", lease_until=utcnow() + timedelta(minutes=5))
+        )  # fmt: skip
     status, running = call(api, "DELETE", path_of("running"))
-    assert (status, running["status"]) == (409, "running")
-    assert running["error"].startswith("running: job 'running' is running")
+    assert (status, running["outcome"], running["job"]["status"]) == (
+        202, "cancel-requested", "running")  # fmt: skip
+    assert running["job"]["cancel_requested"] is True
     set_status(engine, "done", "done")
     assert call(api, "DELETE", path_of("done"))[1]["status"] == "done"
     assert call(api, "DELETE", path_of("nobody"))[0] == 404

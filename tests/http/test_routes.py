@@ -12,7 +12,15 @@ from consumer.config.settings import Settings
 from consumer.http import openapi
 from consumer.http.app import built_with, create_app
 from consumer.http.embed import Consumer
-from consumer.http.routes import DELIVERIES, JOB_API, PROBES, TABLE, access_patterns, match
+from consumer.http.routes import (
+    DELIVERIES,
+    JOB_API,
+    JOB_REPORTS,
+    PROBES,
+    TABLE,
+    access_patterns,
+    match,
+)
 from consumer.observe.logs import SkipDecidedRequests
 from consumer.service import Service
 
@@ -36,7 +44,8 @@ def test_flask_serves_only_the_probes_and_the_door_every_delivery(sqlite_url: st
     assert not any("consumer" in rule.rule for rule in host.url_map.iter_rules())
     plain, mounted = built_with(app), built_with(host)
     assert plain is not None and mounted is not None
-    assert plain.gated.gate.routes == TABLE and mounted.gated.gate.routes == DELIVERIES + JOB_API
+    assert plain.gated.gate.routes == TABLE
+    assert mounted.gated.gate.routes == DELIVERIES + JOB_API + JOB_REPORTS  # a target reports too
 
 
 def test_the_access_log_filter_knows_every_row() -> None:

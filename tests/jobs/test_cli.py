@@ -90,7 +90,7 @@ def test_sweep_once_list_retry_and_cancel(invoke: Any, tmp_path: Path) -> None:
     assert invoke("jobs", "retry", "1", ok=False).exit_code == 1  # no longer dead
 
     assert json.loads(invoke("jobs", "cancel", "3").output)["outcome"] == "cancelled"
-    assert "not pending" in invoke("jobs", "cancel", "3", ok=False).output
+    assert "already finished" in invoke("jobs", "cancel", "3", ok=False).output
     assert invoke("jobs", "retry", "--dead").exit_code == 0
     assert "give a job ID or --dead" in invoke("jobs", "retry", ok=False).output
     assert "give a job ID or --dead" in invoke("jobs", "retry", "1", "--dead", ok=False).output

@@ -12,6 +12,7 @@ from datetime import datetime
 from sqlalchemy import Engine
 
 from consumer.jobs.lease import LeaseKeeper
+from consumer.jobs.model import Renewed
 from consumer.wire.timeutil import utcnow
 
 
@@ -22,10 +23,10 @@ class Renewals:
         self.count, self.stuck = 0, threading.Event()
         self.stuck.set()
 
-    def renew(self, token: str, lease_until: datetime) -> int:
+    def renew(self, token: str, lease_until: datetime) -> Renewed:
         self.count += 1
         self.stuck.wait(30)
-        return 1
+        return Renewed(1)
 
 
 def test_a_lease_is_not_renewed_past_the_sweep_s_deadline(engine: Engine) -> None:

@@ -346,9 +346,9 @@ def test_an_unrenewed_lease_is_taken_over_within_the_lease(
     assert run_counts(runs_engine) == {job_id: 1 for job_id in ids}
     with runs_engine.begin() as connection:
         assert (
-            JobStore(connection.engine).renew(
-                "dead", utcnow() + timedelta(seconds=10), connection=connection
-            )
+            JobStore(connection.engine)
+            .renew("dead", utcnow() + timedelta(seconds=10), connection=connection)
+            .count
             == 0
         )
 

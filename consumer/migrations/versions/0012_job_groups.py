@@ -13,7 +13,7 @@ claim's order index becomes ``(priority DESC, coalesce(fair_at, run_at), id)``: 
 job's place is its ``run_at``, as before.
 
 Revision ID: 0012_job_groups
-Revises: 0010_sql_enqueue
+Revises: 0011_running_cancel
 Create Date: 2026-12-03
 """
 
@@ -28,7 +28,7 @@ from alembic import op
 from consumer.db.types import UTCDateTime
 
 revision = "0012_job_groups"
-down_revision = "0010_sql_enqueue"
+down_revision = "0011_running_cancel"
 branch_labels = None
 depends_on = None
 
