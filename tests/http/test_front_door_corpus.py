@@ -174,9 +174,9 @@ def test_valid_requests_get_one_answer_everywhere(
     assert outcomes == [
         ("signed tick", 200), ("same tick again", 200), ("Cloud Scheduler tick", 200),
         ("push", 200), ("signed hook", 200), ("chunked signed tick over 64 KiB", 413),
+        ("the target's heartbeat", 200),
         ("job: enqueue", 201), ("job: the same key again", 200), ("job: read", 200),
         ("job: cancel", 200), ("job: retry", 200), ("job: enqueue with an OIDC token", 201),
-        ("the target's heartbeat", 200),
     ]  # fmt: skip
 
 
