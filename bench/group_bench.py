@@ -15,14 +15,15 @@ import time
 from typing import Any
 
 from bench.pgdb import database
+from consumer import NewJob, enqueue_many
+from consumer.config.settings import Settings
+from consumer.db.engine import make_engine
+from consumer.db.migrate import upgrade
+from consumer.jobs.kinds import JobKinds
+from consumer.jobs.sweep import Sweeper
 
 
 def run_once(conninfo: str, backlog: int, grouped: bool, threads: int, hold: float) -> Any:
-    from consumer import NewJob, enqueue_many
-    from consumer.config.settings import Settings
-    from consumer.db.engine import make_engine
-    from consumer.jobs.kinds import JobKinds
-    from consumer.jobs.sweep import Sweeper
 
     url = conninfo.replace("postgresql://", "postgresql+psycopg://")
     engine = make_engine(url, pool_size=threads + 2)
@@ -69,8 +70,6 @@ def main() -> None:
     print(f"{args.threads} sweeper threads, each job holds {args.hold * 1000:g} ms")
     print(f"\n{'backlog of A':>13}{'groups':>8}{'B started after s':>19}{'A drained after s':>19}")
     with database("group_bench") as conninfo:
-        from consumer.db.migrate import upgrade
-
         upgrade(conninfo.replace("postgresql://", "postgresql+psycopg://"))
         for backlog in (int(size) for size in args.backlog.split(",")):
             for grouped in (False, True):
