@@ -7,13 +7,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from consumer.config.fields import Rule, Section, setting
+from consumer.config.callers import SignedCallers
+from consumer.config.fields import Section, setting
 from consumer.config.parse import names, whole
 from consumer.config.rules import DAY
 
 
 @dataclass(frozen=True, repr=False)
-class JobApiSettings(Section):
+class JobApiSettings(SignedCallers, Section):
     """The job API's credentials are its own, not the push subscription's nor the ticks': a token
     minted for pushing or a tick secret must not enqueue or cancel jobs (least privilege). The
     certificates URL and the clock skew are the push ones (``CONSUMER_OIDC_*``). Outside local
@@ -28,24 +29,3 @@ class JobApiSettings(Section):
     """HMAC secrets accepted by the job API, comma-separated (two during a rotation)."""
     tolerance_seconds: int = setting(300, convert=whole, within=(1, DAY))
     """How far a signed request's timestamp may be from our clock, either way."""
-
-    @property
-    def enabled(self) -> bool:
-        return self.oidc or bool(self.secrets)
-
-    @property
-    def oidc(self) -> bool:
-        return bool(self.audience and self.service_accounts)
-
-    def checks(self) -> list[Rule]:
-        return [
-            (
-                bool(self.audience) == bool(self.service_accounts),
-                "CONSUMER_JOB_API_AUDIENCE and CONSUMER_JOB_API_SERVICE_ACCOUNTS must be set "
-                "together",
-            ),
-            (
-                all(len(secret) >= 16 for secret in self.secrets),
-                "CONSUMER_JOB_API_SECRETS: every secret must be at least 16 characters",
-            ),
-        ]

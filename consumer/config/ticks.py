@@ -8,14 +8,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
-from consumer.config.fields import Rule, Section, setting
+from consumer.config.callers import SignedCallers
+from consumer.config.fields import Section, setting
 from consumer.config.parse import names, whole
 from consumer.config.rules import DAY
 from consumer.wire.schedule import parse_policies
 
 
 @dataclass(frozen=True, repr=False)
-class TickHookSettings(Section):
+class TickHookSettings(SignedCallers, Section):
     """The plain HTTP tick endpoint. Its OIDC audience and accounts are its own, not the push
     subscription's: a Cloud Scheduler job signs for its target URL as its own service account,
     and a token minted for pushing must not start ticks (least privilege). The certificates URL
@@ -31,27 +32,6 @@ class TickHookSettings(Section):
     """HMAC secrets accepted on ``POST /ticks/<task>``, comma-separated (two during a rotation)."""
     tolerance_seconds: int = setting(300, convert=whole, within=(1, DAY))
     """How far a signed tick's timestamp (its slot clock) may be from our clock, either way."""
-
-    @property
-    def enabled(self) -> bool:
-        return self.oidc or bool(self.secrets)
-
-    @property
-    def oidc(self) -> bool:
-        return bool(self.audience and self.service_accounts)
-
-    def checks(self) -> list[Rule]:
-        return [
-            (
-                bool(self.audience) == bool(self.service_accounts),
-                "CONSUMER_TICK_HOOK_AUDIENCE and CONSUMER_TICK_HOOK_SERVICE_ACCOUNTS must be set "
-                "together",
-            ),
-            (
-                all(len(secret) >= 16 for secret in self.secrets),
-                "CONSUMER_TICK_HOOK_SECRETS: every secret must be at least 16 characters",
-            ),
-        ]
 
 
 @dataclass(frozen=True, repr=False)

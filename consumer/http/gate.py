@@ -41,8 +41,8 @@ from consumer.config.settings import Settings
 from consumer.deploy import hook
 from consumer.errors import BadRequest, BodyTooLarge, ConsumerError, Unauthorized
 from consumer.http import ticks
+from consumer.http.callers import CallerGate
 from consumer.http.credentials import NOBODY, Credentials, Scheme
-from consumer.http.job_gate import JobApiGate
 from consumer.http.report_gate import ReportGate
 from consumer.http.request import RequestView
 from consumer.http.routes import TABLE, Auth, Route, match
@@ -52,6 +52,10 @@ from consumer.wire.outcomes import Outcome, from_error
 
 log = logging.getLogger("consumer.gate")
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+JOBS_DISABLED = (
+    "job API is disabled: no credentials are configured (CONSUMER_JOB_API_SECRETS, or "
+    "CONSUMER_JOB_API_AUDIENCE and CONSUMER_JOB_API_SERVICE_ACCOUNTS)"
+)
 ADMISSION = "consumer.admission"
 """The environ key of a request's ``Admission``: no client can set a key without ``HTTP_``."""
 
@@ -110,7 +114,8 @@ class Gate:
         self._hook = Verifier(hooks.secrets, hooks.tolerance_seconds) if hooks.secrets else None
         certs = authenticate.certs if isinstance(authenticate, OidcAuthenticator) else None
         self._ticks = ticks.TickGate.of(settings, certs)
-        self._jobs = JobApiGate.of(settings, certs)
+        self._jobs = CallerGate.of(settings.job_api, settings, certs, "the job API", JOBS_DISABLED,
+                                   open_locally=True)  # fmt: skip
         self.job_payload_limit = settings.jobs.max_payload_bytes
         self._reports = reports  # a job's target reporting on it (None: refused)
 

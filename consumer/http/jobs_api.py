@@ -1,6 +1,6 @@
 """The job API's handlers (docs/job-api.md): ``POST /jobs``, ``GET``/``DELETE /jobs/{key}`` and
 ``POST /jobs/{key}/retry``, answered by the front door (``consumer.http.door``) on every serving,
-once it has admitted the request (``consumer.http.gate``; who may call: ``consumer.http.job_gate``).
+once it has admitted the request (``consumer.http.gate``; who may call: ``consumer.http.callers``).
 
 A handler reads the body (at most the row's limit), checks an HMAC signature over the request's
 method, path and body with the verifier the door chose, then runs one operation of

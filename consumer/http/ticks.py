@@ -19,61 +19,34 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from consumer.auth.certs import CachedCerts
-from consumer.auth.oidc import OidcAuthenticator
-from consumer.auth.signature import SIGNATURE_HEADER, TIMESTAMP_HEADER, Verifier
 from consumer.config.settings import Settings
-from consumer.config.ticks import TickHookSettings
-from consumer.deploy import hook
-from consumer.errors import Unauthorized
+from consumer.http.callers import CallerGate
 from consumer.http.credentials import Credentials, Scheme
 from consumer.ticks.hook import scheduled_time
 
-PATH = "/ticks/"
-SIGNED_HEADERS = (TIMESTAMP_HEADER, SIGNATURE_HEADER)
-
 
 class TickGate:
-    """The front door's checks of a tick (``consumer.http.gate``), before its body is read: they
-    decide the scheme once, and the handler reads that decision (``Credentials``)."""
+    """The front door's checks of a tick (``consumer.http.gate``), before its body is read: the
+    scheme decided once (``consumer.http.callers``), and an OIDC tick's scheduled time read."""
 
-    def __init__(
-        self, settings: TickHookSettings, oidc: OidcAuthenticator | None, verifier: Verifier
-    ) -> None:
-        self.settings = settings
-        self._oidc = oidc
-        self._verifier = verifier
+    def __init__(self, callers: CallerGate) -> None:
+        self.callers = callers
 
     @classmethod
     def of(cls, settings: Settings, certs: CachedCerts | None = None) -> TickGate:
         """``certs``: the push authenticator's cache when it has one (the same Google keys)."""
-        ticks = settings.tick_hook
-        verifier = Verifier(ticks.secrets, ticks.tolerance_seconds)
-        if not ticks.oidc:
-            return cls(ticks, None, verifier)
-        oidc = OidcAuthenticator(
-            audience=ticks.audience,
-            accounts=ticks.service_accounts,
-            certs=certs or CachedCerts(settings.auth.oidc_certs_url),
-            clock_skew_seconds=settings.auth.oidc_clock_skew_seconds,
-        )
-        return cls(ticks, oidc, verifier)
+        disabled = "tick endpoint is disabled: no credentials are configured"
+        return cls(CallerGate.of(settings.tick_hook, settings, certs, "ticks", disabled))
 
     def check(self, headers: Mapping[str, str]) -> Credentials:
-        """The caller's credentials: a token is OIDC (verified here), anything else must be
+        """The caller's credentials: a token is OIDC (verified here; its slot clock the
+        ``X-CloudScheduler-ScheduleTime`` header, 400 when malformed), anything else must be
         signed (headers checked here, the signature over the body by the handler).
-        ``Unauthorized``/``Forbidden`` for a caller the headers do not show allowed; 400 for a
-        malformed scheduled time. ``headers``: the request's one view, names lower-case."""
-        if not self.settings.enabled:
-            raise Unauthorized("tick endpoint is disabled: no credentials are configured")
-        if not headers.get("authorization", "").strip():
-            if not self.settings.secrets:
-                raise Unauthorized("missing Authorization header (signed ticks are not enabled)")
-            hook.check_headers(headers, enabled=True)
-            signed = {name: headers.get(name.lower(), "") for name in SIGNED_HEADERS}
-            return Credentials(Scheme.HMAC, verifier=self._verifier, signed=signed)
-        if self._oidc is None:
-            raise Unauthorized("OIDC tokens are not accepted for ticks here")
-        identity = self._oidc.identity(headers)
-        return Credentials(Scheme.OIDC, identity, scheduled=scheduled_time(headers))
+        ``headers``: the request's one view, names lower-case."""
+        credentials = self.callers.check(headers)
+        if credentials.scheme is Scheme.OIDC:
+            return replace(credentials, scheduled=scheduled_time(headers))
+        return credentials

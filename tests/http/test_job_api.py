@@ -274,4 +274,4 @@ def test_an_oidc_token_of_the_job_api_s_own_audience_and_account_is_let_in(
     assert count(engine) == 0
     assert post(aud=JOB_AUDIENCE, email=CALLER) == 201
     status, answer = call(client, "GET", "/jobs/o")  # HMAC is not configured here
-    assert status == 401 and "signed requests are not enabled" in answer["error"]
+    assert status == 401 and "signed requests to the job API are not enabled" in answer["error"]
