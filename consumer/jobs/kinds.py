@@ -4,7 +4,7 @@ registers a function that performs one job, from a plugin, without editing the p
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterable
 from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -12,7 +12,7 @@ from typing import Any, Protocol
 from sqlalchemy import Engine
 
 from consumer.config.settings import Settings
-from consumer.jobs.model import Job, JobCancelled
+from consumer.jobs.model import Job, JobCancelled, NewJob, UnknownKind
 from consumer.pipeline.extensions import Functions
 
 JobHandler = Callable[["JobContext", Job], Any]
@@ -96,3 +96,17 @@ JobKinds = Functions
 
 BUILT_IN = frozenset({"email"})
 """Kinds the package itself provides (``consumer.jobs.tick`` registers them)."""
+
+
+def check_kinds(
+    new_jobs: Iterable[NewJob], kinds: Collection[str] | None, allow_unknown: bool
+) -> None:
+    """Refuse jobs that no sweeper would ever run: they would wait, due, forever. ``kinds``:
+    the kinds the caller's registry provides (``registry.job_kinds.names()``), besides the
+    built-in ones, which are all a caller that gives none is checked against."""
+    if allow_unknown:
+        return
+    known = BUILT_IN.union(kinds or ())
+    unknown = {job.kind for job in new_jobs} - known
+    if unknown:
+        raise UnknownKind(unknown, known)

@@ -1,12 +1,15 @@
 """NOTIFY on enqueue: a job due now starts the moment the transaction that enqueued it commits.
 
-The SQL function ``consumer_enqueue`` (migration ``0010_sql_enqueue``) NOTIFYs channel
-``consumer_jobs`` for a job due now, and every serving process LISTENs on it
-(``consumer.jobs.listen``). Python's ``enqueue`` and ``enqueue_many``, the jobs topic and the job
-API do the same through ``due``: ``pg_notify`` runs inside the enqueuing transaction, so
-PostgreSQL delivers it only when that transaction commits, and never after a rollback; equal
-notifications of one transaction fold into one. SQLite has no NOTIFY: there, and for pods that
-cannot LISTEN, the Pub/Sub wake-up (``consumer.jobs.wake``) and the ``sweep`` tick remain.
+On PostgreSQL the jobs table NOTIFYs channel ``consumer_jobs`` itself: a statement-level
+``AFTER INSERT`` trigger (migration ``0013_notify_trigger``) fires once per statement that
+inserts a pending job due within a second, whoever inserted it (Python's ``enqueue`` and
+``enqueue_many``, the jobs topic, the job API, ``consumer_enqueue``, a team's own ``COPY``).
+``pg_notify`` runs inside the inserting transaction, so PostgreSQL delivers it only when that
+transaction commits, never after a rollback, and equal notifications of one transaction fold
+into one. Every serving process LISTENs on the channel (``consumer.jobs.listen``). ``due`` is
+for what inserts nothing: a job API retry moves an existing row back to pending. SQLite has no
+NOTIFY: there, and for pods that cannot LISTEN, the Pub/Sub wake-up (``consumer.jobs.wake``)
+and the ``sweep`` tick remain.
 """
 
 from __future__ import annotations

@@ -8,15 +8,18 @@ transaction when given its ``connection``, else in one of their own.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, Engine
 
 from consumer.db.dialect import POSTGRESQL
+from consumer.db.engine import unavailable_on_db_fault
+from consumer.db.pinned import PinnedConnections
 from consumer.db.prepared import Build, pipelined, prepared
-from consumer.jobs import bulk, notify, queries, wake
-from consumer.jobs.kinds import BUILT_IN
+from consumer.jobs import bulk, queries, wake
+from consumer.jobs.kinds import check_kinds
 from consumer.jobs.model import (
     Debounce,
     EnqueueResult,
@@ -26,7 +29,6 @@ from consumer.jobs.model import (
     NewJob,
     Renewed,
     Status,
-    UnknownKind,
     Written,
     claim_order,
 )
@@ -84,20 +86,6 @@ def enqueue_many(
     return inserted
 
 
-def check_kinds(
-    new_jobs: Iterable[NewJob], kinds: Collection[str] | None, allow_unknown: bool
-) -> None:
-    """Refuse jobs that no sweeper would ever run: they would wait, due, forever. ``kinds``:
-    the kinds the caller's registry provides (``registry.job_kinds.names()``), besides the
-    built-in ones, which are all a caller that gives none is checked against."""
-    if allow_unknown:
-        return
-    known = BUILT_IN.union(kinds or ())
-    unknown = {job.kind for job in new_jobs} - known
-    if unknown:
-        raise UnknownKind(unknown, known)
-
-
 Jobs = list[Job]
 """(A method of the store is named ``list``.)"""
 
@@ -119,7 +107,8 @@ class JobStore(JobOperations):
         callers cannot both win. A kind neither built in nor in ``kinds`` is refused
         (``UnknownKind``) unless ``allow_unknown``."""
         check_kinds([job], kinds, allow_unknown)
-        with self._write(connection) as conn:
+        alone = connection is None and self.dialect == POSTGRESQL and job.debounce is None
+        with unavailable_on_db_fault(), self._alone() if alone else self._write(connection) as conn:
             if job.debounce is not None:
                 statement = queries.debounced(self.dialect)
                 inserted = conn.execute(statement, new_row(job, utcnow())).scalar()
@@ -129,11 +118,17 @@ class JobStore(JobOperations):
             else:
                 statement = queries.enqueue(self.dialect)
                 inserted = conn.execute(statement, new_row(job, utcnow())).scalar()
-            if inserted is not None:
-                notify.due(conn, [job.run_at])  # a job due now starts when this commits
+            if inserted is not None:  # due now: the table's trigger NOTIFYs on commit
                 return EnqueueResult(int(inserted), inserted=True)
             existing = conn.execute(queries.id_of_key(job.key)).scalar()
         return EnqueueResult(None if existing is None else int(existing), inserted=False)
+
+    def _alone(self) -> AbstractContextManager[Connection]:
+        """This thread's kept connection in autocommit (``PinnedConnections``), for one job's
+        insert: a statement that is its own transaction, with no pool checkout and no round trips
+        for ``BEGIN`` and ``COMMIT`` (the insert's NOTIFY commits with it). Those cost about as
+        much CPU as the insert itself."""
+        return PinnedConnections.of(self.engine).connection()
 
     def enqueue_many(
         self,
@@ -161,9 +156,7 @@ class JobStore(JobOperations):
             else:
                 rows = [new_row(job, now) for job in new_jobs]
                 inserted = len(conn.execute(queries.enqueue(self.dialect), rows).all())
-            if inserted:
-                notify.due(conn, [job.run_at for job in new_jobs])  # starts when this commits
-            return inserted
+            return inserted  # those due now: the table's trigger NOTIFYs on commit
 
     # --- the sweep: claim, then guarded writes ---------------------------------------------------
 

@@ -71,6 +71,27 @@ def test_enqueue_many_notifies_on_commit_and_never_on_rollback(
     assert heard(1.0) == 1  # one per transaction, however many jobs
 
 
+def test_any_insert_of_a_due_job_notifies_once_per_statement(
+    postgres_url: str, pg_engine: Engine, heard: Callable[[float], int]
+) -> None:
+    """The table's trigger, not the producer, sends it: a team's own INSERT notifies too, once
+    per statement however many rows, and a statement of later jobs only sends none."""
+    dsn = postgres_url.replace("postgresql+psycopg://", "postgresql://")
+    insert = (
+        "INSERT INTO jobs (kind, payload, status, priority, run_at, attempts, idempotency_key, "
+        "created_at, updated_at) SELECT 'email', '{}', 'pending', 0, now() + %s::interval, 0, "
+        "'raw-' || %s || '-' || n, now(), now() FROM generate_series(1, 3) AS n"
+    )
+    with psycopg.connect(dsn) as connection:
+        connection.execute(insert, ("1 hour", "later"))
+        connection.commit()
+        assert heard(0.5) == 0
+        connection.execute(insert, ("0 seconds", "due"))
+        assert heard(0.3) == 0  # not before the commit
+        connection.commit()
+    assert heard(1.0) == 1
+
+
 def test_sqlite_enqueues_without_notify(sqlite_url: str) -> None:
     engine = make_engine(sqlite_url)
     try:

@@ -28,7 +28,7 @@ OLD_HEADS = (
 
 def test_the_history_has_one_head() -> None:
     heads = ScriptDirectory.from_config(alembic_config("")).get_heads()
-    assert heads == ["0012_job_groups"]
+    assert heads == ["0013_notify_trigger"]
 
 
 def test_a_database_at_the_old_heads_upgrades_through_the_merge(tmp_path: Path) -> None:
@@ -41,7 +41,7 @@ def test_a_database_at_the_old_heads_upgrades_through_the_merge(tmp_path: Path) 
             assert current_revisions(connection) == frozenset(OLD_HEADS)
         upgrade(url)
         with engine.connect() as connection:
-            assert current_revisions(connection) == {"0012_job_groups"}
+            assert current_revisions(connection) == {"0013_notify_trigger"}
     finally:
         engine.dispose()
 
