@@ -30,6 +30,7 @@ from consumer.http.jobs_api import JobAnswers
 from consumer.http.report_gate import report_gate
 from consumer.http.routes import Handler
 from consumer.observe import exporting, metrics, spans
+from consumer.pipeline import admission
 from consumer.pipeline.dispatch import Dispatcher
 from consumer.service import Service
 from consumer.targets.install import specs_of
@@ -66,6 +67,7 @@ def create_app(
     app = Flask("consumer")
     dispatcher = Dispatcher(settings, engine, service.registry, clock)
     authenticate = authenticate or authenticator_for(settings)
+    admission.announce(settings)  # permissive routing is said at start
     exporting.configure(settings.tracing)
     if spans.enabled():  # off: not even a hook per request
         trace_requests(app)

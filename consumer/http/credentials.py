@@ -30,7 +30,9 @@ class Scheme(StrEnum):
 class Credentials:
     scheme: Scheme
     identity: str = ""
-    """The verified account (an OIDC token's email); "" when the scheme names none."""
+    """The verified account (an OIDC token's email: Pub/Sub's push account, the scheduler's, a
+    job API caller's, a job target's); "" when the scheme names none (HMAC, the shared token,
+    local mode)."""
     scheduled: datetime | None = None
     """The slot clock a verified OIDC tick vouches for (``X-CloudScheduler-ScheduleTime``)."""
     verifier: Verifier | None = None

@@ -28,6 +28,7 @@ from consumer.http.job_reports import Reports
 from consumer.http.jobs_api import JobAnswers
 from consumer.http.report_gate import report_gate
 from consumer.http.routes import delivery_rows
+from consumer.pipeline import admission
 from consumer.pipeline.dispatch import Dispatcher
 from consumer.service import Service
 from consumer.targets.install import specs_of
@@ -69,6 +70,7 @@ class Consumer:
         settings.validate()
         self.dispatcher = Dispatcher(settings, service.engine, service.registry, self.clock)
         authenticate = self._authenticate or authenticator_for(settings)
+        admission.announce(settings)  # permissive routing is said at start
         rows = delivery_rows(hook=self.hook, tick=self.tick, jobs=self.jobs)
         reports = report_gate(settings, service.engine, specs_of(service.registry, settings))
         gate = Gate(settings, authenticate, routes=rows, prefix=self.url_prefix, embedded=True,

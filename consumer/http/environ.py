@@ -1,4 +1,8 @@
-"""The WSGI environ (PEP 3333) of an ASGI HTTP scope whose body has been read whole."""
+"""The WSGI environ (PEP 3333) of an ASGI HTTP scope whose body has been read whole.
+
+A header whose name holds an underscore is dropped, as gunicorn's sync worker (its default
+``header_map``) and Werkzeug's server drop it: ``X_Consumer_Signature`` would otherwise land on
+the key of ``X-Consumer-Signature`` (``HTTP_X_CONSUMER_SIGNATURE``) behind the door's back."""
 
 from __future__ import annotations
 
@@ -38,6 +42,8 @@ def wsgi_environ(scope: Scope, body: bytes) -> dict[str, Any]:
 
 
 def _add_header(environ: dict[str, Any], name: str, value: str) -> None:
+    if "_" in name:
+        return
     key = name.upper().replace("-", "_")
     if key in ("CONTENT_LENGTH", "TRANSFER_ENCODING"):
         # The body is whole and de-chunked: its real length was set above. A chunked

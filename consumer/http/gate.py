@@ -12,11 +12,12 @@ One door, however the app is served:
 
 What ``admit`` refuses, in this order: a ``Content-Length`` that is not a number (400) or over the
 server's limit (413); a path no row matches (404) and a method its row does not take (405, any
-case of the method: ``post`` is ``POST``); a single-valued authentication header sent twice
-(400); a declared body over the route's own limit (413); then the route's authentication (401,
-403; 503 when there are no certificates to check a token against). Its decision
-(``consumer.http.credentials``) travels with the request in the environ (``ADMISSION``): the
-handlers read it and decide nothing about the caller again.
+case of the method: ``post`` is ``POST``); a single-valued authentication header or ``?token=``
+sent twice (400); a declared body over the route's own limit (413); then the route's
+authentication (401, 403; 503 when there are no certificates to check a token against). Its
+decision (``consumer.http.credentials``: the scheme, the verified identity, the slot clock)
+travels with the request in the environ (``ADMISSION``): the handlers read it and decide nothing
+about the caller again.
 
 An app that embeds the routes has a door for the paths under its prefix only: every other request
 is the host's, passed untouched.
@@ -132,7 +133,7 @@ class Gate:
         if view.method not in route.methods:
             raise NotAllowed(route.methods)
         if ambiguous := view.ambiguous():
-            raise BadRequest(f"repeated {ambiguous} header: it must be sent once")
+            raise BadRequest(f"repeated {ambiguous}: it must be sent once")
         limit = route.limit(self.max_body_bytes, self.job_payload_limit)
         if declared is not None and declared > limit:
             raise BodyTooLarge(f"the body is over {limit} bytes")
@@ -168,8 +169,7 @@ class Gate:
 
     def _credentials(self, auth: Auth, view: RequestView, params: Mapping[str, str]) -> Credentials:
         if auth is Auth.PUSH:
-            self._authenticate(view.headers, view.query_values())
-            return Credentials(self._push_scheme)
+            return self._pusher(view)
         if auth is Auth.HOOK:
             hook.check_headers(view.headers, self._hook is not None)
             signed = {name: view.header(name.lower()) for name in SIGNED}
@@ -185,6 +185,14 @@ class Gate:
             return self._reports.check(params, view.headers)
         # --- end of the job reports ---
         return NOBODY
+
+    def _pusher(self, view: RequestView) -> Credentials:
+        """A push's credentials: with Pub/Sub's OIDC token, the account it verified (checked
+        once here; later layers read it from the admission)."""
+        if isinstance(self._authenticate, OidcAuthenticator):
+            return Credentials(Scheme.OIDC, self._authenticate.identity(view.headers))
+        self._authenticate(view.headers, view.query_values())
+        return Credentials(self._push_scheme)
 
 
 SIGNED = (TIMESTAMP_HEADER, SIGNATURE_HEADER)

@@ -9,9 +9,15 @@ Every check reads this view, so no two layers can read a request differently (on
 - header names lower-cased, a repeated header joined with ``,`` (RFC 9110), as every WSGI server
   does already, so the view is the same however the request was served;
 - the headers authentication reads are single-valued: a comma in one (a second copy, or junk no
-  token, timestamp or schedule time contains) is named by ``ambiguous`` and refused with 400.
-  ``X-Consumer-Signature`` is a list by design (``v1=a,v1=b`` during a rotation): each entry is
-  checked against the body, so a second copy adds only candidates that must verify.
+  token, timestamp, schedule time or claim contains) is named by ``ambiguous`` and refused with
+  400. ``X-Consumer-Signature`` is a list by design (``v1=a,v1=b`` during a rotation): each entry
+  is checked against the body, so a second copy adds only candidates that must verify;
+- so is the legacy ``?token=`` of a push: sent twice, one layer could read the first and another
+  the last, so ``ambiguous`` names it too;
+- a header whose name holds an underscore is not read (``x_consumer_signature`` is not
+  ``x-consumer-signature``): gunicorn's default and Werkzeug's server drop such a header, and a
+  proxy that vets the dashed name lets the other through (wsgiref maps both names to one key
+  before the app sees it; the door cannot tell them apart there).
 """
 
 from __future__ import annotations
@@ -27,9 +33,12 @@ SINGLE_VALUED = (
     "x-cloudscheduler-scheduletime",
     "x-cloudscheduler-jobname",
     "x-goog-iap-jwt-assertion",
+    "x-consumer-claim",
 )
 """Headers authentication reads whose value never holds a comma (a JWT, Unix seconds, an RFC 3339
-time, a job's resource name)."""
+time, a job's resource name, the claim a job target reports under: ``host/pid/hex``)."""
+SINGLE_VALUED_QUERY = ("token",)
+"""Query parameters authentication reads: the legacy shared push token."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +54,8 @@ class RequestView:
         headers: dict[str, str] = {}
         for raw_name, raw_value in scope["headers"]:
             name, value = raw_name.decode("latin-1").lower(), raw_value.decode("latin-1").strip()
+            if "_" in name:  # as gunicorn's sync worker and Werkzeug's server: not read
+                continue
             headers[name] = f"{headers[name]},{value}" if name in headers else value
         query = scope.get("query_string", b"").decode("latin-1")
         return cls(scope["method"].upper(), _path(scope["path"]), query, headers)
@@ -68,8 +79,14 @@ class RequestView:
         return self.headers.get(name, "")
 
     def ambiguous(self) -> str | None:
-        """The first single-valued authentication header that was sent twice (or holds a comma)."""
-        return next((name for name in SINGLE_VALUED if "," in self.headers.get(name, "")), None)
+        """What names the first single-valued authentication header that was sent twice (or
+        holds a comma), or query parameter sent twice; None when every one is single."""
+        header = next((name for name in SINGLE_VALUED if "," in self.headers.get(name, "")), None)
+        if header is not None:
+            return f"{header} header"
+        names = [name for name, _ in parse_qsl(self.query, keep_blank_values=True)]
+        repeated = (name for name in SINGLE_VALUED_QUERY if names.count(name) > 1)
+        return next((f"?{name}= query parameter" for name in repeated), None)
 
     def chunked(self) -> bool:
         return "chunked" in self.header("transfer-encoding").lower()

@@ -5,7 +5,7 @@ Each push or pull subscription is declared with the routes it may feed (``CONSUM
 ways in (the CLI, replay) are trusted. A ``run_now`` or a continuation (a wake-up is one) is
 honoured only when the service signed it (``consumer.wire.signed``), since only its own tooling
 sets them. Local mode, and settings built in code that declare nothing, keep the permissive
-routing of old, and say so once.
+routing of old, and say so once, at start (``announce``).
 
 A refused delivery is recorded ``dead`` with its full message under a key of its own
 (``refused:SUBSCRIPTION:MESSAGE_ID``), never under the key of the event it tried to start: a
@@ -120,14 +120,26 @@ def _where(source: Source, message: PushMessage) -> str:
     return "a delivery that names no subscription"
 
 
+PERMISSIVE = (
+    "%s: routing is permissive: any source may start any route, and run_now and continuations "
+    "are honoured unsigned; to restrict it, declare the routes each subscription may start in "
+    "CONSUMER_SOURCES (SUBSCRIPTION=ROUTE+ROUTE,..., e.g. consumer-jobs-push=job) and the "
+    "service's signing secrets in CONSUMER_SIGNING_SECRETS (docs/sources.md)"
+)
+
+
+def announce(settings: Settings) -> None:
+    """At a server's start (``consumer.http.app.create_app``, the embedded extension, ``consumer
+    pull``): one WARNING line when routing is permissive, once per process, never hidden by a
+    quieter ``CONSUMER_LOG_LEVEL``. A way in that starts without it says so at its first
+    delivery instead (``refusal``)."""
+    if permissive(settings):
+        _announce(settings)
+
+
 def _announce(settings: Settings) -> None:
-    """Once per process: deliveries are not checked against their source."""
     if _announced.is_set():
         return
     _announced.set()
     why = "local mode" if settings.local_mode else "no CONSUMER_SOURCES declared"
-    log.warning(
-        "%s: every source may start every route, and run_now and continuations are honoured "
-        "unsigned (docs/sources.md)",
-        why,
-    )
+    log.log(max(logging.WARNING, log.getEffectiveLevel()), PERMISSIVE, why)

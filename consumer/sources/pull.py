@@ -138,6 +138,7 @@ def run_pull(service: Service, subscription: str, max_messages: int) -> None:
     configure_logging(settings.logging.level, settings.logging.format, settings.logging.project_id)
     service.require_database(serving=True)
     dispatcher = Dispatcher(settings, service.engine, service.registry)
+    admission.announce(settings)  # permissive routing is said at start
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())

@@ -49,6 +49,7 @@ from tests.http.corpus import (
     hostile,
     wrong_source,
 )  # fmt: skip
+from tests.http.corpus_headers import header_names
 from tests.http.corpus_jobs import job_api, job_controls
 from tests.http.servings import SERVINGS, Answer, Serving, servings
 
@@ -145,7 +146,7 @@ def test_the_hostile_corpus_gets_one_answer_everywhere_and_starts_nothing(
     before = {name: serving.rows() for name, serving in four.items()}
     found: list[str] = []
     summary: dict[str, Counter[str]] = defaultdict(Counter)
-    for probe in hostile(kit) + job_api(kit):
+    for probe in hostile(kit) + job_api(kit) + header_names(kit):
         answers = {name: serving.send(probe.raw) for name, serving in four.items()}
         found += differences(probe, answers)
         found += [f"{probe.name}: {n} answered {a}" for n, a in answers.items() if a.status < 400]
