@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import parse_qs
@@ -18,11 +20,20 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from google.oauth2 import id_token
 
 from bench.support.target_servers import PyTarget
+from consumer.config.targets import target
+from consumer.errors import Retryable
 from consumer.targets.auth import GoogleIdTokens
+from consumer.targets.call import Caller
+from consumer.targets.cloudevent import for_event
+from consumer.wire.events import TickEvent
+from consumer.wire.message import PushMessage
+from consumer.wire.schedule import Every
 from tests.auth.tokens import CertsServer, SigningKey, claims
 
 CALLER = "consumer@project.iam.gserviceaccount.com"
 AUDIENCE = "https://orders.internal"
+SLOW_SECONDS = 3.0
+"""How long the slow token endpoint takes to answer: longer than the call's deadline."""
 
 
 @pytest.fixture
@@ -73,9 +84,56 @@ def test_the_token_is_for_the_audience_verifiable_and_cached(
     path = service_account(tmp_path, f"{endpoint.url}/token")
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(path))
     tokens = GoogleIdTokens()
-    token = tokens(AUDIENCE)
+    token = tokens(AUDIENCE, time.monotonic() + 10)
     verified = id_token.verify_token(
         token, google.auth.transport.requests.Request(), audience=AUDIENCE, certs_url=certs.url
     )
     assert verified["email"] == CALLER and verified["aud"] == AUDIENCE
-    assert tokens(AUDIENCE) == token and len(endpoint.received) == 1, "cached until it expires"
+    assert tokens(AUDIENCE, time.monotonic() + 10) == token and len(endpoint.received) == 1, (
+        "cached until it expires"
+    )
+
+
+def test_a_slow_token_endpoint_does_not_hold_the_call_past_its_deadline(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    issuer: tuple[PyTarget, SigningKey, CertsServer],
+) -> None:
+    """The worker is back at the call's deadline (the event retried); the fetch goes on without
+    it, and the next call uses the token it brought."""
+    endpoint, _key, certs = issuer
+    grant = endpoint.replies[0]
+    assert callable(grant)
+    endpoint.replies = [lambda handler: (time.sleep(SLOW_SECONDS), grant(handler))]
+    monkeypatch.setenv(
+        "GOOGLE_APPLICATION_CREDENTIALS", str(service_account(tmp_path, f"{endpoint.url}/token"))
+    )
+    with PyTarget().running() as orders:
+        caller = google_caller(orders.url)
+        started = time.monotonic()
+        with pytest.raises(Retryable, match="no ID token"):
+            call(caller, seconds=1.5)
+        assert time.monotonic() - started < 1.5, "the token fetch outlived the call's deadline"
+        assert not orders.received
+        time.sleep(SLOW_SECONDS)
+        assert call(caller, seconds=1.5)["status"] == 200
+    (got,) = orders.received
+    token = got.headers["Authorization"].removeprefix("Bearer ")
+    request = google.auth.transport.requests.Request()
+    assert id_token.verify_token(token, request, audience=AUDIENCE, certs_url=certs.url)
+    assert len(endpoint.received) == 1, "one fetch, its token kept"
+
+
+def google_caller(url: str) -> Caller:
+    spec = target(
+        "orders", url=url, serves={"tick": "process-pending", "period_seconds": 60},
+        auth={"type": "google", "audience": AUDIENCE}, timeout_seconds=1,
+    )  # fmt: skip
+    return Caller(spec, GoogleIdTokens())
+
+
+def call(caller: Caller, seconds: float) -> dict[str, object]:
+    deadline = time.monotonic() + seconds
+    slot = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+    event = TickEvent("process-pending", slot, Every(60), PushMessage("m1", publish_time=slot))
+    return caller.call(for_event(event, event.key), lambda: deadline - time.monotonic())
