@@ -6,13 +6,14 @@ for ``A`` (the JWT as text), after ``identity_delay`` seconds: a slow metadata s
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from tests.http.servings import in_thread
 
 FLAVOR = ("Metadata-Flavor", "Google")
 ACCOUNT_PATH = "/computeMetadata/v1/instance/service-accounts/default/"
@@ -68,10 +69,5 @@ class MetadataServer:
 
     @contextmanager
     def running(self) -> Iterator[MetadataServer]:
-        thread = threading.Thread(target=self._server.serve_forever, args=(0.02,), daemon=True)
-        thread.start()
-        try:
+        with in_thread(self._server):
             yield self
-        finally:
-            self._server.shutdown()
-            self._server.server_close()
