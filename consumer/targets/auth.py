@@ -16,6 +16,7 @@ from concurrent.futures import Future
 
 import google.auth.exceptions
 import google.auth.transport.requests
+import requests
 from google.oauth2 import id_token
 
 from consumer.auth.signature import SIGNATURE_HEADER, TIMESTAMP_HEADER, signed_headers
@@ -35,7 +36,6 @@ class GoogleIdTokens:
     and the next call uses its token."""
 
     def __init__(self) -> None:
-        self._request = google.auth.transport.requests.Request()
         self._credentials: dict[str, google.auth.credentials.Credentials] = {}
         self._fetches: dict[str, Future[str]] = {}
         self._lock = threading.Lock()
@@ -73,12 +73,15 @@ class GoogleIdTokens:
             return fetch
 
     def _refresh(self, audience: str, fetch: Future[str]) -> None:
+        """The fetch's thread; its own session (fetches for other audiences run beside it)."""
         credentials = self._credentials.get(audience)
         try:
-            if credentials is None:
-                credentials = id_token.fetch_id_token_credentials(audience, self._request)
-            if not credentials.valid:
-                credentials.refresh(self._request)
+            with requests.Session() as session:
+                request = google.auth.transport.requests.Request(session)
+                if credentials is None:
+                    credentials = id_token.fetch_id_token_credentials(audience, request)
+                if not credentials.valid:
+                    credentials.refresh(request)
         except BaseException as exc:  # the waiters learn it; the next call fetches again
             with self._lock:
                 del self._fetches[audience]
