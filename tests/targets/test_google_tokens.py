@@ -140,7 +140,7 @@ def bounded_then_kept(certs: CertsServer, fetches: Callable[[], int]) -> None:
     with PyTarget().running() as orders:
         caller = google_caller(orders.url)
         started = time.monotonic()
-        with pytest.raises(Retryable, match="by the call.s deadline"):
+        with pytest.raises(Retryable, match="by the call's deadline"):
             call(caller, seconds=1.5)
         assert time.monotonic() - started < 1.5, "the token fetch outlived the call's deadline"
         assert not orders.received
