@@ -13,7 +13,9 @@ Nothing here may slow or fail an enqueue: the enqueue only sets an event; one da
 process and target sends, coalescing every request of a ``CONSUMER_WAKE_WINDOW_MS`` window into
 one wake-up (the last request is always served after it was made), and logs a failure. The
 thread blocks on that event while nothing is enqueued: no pod polls. A process that exits right
-after enqueuing (the CLI) waits up to ``EXIT_FLUSH_SECONDS`` for its last wake-up.
+after enqueuing (the CLI) waits up to ``EXIT_FLUSH_SECONDS`` for its last wake-up. A local
+wake-up waits for the sweep's answer no longer than the ack deadline (a wall-clock deadline on
+the whole exchange): the server's own watchdog has ended that sweep by then.
 
 The engine an enqueue runs on says where to wake: the composition root attaches its settings
 to the service's engine (``attach``), and the engine itself then holds its target, so no table of
@@ -30,10 +32,10 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-import requests
 from sqlalchemy import Connection, Engine, event
 
 from consumer.config.settings import Settings
+from consumer.outbound.deadline import Deadline, deadline_session
 from consumer.pipeline import admission, continuation
 from consumer.wire import signed
 from consumer.wire.envelopes_out import wrapped_body
@@ -58,6 +60,8 @@ class Target:
     window_seconds: float = 0.05
     secret: str = field(default="", repr=False)
     """What its wake-ups are signed with (``CONSUMER_SIGNING_SECRETS``' first)."""
+    answer_seconds: float = 60.0
+    """How long a local wake-up waits for the sweep's answer: the ack deadline."""
 
     @classmethod
     def of(cls, settings: Settings) -> Target | None:
@@ -70,7 +74,8 @@ class Target:
         if not (secret or admission.permissive(settings)):
             log.warning("no wake-ups: CONSUMER_SIGNING_SECRETS is not set, so none is honoured")
             return None
-        return cls(jobs.wake_topic, url, jobs.wake_window_ms / 1000, secret)
+        ack_deadline = float(settings.inbox.ack_deadline_seconds)
+        return cls(jobs.wake_topic, url, jobs.wake_window_ms / 1000, secret, ack_deadline)
 
 
 def attach(engine: Engine, settings: Settings) -> None:
@@ -131,6 +136,7 @@ class Sender:
         self._state = threading.Condition()
         self._requested = self._sent = 0
         self._deferred = False
+        self._session = deadline_session()  # used by the sender's thread only
         threading.Thread(target=self._run, name="wake-sender", daemon=True).start()
 
     def request(self, deferred: bool = False) -> None:
@@ -171,6 +177,8 @@ class Sender:
             else:
                 # The answer comes when the sweep is done: wait for it, later wake-ups queue.
                 body = wrapped_body(attributes=attributes)
-                requests.post(self.target.url, json=body, timeout=(SEND_TIMEOUT_SECONDS, 300))
+                timeout = (SEND_TIMEOUT_SECONDS, self.target.answer_seconds)
+                with Deadline(time.monotonic() + self.target.answer_seconds):
+                    self._session.post(self.target.url, json=body, timeout=timeout).close()
         except Exception as exc:  # best effort: the scheduled tick catches up
             log.warning("wake-up not sent to %s: %s", self.target.topic or self.target.url, exc)

@@ -12,49 +12,98 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 
 import google.auth.exceptions
 import google.auth.transport.requests
+import requests
 from google.oauth2 import id_token
 
 from consumer.auth.signature import SIGNATURE_HEADER, TIMESTAMP_HEADER, signed_headers
 from consumer.config.targets import TargetAuth
 from consumer.errors import Retryable
 
-TokenSource = Callable[[str], str]
-"""An ID token (a JWT) for an audience."""
+TokenSource = Callable[[str, float], str]
+"""An ID token (a JWT) for an audience, by a monotonic deadline."""
 
 
 class GoogleIdTokens:
-    """google-auth's ID-token credentials, one per audience, refreshed when no longer valid."""
+    """google-auth's ID-token credentials, one per audience, refreshed when no longer valid.
+
+    A fetch (the token endpoint, the metadata server with its retries and back-off) runs on a
+    thread of its own, one per audience at a time; a caller waits for it no longer than its
+    call's deadline, so a slow token source never holds a worker past it. The fetch goes on
+    and the next call uses its token."""
 
     def __init__(self) -> None:
-        self._request = google.auth.transport.requests.Request()
         self._credentials: dict[str, google.auth.credentials.Credentials] = {}
+        self._fetches: dict[str, Future[str]] = {}
         self._lock = threading.Lock()
 
-    def __call__(self, audience: str) -> str:
-        """A valid token; a failure to get one is transient (the metadata server, a token
-        endpoint) or a fault an operator mends, so the event is retried, not killed."""
+    def __call__(self, audience: str, deadline: float) -> str:
+        """A valid token by monotonic time ``deadline``; a failure to get one in time is
+        transient (the metadata server, a token endpoint) or a fault an operator mends, so the
+        event is retried, not killed."""
         try:
-            with self._lock:
-                credentials = self._credentials.get(audience)
-                if credentials is None:
-                    credentials = id_token.fetch_id_token_credentials(audience, self._request)
-                    self._credentials[audience] = credentials
-                if not credentials.valid:
-                    credentials.refresh(self._request)
-                return str(credentials.token)
+            return self._fetch(audience).result(timeout=max(0.0, deadline - time.monotonic()))
+        except TimeoutError:
+            late = f"no ID token for audience {audience!r} by the call's deadline"
+            raise Retryable(late) from None
         except google.auth.exceptions.GoogleAuthError as exc:
             raise Retryable(f"no ID token for audience {audience!r}: {exc}") from exc
 
+    def _fetch(self, audience: str) -> Future[str]:
+        """The kept token, or the fetch under way (started now if none is)."""
+        with self._lock:
+            credentials = self._credentials.get(audience)
+            if credentials is not None and credentials.valid:
+                done: Future[str] = Future()
+                done.set_result(str(credentials.token))
+                return done
+            fetch = self._fetches.get(audience)
+            if fetch is None:
+                fetch = self._fetches[audience] = Future()
+                try:
+                    thread = threading.Thread(target=self._refresh, args=(audience, fetch))
+                    thread.daemon = True
+                    thread.start()
+                except RuntimeError as exc:  # no thread to be had: the next call tries again
+                    del self._fetches[audience]
+                    raise Retryable(f"no ID token for audience {audience!r}: {exc}") from exc
+            return fetch
+
+    def _refresh(self, audience: str, fetch: Future[str]) -> None:
+        """The fetch's thread; its own session (fetches for other audiences run beside it)."""
+        credentials = self._credentials.get(audience)
+        try:
+            with requests.Session() as session:
+                request = google.auth.transport.requests.Request(session)
+                if credentials is None:
+                    credentials = id_token.fetch_id_token_credentials(audience, request)
+                if not credentials.valid:
+                    credentials.refresh(request)
+        except BaseException as exc:  # the waiters learn it; the next call fetches again
+            with self._lock:
+                del self._fetches[audience]
+            fetch.set_exception(exc)
+            return
+        with self._lock:
+            self._credentials[audience] = credentials
+            del self._fetches[audience]
+        fetch.set_result(str(credentials.token))
+
 
 def auth_headers(
-    auth: TargetAuth, body: bytes, tokens: TokenSource, now: Callable[[], float] = time.time
+    auth: TargetAuth,
+    body: bytes,
+    tokens: TokenSource,
+    deadline: float,
+    now: Callable[[], float] = time.time,
 ) -> dict[str, str]:
-    """The headers that authenticate one call carrying ``body``."""
+    """The headers that authenticate one call carrying ``body``, made by monotonic time
+    ``deadline`` (the call's)."""
     if auth.type == "google":
-        return {"Authorization": f"Bearer {tokens(auth.audience)}"}
+        return {"Authorization": f"Bearer {tokens(auth.audience, deadline)}"}
     if auth.type == "hmac":
         timestamp = int(now())
         signatures = [signed_headers(s, timestamp, body)[SIGNATURE_HEADER] for s in auth.secrets]

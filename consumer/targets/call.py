@@ -88,7 +88,7 @@ class Caller:
 
     def _post_once(self, delivery: Delivery, deadline: float, on_cancel: OnCancel) -> Answer:
         headers = {"User-Agent": USER_AGENT, **delivery.headers()}
-        headers |= auth_headers(self.spec.auth, delivery.body, self.tokens)
+        headers |= auth_headers(self.spec.auth, delivery.body, self.tokens, deadline)
         spans.inject(headers)  # the call's own span as the target's parent
         timeout = max(MIN_REQUEST_SECONDS, deadline - time.monotonic())
         ends = Deadline(time.monotonic() + timeout)

@@ -128,5 +128,5 @@ def specs_of(registry: Registry, settings: Settings) -> list[TargetSpec]:
     return [*registry.http_targets.values(), *settings.targets.targets]
 
 
-def _no_tokens(audience: str) -> str:
+def _no_tokens(audience: str, deadline: float) -> str:
     raise SettingsError(f"no ID-token source for audience {audience!r}")  # no google target

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
+from bench.support.target_servers import Dripping
 from consumer import NewJob, enqueue, enqueue_many
 from consumer.config.settings import Settings
 from consumer.jobs import wake
@@ -121,3 +122,16 @@ def test_without_a_target_nothing_is_woken(engine: Engine, settings: Settings) -
     assert wake.Target.of(settings.with_values(local_mode=False, wake_url="http://x/push")) is None
     topic = settings.with_values(wake_topic="projects/p/topics/wake")
     assert wake.Target.of(topic) == wake.Target("projects/p/topics/wake", "", 0.05)
+
+
+def test_a_wake_up_waits_for_the_sweeps_answer_no_longer_than_the_ack_deadline(
+    settings: Settings,
+) -> None:
+    target = wake.Target.of(settings.with_values(wake_url="http://x/push", ack_deadline_seconds=45))
+    assert target is not None and target.answer_seconds == 45
+    with Dripping(interval=0.2).running() as server:  # its answer takes 8 s, a byte at a time
+        sender = wake.Sender(wake.Target(url=server.url, answer_seconds=1.0))
+        started = time.monotonic()
+        sender.request()
+        sender.wait_sent(10)
+        assert time.monotonic() - started < 3, "the wake-up outlived its deadline"

@@ -32,7 +32,7 @@ def caller(url: str, auth: dict[str, Any] | None = None, **options: Any) -> Call
         "orders", url=url, serves={"tick": "process-pending", "period_seconds": 60},
         auth=auth or {"type": "none"}, **options,
     )  # fmt: skip
-    return Caller(spec, tokens=lambda audience: f"token-for-{audience}")
+    return Caller(spec, tokens=lambda audience, deadline: f"token-for-{audience}")
 
 
 def tick(task: str = "process-pending") -> TickEvent:

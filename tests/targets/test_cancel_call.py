@@ -49,7 +49,7 @@ def test_a_cancel_abandons_the_call_and_the_job_ends_cancelled(
     spec = target("silent", url=silent.url, serves={"job_kind": "slow-call"},
                   auth={"type": "none"}, timeout_seconds=60)  # fmt: skip
     registry = Registry()
-    registry.job_kinds.add("slow-call", JobTarget(Caller(spec, lambda audience: "")))
+    registry.job_kinds.add("slow-call", JobTarget(Caller(spec, lambda audience, deadline: "")))
     settings = Settings.of(database_url=database_url, local_mode=True, job_lease_seconds=1)
     job_id = JobStore(engine).enqueue(NewJob("slow-call", {}), allow_unknown=True).job_id
     assert job_id is not None
