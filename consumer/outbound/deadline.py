@@ -24,6 +24,10 @@ from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
+CONNECT_FLOOR_SECONDS = 0.001
+"""A connect started at or after the deadline still gets this long (a timeout of 0 would make
+the socket non-blocking, a different failure), then fails as a timeout."""
+
 _current = threading.local()
 """The deadline of the exchange this thread is running, if any."""
 
@@ -99,9 +103,15 @@ def _watched(connection: HTTPConnection) -> None:
 
 class _Watched(HTTPConnection):
     """Reports itself to the thread's deadline on every request (a pooled connection is reused
-    without connecting again) and once connected (the socket exists only then)."""
+    without connecting again) and once connected (the socket exists only then). Until then no
+    socket exists for the timer to shut, so the connect's own timeout is cut to the time left."""
 
     def connect(self) -> None:
+        deadline: Deadline | None = getattr(_current, "deadline", None)
+        if deadline is not None:
+            left = max(CONNECT_FLOOR_SECONDS, deadline.left())
+            given = self.timeout
+            self.timeout = min(given, left) if isinstance(given, int | float) else left
         super().connect()
         _watched(self)
 
