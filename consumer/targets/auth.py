@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
+from typing import Any
 
 import google.auth.exceptions
 import google.auth.transport.requests
@@ -26,6 +27,22 @@ from consumer.errors import Retryable
 TokenSource = Callable[[str, float], str]
 """An ID token (a JWT) for an audience, by a monotonic deadline."""
 
+TOKEN_REQUEST_SECONDS = 10.0
+"""The longest one request of a fetch may take (google-auth allows a token endpoint 120 s): a
+fetch that cannot finish leaves room for the next call to start another."""
+
+
+class _CappedRequest(google.auth.transport.requests.Request):
+    """google-auth's transport, each request's timeout at most ``cap`` seconds."""
+
+    def __init__(self, session: requests.Session, cap: float) -> None:
+        super().__init__(session)
+        self._cap = cap
+
+    def __call__(self, url: str, *args: Any, timeout: float | None = None, **kwargs: Any) -> Any:
+        kwargs["timeout"] = self._cap if timeout is None else min(timeout, self._cap)
+        return super().__call__(url, *args, **kwargs)
+
 
 class GoogleIdTokens:
     """google-auth's ID-token credentials, one per audience, refreshed when no longer valid.
@@ -33,9 +50,10 @@ class GoogleIdTokens:
     A fetch (the token endpoint, the metadata server with its retries and back-off) runs on a
     thread of its own, one per audience at a time; a caller waits for it no longer than its
     call's deadline, so a slow token source never holds a worker past it. The fetch goes on
-    and the next call uses its token."""
+    and the next call uses its token; each of its requests ends within ``request_seconds``."""
 
-    def __init__(self) -> None:
+    def __init__(self, request_seconds: float = TOKEN_REQUEST_SECONDS) -> None:
+        self._request_seconds = request_seconds
         self._credentials: dict[str, google.auth.credentials.Credentials] = {}
         self._fetches: dict[str, Future[str]] = {}
         self._lock = threading.Lock()
@@ -77,7 +95,7 @@ class GoogleIdTokens:
         credentials = self._credentials.get(audience)
         try:
             with requests.Session() as session:
-                request = google.auth.transport.requests.Request(session)
+                request = _CappedRequest(session, self._request_seconds)
                 if credentials is None:
                     credentials = id_token.fetch_id_token_credentials(audience, request)
                 if not credentials.valid:

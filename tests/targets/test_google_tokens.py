@@ -117,6 +117,21 @@ def test_a_slow_token_endpoint_does_not_hold_the_call_past_its_deadline(
     bounded_then_kept(certs, lambda: len(endpoint.received))
 
 
+def test_each_request_of_a_fetch_ends_at_its_cap(key_file: tuple[PyTarget, CertsServer]) -> None:
+    """google-auth gives a token endpoint 120 s; a fetch's request ends at its cap instead, so a
+    call with time to spare is not kept waiting on an endpoint that will not answer."""
+    endpoint, _certs = key_file
+    grant = endpoint.replies[0]
+    assert callable(grant)
+    endpoint.replies = [lambda handler: (time.sleep(SLOW_SECONDS), grant(handler))]
+    tokens = GoogleIdTokens(request_seconds=1.0)
+    started = time.monotonic()
+    with pytest.raises(Retryable, match="no ID token"):
+        tokens(AUDIENCE, time.monotonic() + 10)
+    elapsed = time.monotonic() - started
+    assert elapsed < SLOW_SECONDS - 0.5, f"the fetch waited {elapsed:.1f}s past its 1s cap"
+
+
 def test_a_slow_metadata_server_does_not_hold_the_call_past_its_deadline(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
