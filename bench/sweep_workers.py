@@ -24,9 +24,9 @@ from consumer.config.flow import JobLimit
 from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
 from consumer.jobs import queries
-from consumer.jobs.kinds import JobKinds
 from consumer.jobs.store import JobStore
 from consumer.jobs.sweep import Sweeper
+from consumer.pipeline.extensions import JobKinds
 
 LEASE = timedelta(seconds=300)
 

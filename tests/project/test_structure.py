@@ -204,3 +204,35 @@ def test_the_checks_find_a_test_import_and_a_sys_path_edit(tmp_path: Path) -> No
     files = sorted(tmp_path.glob("*.py"))
     assert imports_from_tests(files) == ["leaning.py"]
     assert sys_path_edits(files) == ["editing.py"]
+
+
+def class_style(name: str) -> bool:
+    return name[:1].isupper() and not name.isupper()
+
+
+def class_aliases(paths: Iterable[Path]) -> list[str]:
+    """Module-level ``Name = Other`` where both are class-style names: a second name for one thing
+    (constants, ``ALL_CAPS``, may name one another)."""
+    found = []
+    for path in paths:
+        for node in ast.parse(path.read_text()).body:
+            if (
+                isinstance(node, ast.Assign)
+                and len(node.targets) == 1
+                and isinstance(target := node.targets[0], ast.Name)
+                and isinstance(node.value, ast.Name)
+                and class_style(target.id)
+                and class_style(node.value.id)
+            ):
+                found.append(f"{path.name}: {target.id} = {node.value.id}")
+    return sorted(found)
+
+
+def test_no_class_has_a_second_name() -> None:
+    paths = [*PACKAGE.rglob("*.py"), *(ROOT / "triggers").rglob("*.py")]
+    assert class_aliases(paths) == []
+
+
+def test_the_alias_finder_finds_an_alias(tmp_path: Path) -> None:
+    (tmp_path / "names.py").write_text("MAX = LIMIT\nWarmerRegistry = Warmers\nx = y\n")
+    assert class_aliases([tmp_path / "names.py"]) == ["names.py: WarmerRegistry = Warmers"]
