@@ -10,7 +10,7 @@ sweeps apart, and the scheduled tick stays the safety net for a wake-up that was
 mode, without Pub/Sub, the wake-up is POSTed to the local server instead (``CONSUMER_WAKE_URL``).
 
 Nothing here may slow or fail an enqueue: the enqueue only sets an event; one daemon thread per
-process and target sends, coalescing every request of a ``CONSUMER_WAKE_WINDOW_MS`` window into
+process and engine sends, coalescing every request of a ``CONSUMER_WAKE_WINDOW_MS`` window into
 one wake-up (the last request is always served after it was made), and logs a failure. The
 thread blocks on that event while nothing is enqueued: no pod polls. A process that exits right
 after enqueuing (the CLI) waits up to ``EXIT_FLUSH_SECONDS`` for its last wake-up.
