@@ -19,8 +19,8 @@ from consumer import NewJob, enqueue_many
 from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
 from consumer.db.migrate import upgrade
-from consumer.jobs.kinds import JobKinds
 from consumer.jobs.sweep import Sweeper
+from consumer.pipeline.extensions import JobKinds
 
 
 def run_once(conninfo: str, backlog: int, grouped: bool, threads: int, hold: float) -> Any:

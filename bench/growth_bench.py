@@ -38,7 +38,8 @@ from typing import NamedTuple
 
 import psycopg
 
-from bench.push_bench import APPS, Run, database, measure, median_of, service_env
+from bench.push_bench import median_of
+from bench.push_serving import APPS, Run, database, measure, service_env
 from bench.support.purge import PurgeRun, purge_line, purge_under_load, report_purge
 from consumer.jobs import cleanup as cleanup_task
 from consumer.wire.timeutil import utcnow

@@ -23,8 +23,8 @@ from typing import Any
 
 import psycopg
 
-from bench.push_bench import consumer_app, database
 from bench.push_load import deploy_body
+from bench.push_serving import consumer_app, database
 
 WARM_UP = 300
 

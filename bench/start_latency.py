@@ -33,6 +33,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import psycopg
 import requests
@@ -168,14 +169,11 @@ def measure(pubsub: str, database_url: str, args: argparse.Namespace) -> list[fl
     with pods(args.pods, args.workers, env) as ports, Balancer(ports) as balancer:
         stack.ensure_push_subscription(pubsub, PROJECT, "wakeups-push", "wakeups",
                                        balancer.url, 60)  # fmt: skip
-        previous = os.environ.get("PUBSUB_EMULATOR_HOST")
-        os.environ["PUBSUB_EMULATOR_HOST"] = pubsub  # this process publishes its wake-ups too
-        try:
+        # This process publishes its wake-ups too.
+        with mock.patch.dict(os.environ, PUBSUB_EMULATOR_HOST=pubsub):
             wake.attach(engine, Settings.of(local_mode=True, wake_topic=topic))
             committed = enqueue_steadily(engine, args.jobs, args.rate, args.max_seconds)
             found = latencies(engine, committed, 30)
-        finally:
-            _restore("PUBSUB_EMULATOR_HOST", previous)
     engine.dispose()
     return found
 
@@ -244,13 +242,6 @@ def measure_notify(database_url: str, args: argparse.Namespace) -> dict[str, lis
         found["notify, job API"] = latencies(engine, committed, 30)
     engine.dispose()
     return found
-
-
-def _restore(name: str, value: str | None) -> None:
-    if value is None:
-        os.environ.pop(name, None)
-    else:
-        os.environ[name] = value
 
 
 def line(found: list[float], floor: float) -> str:

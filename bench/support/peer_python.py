@@ -59,8 +59,8 @@ def consumer_enqueue(conninfo: str, jobs: int) -> float:
 def consumer_work(conninfo: str, jobs: int) -> None:
     from consumer.config.settings import Settings
     from consumer.db.engine import make_engine
-    from consumer.jobs.kinds import JobKinds
     from consumer.jobs.sweep import Sweeper
+    from consumer.pipeline.extensions import JobKinds
 
     settings = Settings.of(database_url=_url(conninfo), local_mode=True)
     engine = make_engine(settings.database_url, pool_size=1)

@@ -13,8 +13,8 @@ from typing import NamedTuple
 
 import psycopg
 
-from bench.push_bench import APPS, gunicorn, service_env, sqlalchemy_url
 from bench.push_load import Sample, python_load, steady_load
+from bench.push_serving import APPS, gunicorn, service_env, sqlalchemy_url
 from bench.support.cpu import backends, children, cpu_seconds, spent
 from consumer.config.settings import Settings
 from consumer.db.engine import make_engine

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import requests
 
 from consumer.demo.processes import Child, free_port, start_pubsub
-from consumer.sources.ticker import Pace, Schedule, run_rounds
+from consumer.ticks.stand_in import Pace, Schedule, run_rounds
 from consumer.wire.envelopes_out import tick_body
 
 PROJECT = "demo"

@@ -39,10 +39,6 @@ log = logging.getLogger("consumer.deploy")
 Warmer = Callable[[HandlerContext, DeployEvent], WarmReport | None]
 
 
-WarmerRegistry = Warmers
-"""The registry's warmer table (kept under its old name)."""
-
-
 class CacheWarming:
     """The registered deploy handler."""
 

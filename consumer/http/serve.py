@@ -27,7 +27,7 @@ from consumer.http.wsgi import asgi
 from consumer.observe import exporting, metrics
 from consumer.observe.logs import configure_logging
 from consumer.service import Service, or_exit
-from consumer.sources.ticker import LocalTicker
+from consumer.ticks.stand_in import LocalTicker
 
 
 class Server(BaseApplication):

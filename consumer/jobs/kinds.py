@@ -13,7 +13,6 @@ from sqlalchemy import Engine
 
 from consumer.config.settings import Settings
 from consumer.jobs.model import Job, JobCancelled, NewJob, UnknownKind
-from consumer.pipeline.extensions import Functions
 
 JobHandler = Callable[["JobContext", Job], Any]
 
@@ -90,9 +89,6 @@ class JobContext:
         self._stack.close()
         self._resources.clear()
 
-
-JobKinds = Functions
-"""The registry's job-kind table (``registry.job_kinds``), by name."""
 
 BUILT_IN = frozenset({"email"})
 """Kinds the package itself provides (``consumer.jobs.tick`` registers them)."""

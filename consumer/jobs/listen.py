@@ -45,22 +45,31 @@ PREFIX = "notify-"
 PING_SECONDS = 30.0
 FIRST_BACKOFF_SECONDS = 0.5
 MAX_BACKOFF_SECONDS = 30.0
-_started: dict[tuple[int, Engine], Listener] = {}
+LISTENER_ATTRIBUTE = "consumer_listener"
+"""The attribute of an engine that holds its process's ``Listener`` (set by ``start``), so no
+table of engines lives beside them: each service's engine has its own."""
 _lock = threading.Lock()
 
 
 def start(dispatcher: Dispatcher) -> Listener | None:
     """This process's listener for the dispatcher's database (started once per process and
-    engine); ``None`` on SQLite."""
+    engine, held by the engine); ``None`` on SQLite."""
     engine = dispatcher.engine
     if engine.dialect.name != POSTGRESQL:
         return None
     with _lock:
-        key = (os.getpid(), engine)
-        if key not in _started:
+        listener = listener_of(engine)
+        if listener is None:
             sweeps = Coalesced(lambda: sweep_now(dispatcher), "notify-sweep")
-            _started[key] = Listener(dispatcher, sweeps.request)
-        return _started[key]
+            listener = Listener(dispatcher, sweeps.request)
+            setattr(engine, LISTENER_ATTRIBUTE, listener)
+        return listener
+
+
+def listener_of(engine: Engine) -> Listener | None:
+    """The listener this process started for ``engine`` (a forked child's parent's is not)."""
+    listener: Listener | None = getattr(engine, LISTENER_ATTRIBUTE, None)
+    return listener if listener is not None and listener.pid == os.getpid() else None
 
 
 def sweep_now(dispatcher: Dispatcher) -> None:
@@ -100,6 +109,7 @@ class Listener:
     def __init__(self, dispatcher: Dispatcher, notified: Callable[[], None]) -> None:
         self.dispatcher = dispatcher
         self.notified = notified
+        self.pid = os.getpid()
         self.connected = threading.Event()
         """Set while the connection listens (tests and benches wait on it)."""
         self.sessions = 0

@@ -35,7 +35,7 @@ from consumer.db.engine import unavailable_on_db_fault
 from consumer.errors import Permanent
 from consumer.jobs.batch import Batch, Flushes, plus
 from consumer.jobs.detached import Detached
-from consumer.jobs.kinds import JobContext, JobKinds
+from consumer.jobs.kinds import JobContext
 from consumer.jobs.lease import LeaseKeeper
 from consumer.jobs.model import Failure, Job, JobCancelled, JobHeld, Written
 from consumer.jobs.pace import Pace
@@ -44,6 +44,7 @@ from consumer.jobs.retry import describe, next_run_at, with_error
 from consumer.jobs.store import JobStore
 from consumer.jobs.throttle import Throttle
 from consumer.observe import metrics, spans
+from consumer.pipeline.extensions import JobKinds
 from consumer.wire.timeutil import Clock, utcnow
 
 log = logging.getLogger("consumer.jobs.sweep")

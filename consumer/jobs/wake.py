@@ -10,7 +10,7 @@ sweeps apart, and the scheduled tick stays the safety net for a wake-up that was
 mode, without Pub/Sub, the wake-up is POSTed to the local server instead (``CONSUMER_WAKE_URL``).
 
 Nothing here may slow or fail an enqueue: the enqueue only sets an event; one daemon thread per
-process and target sends, coalescing every request of a ``CONSUMER_WAKE_WINDOW_MS`` window into
+process and engine sends, coalescing every request of a ``CONSUMER_WAKE_WINDOW_MS`` window into
 one wake-up (the last request is always served after it was made), and logs a failure. The
 thread blocks on that event while nothing is enqueued: no pod polls. A process that exits right
 after enqueuing (the CLI) waits up to ``EXIT_FLUSH_SECONDS`` for its last wake-up. A local
@@ -18,8 +18,10 @@ wake-up waits for the sweep's answer no longer than the ack deadline (a wall-clo
 the whole exchange): the server's own watchdog has ended that sweep by then.
 
 The engine an enqueue runs on says where to wake: the composition root attaches its settings
-to the service's engine (``attach``), and the engine itself then holds its target, so no table of
-engines lives beside it; an engine nobody attached wakes nobody.
+to the service's engine (``attach``), and the engine itself then holds its ``Waker`` (the target
+and this process's sender thread), so no table of engines or senders lives beside it: two
+services in one process, each with its engine, never share a sender. An engine nobody attached
+wakes nobody.
 """
 
 from __future__ import annotations
@@ -45,10 +47,8 @@ TASK = "sweep"
 PREFIX = "wake-"
 SEND_TIMEOUT_SECONDS = 5.0
 EXIT_FLUSH_SECONDS = 3.0
-TARGET_ATTRIBUTE = "consumer_wake_target"
-"""The attribute of an engine that holds its ``Target`` (set by ``attach``)."""
-_senders: dict[tuple[int, Target], Sender] = {}
-_lock = threading.Lock()
+WAKER_ATTRIBUTE = "consumer_waker"
+"""The attribute of an engine that holds its ``Waker`` (set by ``attach``)."""
 
 
 @dataclass(frozen=True)
@@ -79,52 +79,68 @@ class Target:
 
 
 def attach(engine: Engine, settings: Settings) -> None:
-    """Enqueues on ``engine`` wake the target of ``settings`` (none: they wake nobody)."""
-    setattr(engine, TARGET_ATTRIBUTE, Target.of(settings))
+    """Enqueues on ``engine`` wake the target of ``settings`` (none: they wake nobody). Attaching
+    the same target again keeps the engine's sender."""
+    target, waker = Target.of(settings), waker_of(engine)
+    if waker is None or waker.target != target:
+        setattr(engine, WAKER_ATTRIBUTE, None if target is None else Waker(target))
 
 
-def target_of(engine: Engine) -> Target | None:
+def waker_of(engine: Engine) -> Waker | None:
     """Where enqueues on ``engine`` wake: None if nobody attached it, or its settings wake none."""
-    target: Target | None = getattr(engine, TARGET_ATTRIBUTE, None)
-    return target
+    waker: Waker | None = getattr(engine, WAKER_ATTRIBUTE, None)
+    return waker
 
 
 def committed(engine: Engine) -> None:
     """An enqueue on ``engine`` has committed: wake a sweeper (returns at once)."""
-    if (target := target_of(engine)) is not None:
-        _sender(target).request()
+    if (waker := waker_of(engine)) is not None:
+        waker.request()
 
 
 def on_commit(connection: Connection) -> None:
     """Wake once the caller's transaction on ``connection`` commits (none if it rolls back).
     SQLAlchemy's ``commit`` event comes just before the commit itself, so this request waits
     one window first: the sweep it starts then sees the jobs."""
-    target = target_of(connection.engine)
-    if target is None:
+    waker = waker_of(connection.engine)
+    if waker is None:
         return
-    event.listen(
-        connection, "commit", lambda _conn: _sender(target).request(deferred=True), once=True
-    )
+    event.listen(connection, "commit", lambda _conn: waker.request(deferred=True), once=True)
 
 
-def _sender(target: Target) -> Sender:
-    """This process's sender for ``target`` (a forked child starts its own thread)."""
-    key = (os.getpid(), target)
-    with _lock:
-        sender = _senders.get(key)
-        if sender is None:
-            if not any(pid == key[0] for pid, _ in _senders):
-                atexit.register(flush, EXIT_FLUSH_SECONDS)
-            sender = _senders[key] = Sender(target)
-        return sender
+def flush(engine: Engine, timeout: float) -> None:
+    """Wait up to ``timeout`` for the wake-ups requested on ``engine`` to be sent."""
+    if (waker := waker_of(engine)) is not None:
+        waker.flush(timeout)
 
 
-def flush(timeout: float) -> None:
-    """Wait up to ``timeout`` for this process's requested wake-ups to be sent."""
-    deadline = time.monotonic() + timeout
-    for (pid, _), sender in list(_senders.items()):
-        if pid == os.getpid():
-            sender.wait_sent(deadline - time.monotonic())
+class Waker:
+    """An engine's target and this process's sender for it: started on the first request, and
+    again in a forked child (threads do not survive a fork), which also waits at exit for its
+    last wake-up."""
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+        self._sender: Sender | None = None
+        self._pid = 0
+        self._lock = threading.Lock()
+
+    def request(self, deferred: bool = False) -> None:
+        self.sender().request(deferred)
+
+    def sender(self) -> Sender:
+        with self._lock:
+            if self._sender is None or self._pid != os.getpid():
+                self._sender, self._pid = Sender(self.target), os.getpid()
+                atexit.register(self.flush, EXIT_FLUSH_SECONDS)
+            return self._sender
+
+    def flush(self, timeout: float) -> None:
+        """Wait up to ``timeout`` for this process's requested wake-ups to be sent."""
+        with self._lock:
+            sender = self._sender if self._pid == os.getpid() else None
+        if sender is not None:
+            sender.wait_sent(timeout)
 
 
 class Sender:

@@ -70,6 +70,21 @@ class Functions(Named[Callable[..., Any]]):
     """The same decorator under the name processors used: ``@processors.register("x")``."""
 
 
+class JobKinds(Functions):
+    """Job kinds the sweep runs (``registry.job_kinds``): name -> the function that performs one
+    job."""
+
+    def __init__(self) -> None:
+        super().__init__("job kind")
+
+
+class Processors(Functions):
+    """File processors a storage rule may name (``registry.processors``), by name."""
+
+    def __init__(self) -> None:
+        super().__init__("file processor")
+
+
 @dataclass(frozen=True)
 class WarmerSpec:
     """A cache warmer and the services whose deploys it warms (empty: every service)."""

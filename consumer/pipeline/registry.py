@@ -21,7 +21,7 @@ from consumer.config.settings import check_plugin_section
 from consumer.config.targets import TargetSpec, target
 from consumer.errors import AlreadyRegistered, SettingsError
 from consumer.pipeline.context import HandlerContext
-from consumer.pipeline.extensions import Functions, Named, Warmers
+from consumer.pipeline.extensions import JobKinds, Named, Processors, Warmers
 from consumer.pipeline.policy import Factory
 from consumer.wire.envelope import STORAGE_TYPE_PREFIX
 from consumer.wire.events import DeployEvent, Event, OtherEvent, Route, StorageEvent
@@ -74,13 +74,13 @@ class Registry:
         """Routes and CloudEvent types whose handler declared ``local_effects``."""
         self.route_policies: dict[str, Factory] = {}
         """What rules a route's deliveries around their claim (``consumer.pipeline.policy``)."""
-        self.job_kinds = Functions("job kind")
+        self.job_kinds = JobKinds()
         """Job kinds the sweep runs: ``@registry.job_kind("name")``."""
         self.job_limits: dict[str, JobLimit] = {}
         """Caps and rates job kinds declared (docs/flow-control.md)."""
         self.record_each_kinds: set[str] = set()
         """Job kinds whose every result the sweep records before the next job starts."""
-        self.processors = Functions("file processor")
+        self.processors = Processors()
         """File processors a storage rule may name: ``@registry.processor("name")``."""
         self.warmers = Warmers()
         """Cache warmers run for each deploy: ``@registry.warmer("name", services=...)``."""

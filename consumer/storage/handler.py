@@ -16,13 +16,14 @@ from consumer.config.storage_rules import Rule, Rules, load_rules
 from consumer.errors import Incomplete, LeaseLost, Permanent, Skip
 from consumer.observe import metrics
 from consumer.pipeline.context import HandlerContext
+from consumer.pipeline.extensions import Processors
 from consumer.pipeline.registry import Registry
 from consumer.storage.budget import BudgetExhausted, Pacer
 from consumer.storage.continued import HandedOn, hand_on
 from consumer.storage.durable import durably
 from consumer.storage.import_jobs import import_jobs, importer
 from consumer.storage.model import FINAL, FileResult, FileStatus, StoredObject
-from consumer.storage.processors import FileInput, Processor, Processors, processor_named
+from consumer.storage.processors import FileInput, Processor, processor_named
 from consumer.storage.reader import ObjectStore, ObjectUnavailable
 from consumer.storage.store import ProcessedFiles
 from consumer.wire.events import StorageEvent, StorageEventType
@@ -40,7 +41,7 @@ class StorageHandler:
         self, objects: ObjectStore | None = None, processors: Processors | None = None
     ) -> None:
         if processors is None:
-            processors = Processors("file processor")
+            processors = Processors()
             processors.add("import-jobs", import_jobs)
         self.processors = processors
         self.objects = objects or ObjectStore()

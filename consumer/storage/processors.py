@@ -24,7 +24,7 @@ from sqlalchemy import Connection
 from consumer.db.engine import unavailable_on_db_fault
 from consumer.errors import SettingsError
 from consumer.pipeline.context import HandlerContext
-from consumer.pipeline.extensions import Functions
+from consumer.pipeline.extensions import Processors
 from consumer.pipeline.registry import Registry
 from consumer.storage.budget import Pacer
 from consumer.storage.durable import durably
@@ -95,11 +95,7 @@ def _position(progress: Progress) -> tuple[int, int, int, int]:
     )  # fmt: skip
 
 
-Processors = Functions
-"""The registry's processor table (``registry.processors``), by name."""
-
-
-def processor_named(processors: Functions, name: str) -> Processor:
+def processor_named(processors: Processors, name: str) -> Processor:
     """The processor a rule names; a rule naming an unregistered one is a configuration error."""
     processor = processors.get(name)
     if processor is None:

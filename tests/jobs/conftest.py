@@ -12,8 +12,8 @@ from sqlalchemy import Engine
 from bench.support import smtp_server
 from bench.support.smtp_server import Recorder
 from consumer.config.settings import Settings
-from consumer.jobs.kinds import JobKinds
 from consumer.jobs.sweep import Sweeper, SweepSummary
+from consumer.pipeline.extensions import JobKinds
 from consumer.pipeline.registry import Registry
 from tests.conftest import Clock
 from tests.jobs import kinds_plugin

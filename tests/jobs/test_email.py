@@ -17,10 +17,10 @@ from consumer import enqueue
 from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
 from consumer.jobs.email import build_message, message_id
-from consumer.jobs.kinds import JobKinds
 from consumer.jobs.model import Status
 from consumer.jobs.store import JobStore
 from consumer.jobs.tick import register
+from consumer.pipeline.extensions import JobKinds
 from consumer.pipeline.registry import Registry
 from tests.conftest import free_port
 from tests.jobs.conftest import sweep

@@ -11,9 +11,9 @@ from sqlalchemy import Engine
 
 from bench.support.smtp_server import Recorder
 from consumer import enqueue
-from consumer.jobs.kinds import JobKinds
 from consumer.jobs.model import Status
 from consumer.jobs.store import JobStore
+from consumer.pipeline.extensions import JobKinds
 from tests.jobs.conftest import sweep
 from tests.jobs.test_email import MAIL, db, kinds, smtp_settings
 

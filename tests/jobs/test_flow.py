@@ -18,11 +18,11 @@ from consumer import NewJob, enqueue_many
 from consumer.config.flow import JobLimit, Rate
 from consumer.config.settings import Settings
 from consumer.jobs.flow_admin import FlowAdmin
-from consumer.jobs.kinds import JobKinds
 from consumer.jobs.model import Job
 from consumer.jobs.schema import jobs
 from consumer.jobs.sweep import Sweeper, SweepSummary
 from consumer.jobs.tick import continuations_wanted
+from consumer.pipeline.extensions import JobKinds
 from consumer.wire.events import TickEvent
 from consumer.wire.message import PushMessage
 from consumer.wire.schedule import Every

@@ -12,11 +12,11 @@ from sqlalchemy import Engine, select, update
 from consumer import NewJob, enqueue, enqueue_many
 from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
-from consumer.jobs.kinds import JobKinds
 from consumer.jobs.lease import LeaseKeeper
 from consumer.jobs.model import Status
 from consumer.jobs.schema import jobs
 from consumer.jobs.store import JobStore
+from consumer.pipeline.extensions import JobKinds
 from consumer.wire.timeutil import utcnow
 from tests.conftest import Clock, free_port
 from tests.jobs.conftest import sweep

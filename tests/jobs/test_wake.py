@@ -69,7 +69,7 @@ def test_a_burst_of_enqueues_is_one_or_two_wake_ups_the_last_after_the_last_enqu
     for n in range(30):
         enqueue(engine, "email", {"to": f"u{n}@example.com"})
     last_enqueue = time.monotonic()
-    wake.flush(5)
+    wake.flush(engine, 5)
     arrivals = [at for at, _ in recorder.bodies]
     # At most one per 100 ms window the burst lasted, plus the last: 1-3 when it takes under a
     # window or two (a loaded machine stretches it, each enqueue being a few round trips).
@@ -83,7 +83,7 @@ def test_a_wake_up_sweeps_under_a_key_of_its_own(
 ) -> None:
     woken(engine, settings, recorder.url)
     enqueue(engine, "email", {"to": "a@example.com", "subject": "s", "text": "t"})
-    wake.flush(5)
+    wake.flush(engine, 5)
     [(_, body)] = recorder.bodies
     message = parse_push({"Content-Type": "application/json"}, json.dumps(body).encode())
     outcome = Dispatcher(settings, engine, build_registry(settings)).dispatch(message)
@@ -98,11 +98,11 @@ def test_a_rolled_back_enqueue_wakes_nobody_a_committed_one_does(
     with pytest.raises(RuntimeError), engine.begin() as connection:
         enqueue_many(connection, [NewJob("email", {})])
         raise RuntimeError("roll back")
-    wake.flush(1)
+    wake.flush(engine, 1)
     assert recorder.bodies == []
     with engine.begin() as connection:
         enqueue_many(connection, [NewJob("email", {})])
-    wake.flush(5)
+    wake.flush(engine, 5)
     assert len(recorder.bodies) == 1
 
 
@@ -113,7 +113,7 @@ def test_an_unreachable_target_neither_fails_nor_slows_an_enqueue(
     started = time.monotonic()
     assert enqueue(engine, "email", {}).inserted
     assert time.monotonic() - started < 0.5
-    wake.flush(5)  # logged, not raised
+    wake.flush(engine, 5)  # logged, not raised
 
 
 def test_without_a_target_nothing_is_woken(engine: Engine, settings: Settings) -> None:

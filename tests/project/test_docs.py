@@ -102,3 +102,20 @@ def test_the_command_reference_shows_only_options_that_exist() -> None:
         for span, command, options in documented_commands()
     }
     assert {span: options for span, options in wrong.items() if options} == {}
+
+
+def test_the_ways_through_the_code_name_modules_that_exist() -> None:
+    """The push's and the job's way (docs/architecture.md §1, §11) are drawn in code blocks as
+    ``package/module``: each must be a module of the package."""
+    text = (DOCS / "architecture.md").read_text()
+    blocks = re.findall(r"```\n(.*?)```", text, flags=re.DOTALL)
+    packages = {path.parent.name for path in (ROOT / "consumer").glob("*/__init__.py")}
+    named = {
+        f"{package}/{module}"
+        for block in blocks
+        for package, module in re.findall(r"\b([a-z_]+)/([a-z_]+)\b", block)
+        if package in packages
+    }
+    assert len(named) >= 20, sorted(named)
+    missing = sorted(name for name in named if not (ROOT / "consumer" / f"{name}.py").exists())
+    assert missing == []

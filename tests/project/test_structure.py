@@ -1,17 +1,22 @@
 """The house's shape, checked from the code itself: no import circle counting every import
 wherever it stands (top of file, inside functions, under ``TYPE_CHECKING``, by a string given to
-``import_module``), few modules at the package's root, and every package under the layer contract
-that ``lint-imports`` enforces (``pyproject.toml``)."""
+``import_module``), few modules at the package's root, every package under the layer contract
+that ``lint-imports`` enforces (``pyproject.toml``), no module of the package or the benches over
+300 lines, tests that mirror the packages, and benches and tests that neither lean on each other
+the wrong way nor edit ``sys.path``."""
 
 from __future__ import annotations
 
 import ast
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).parents[2]
 PACKAGE = ROOT / "consumer"
+BENCH = ROOT / "bench"
+TESTS = ROOT / "tests"
+MAX_LINES = 300
 
 
 def module_name(path: Path) -> str:
@@ -117,3 +122,117 @@ def test_no_lazy_attributes_or_type_checking_imports() -> None:
         defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
         assert "__getattr__" not in defined, name
         assert "TYPE_CHECKING" not in path.read_text(), name
+
+
+def too_long(paths: Iterable[Path], root: Path = ROOT) -> dict[str, int]:
+    """``path -> lines`` of every file over ``MAX_LINES`` lines, relative to ``root``."""
+    counted = {str(path.relative_to(root)): len(path.read_text().splitlines()) for path in paths}
+    return {path: lines for path, lines in sorted(counted.items()) if lines > MAX_LINES}
+
+
+def test_no_module_of_the_package_or_the_benches_is_over_300_lines() -> None:
+    assert too_long([*PACKAGE.rglob("*.py"), *BENCH.rglob("*.py")]) == {}
+
+
+def test_the_line_count_finds_a_long_module(tmp_path: Path) -> None:
+    (tmp_path / "long.py").write_text("x = 1\n" * (MAX_LINES + 1))
+    (tmp_path / "short.py").write_text("x = 1\n" * MAX_LINES)
+    assert list(too_long(tmp_path.glob("*.py"), root=tmp_path)) == ["long.py"]
+
+
+def packages_without_tests(package: Path, tests: Path) -> list[str]:
+    """Directories of ``package`` that hold Python code (``migrations`` included) and have no
+    ``tests/<name>/``."""
+    holding_code = {path.parent.relative_to(package).parts[0] for path in package.glob("*/**/*.py")}
+    return sorted(name for name in holding_code if not (tests / name).is_dir())
+
+
+def test_every_package_has_its_tests_directory() -> None:
+    assert packages_without_tests(PACKAGE, TESTS) == []
+
+
+def test_a_package_without_tests_is_found(tmp_path: Path) -> None:
+    (tmp_path / "code" / "alone" / "deeper").mkdir(parents=True)
+    (tmp_path / "code" / "alone" / "deeper" / "m.py").write_text("")
+    (tmp_path / "tests").mkdir()
+    assert packages_without_tests(tmp_path / "code", tmp_path / "tests") == ["alone"]
+
+
+def imports_from_tests(paths: Iterable[Path]) -> list[str]:
+    """Files that import ``tests`` or any module under it."""
+    return sorted(
+        path.name
+        for path in paths
+        if any(name.split(".")[0] == "tests" for name in imported(ast.parse(path.read_text())))
+    )
+
+
+def test_the_benches_import_nothing_from_the_tests() -> None:
+    """Shared fixtures live in ``bench.support``, which tests import; never the other way."""
+    assert imports_from_tests(BENCH.rglob("*.py")) == []
+
+
+def sys_path_edits(paths: Iterable[Path]) -> list[str]:
+    """Files that touch ``sys.path`` (``sys.path.insert``, ``sys.path[:0] = ...``, ``from sys
+    import path``): a package run with ``python -m`` needs none."""
+    found = []
+    for path in paths:
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr == "path"
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "sys"
+            ) or (
+                isinstance(node, ast.ImportFrom)
+                and node.module == "sys"
+                and any(alias.name == "path" for alias in node.names)
+            ):
+                found.append(path.name)
+                break
+    return sorted(found)
+
+
+def test_no_bench_or_test_edits_sys_path() -> None:
+    assert sys_path_edits([*BENCH.rglob("*.py"), *TESTS.rglob("*.py")]) == []
+
+
+def test_the_checks_find_a_test_import_and_a_sys_path_edit(tmp_path: Path) -> None:
+    (tmp_path / "leaning.py").write_text("from tests.conftest import free_port\n")
+    (tmp_path / "editing.py").write_text("import sys\nsys.path.insert(0, '.')\n")
+    files = sorted(tmp_path.glob("*.py"))
+    assert imports_from_tests(files) == ["leaning.py"]
+    assert sys_path_edits(files) == ["editing.py"]
+
+
+def class_style(name: str) -> bool:
+    return name[:1].isupper() and not name.isupper()
+
+
+def class_aliases(paths: Iterable[Path]) -> list[str]:
+    """Module-level ``Name = Other`` where both are class-style names: a second name for one thing
+    (constants, ``ALL_CAPS``, may name one another)."""
+    found = []
+    for path in paths:
+        for node in ast.parse(path.read_text()).body:
+            if (
+                isinstance(node, ast.Assign)
+                and len(node.targets) == 1
+                and isinstance(target := node.targets[0], ast.Name)
+                and isinstance(node.value, ast.Name)
+                and class_style(target.id)
+                and class_style(node.value.id)
+            ):
+                found.append(f"{path.name}: {target.id} = {node.value.id}")
+    return sorted(found)
+
+
+def test_no_class_has_a_second_name() -> None:
+    paths = [*PACKAGE.rglob("*.py"), *(ROOT / "triggers").rglob("*.py")]
+    assert class_aliases(paths) == []
+
+
+def test_the_alias_finder_finds_an_alias(tmp_path: Path) -> None:
+    (tmp_path / "names.py").write_text("MAX = LIMIT\nWarmerRegistry = Warmers\nx = y\n")
+    assert class_aliases([tmp_path / "names.py"]) == ["names.py: WarmerRegistry = Warmers"]

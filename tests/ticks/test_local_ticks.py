@@ -11,7 +11,7 @@ import pytest
 
 from consumer.config.settings import Settings
 from consumer.plugins import build_registry
-from consumer.sources.ticker import next_round
+from consumer.ticks.stand_in import next_round
 from consumer.wire.schedule import Every
 from triggers.local.stack import stack_env
 

@@ -18,7 +18,7 @@ import signal
 import threading
 from collections.abc import Sequence
 
-from consumer.sources.ticker import Pace, Schedule, run_rounds
+from consumer.ticks.stand_in import Pace, Schedule, run_rounds
 from triggers.local.stack import DEFAULT_PROJECT, TICK_TOPIC, publisher
 
 PUBLISH_TIMEOUT_SECONDS = 10

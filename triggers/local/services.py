@@ -16,8 +16,6 @@ from consumer.demo.processes import free_port as free_port
 
 DEFAULT_PROJECT = "local"
 STORAGE_TOPIC = "gcs-notifications"
-Service = Child
-"""A process this module started, stopped by its process group's id only."""
 
 
 def pubsub_emulator() -> Path | None:
@@ -55,12 +53,12 @@ def missing_pubsub() -> str:
     return ""
 
 
-def spawn(name: str, command: Sequence[str], log: Path, env: dict[str, str]) -> Service:
+def spawn(name: str, command: Sequence[str], log: Path, env: dict[str, str]) -> Child:
     """Start ``command`` with this environment plus ``env``."""
     return processes.spawn(name, command, log, {**os.environ, **env})
 
 
-def start_pubsub(port: int, log: Path, project: str = DEFAULT_PROJECT) -> Service:
+def start_pubsub(port: int, log: Path, project: str = DEFAULT_PROJECT) -> Child:
     if problem := missing_pubsub():
         raise RuntimeError(problem)
     return processes.start_pubsub(port, log, project, os.environ, timeout=60)
@@ -70,7 +68,7 @@ def start_fake_gcs(
     port: int, root: Path, log: Path, pubsub_host: str | None = None,
     project: str = DEFAULT_PROJECT, topic: str = STORAGE_TOPIC, events: str = "finalize,delete",
     backend: str = "filesystem",
-) -> Service:  # fmt: skip
+) -> Child:  # fmt: skip
     """fake-gcs-server over HTTP; with ``pubsub_host``, it publishes ``events`` for every bucket
     to ``topic`` on that emulator. The ``memory`` backend also supports versioned buckets."""
     binary = fake_gcs_binary()

@@ -29,7 +29,7 @@ from triggers.local.clients import (
 from triggers.local.services import (
     DEFAULT_PROJECT,
     STORAGE_TOPIC,
-    Service,
+    Child,
     fake_gcs_binary,
     free_port,
     missing,
@@ -40,7 +40,7 @@ from triggers.local.services import (
 )
 
 __all__ = [
-    "DEFAULT_PROJECT", "STORAGE_TOPIC", "Service", "ensure_bucket", "ensure_push_subscription",
+    "DEFAULT_PROJECT", "STORAGE_TOPIC", "Child", "ensure_bucket", "ensure_push_subscription",
     "ensure_topic", "fake_gcs_binary", "free_port", "missing", "publisher", "pubsub_emulator",
     "start_fake_gcs", "start_pubsub", "storage_client", "subscriber",
 ]  # fmt: skip
@@ -65,9 +65,9 @@ def up(args: argparse.Namespace) -> None:
 
 def _start_all(
     state: Path, pubsub_host: str, gcs_url: str, args: argparse.Namespace
-) -> list[Service]:
+) -> list[Child]:
     """Emulator, topics and subscriptions, fake-gcs-server, bucket, scheduler; all or nothing."""
-    started: list[Service] = []
+    started: list[Child] = []
     try:
         started.append(start_pubsub(args.pubsub_port, state / "pubsub.log", args.project))
         _wire_pubsub(pubsub_host, args)
@@ -94,7 +94,7 @@ def _wire_pubsub(pubsub_host: str, args: argparse.Namespace) -> None:
         )
 
 
-def _start_scheduler(state: Path, pubsub_host: str, args: argparse.Namespace) -> Service:
+def _start_scheduler(state: Path, pubsub_host: str, args: argparse.Namespace) -> Child:
     command = [
         sys.executable, "-m", "triggers.local.scheduler", "--pubsub-host", pubsub_host,
         "--project", args.project, "--topic", TICK_TOPIC, "--every", str(args.tick_seconds),
@@ -115,7 +115,7 @@ def stack_env(pubsub_host: str, gcs_url: str, tick_seconds: int, tasks: Sequence
     )
 
 
-def _record(state: Path, started: list[Service], env: str) -> None:
+def _record(state: Path, started: list[Child], env: str) -> None:
     pids = {
         service.name: {"pid": service.pid, "cmdline": _started_cmdline(service)}
         for service in started
@@ -131,7 +131,7 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
-def _started_cmdline(service: Service, timeout: float = 5) -> str:
+def _started_cmdline(service: Child, timeout: float = 5) -> str:
     """The command line once the child has exec'd (right after fork it is still ours)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and service.process.poll() is None:

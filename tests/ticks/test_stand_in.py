@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 
-from consumer.sources.ticker import Pace, Schedule, run_rounds
+from consumer.ticks.stand_in import Pace, Schedule, run_rounds
 
 PUBLISH_SECONDS = 3.0
 

@@ -1,6 +1,11 @@
-"""The hook signature check, pure: every way a request can be unsigned or mis-signed is refused."""
+"""The HMAC scheme (``consumer.auth.signature``), pure: what is signed, and every way a request
+can be unsigned or mis-signed is refused. The deploy hook, ``/ticks``, the job API and HTTP
+targets all sign with it; their own tests check only how they use it."""
 
 from __future__ import annotations
+
+import hashlib
+import hmac
 
 import pytest
 
@@ -8,11 +13,14 @@ from consumer.auth.signature import (
     SIGNATURE_HEADER,
     TIMESTAMP_HEADER,
     Verifier,
+    request_message,
     sign,
     signed_headers,
 )
 from consumer.errors import Unauthorized
-from tests.deploy.conftest import OLD_SECRET, SECRET
+
+SECRET = "test-secret-0123456789abcdef"
+OLD_SECRET = "old-secret-0123456789abcdef"
 
 NOW = 1_767_225_600
 BODY = b'{"service": "web", "release": "v1"}'
@@ -25,9 +33,6 @@ def test_a_signed_request_passes() -> None:
 
 def test_the_signature_is_hmac_sha256_of_timestamp_dot_body() -> None:
     # Computed independently: printf '1767225600.{...}' | openssl dgst -sha256 -hmac SECRET
-    import hashlib
-    import hmac
-
     expected = hmac.new(SECRET.encode(), b"1767225600." + BODY, hashlib.sha256).hexdigest()
     assert sign(SECRET, NOW, BODY) == expected
 
@@ -110,3 +115,14 @@ def test_malformed_headers_are_refused(header: str, value: str, fragment: str) -
 def test_no_configured_secret_refuses_everything() -> None:
     with pytest.raises(Unauthorized, match="disabled"):
         Verifier((), 300).verify(signed_headers(SECRET, NOW, BODY), BODY, now=NOW)
+
+
+def test_a_request_signs_its_method_and_path_before_its_body() -> None:
+    assert request_message("delete", "/jobs/order-42", b"") == b"DELETE /jobs/order-42\n"
+    signed = request_message("POST", "/jobs/order-42/retry", BODY)
+    headers = signed_headers(SECRET, NOW, signed)
+    verifier.verify(headers, signed, now=NOW)
+    other_key = request_message("POST", "/jobs/order-43/retry", BODY)
+    assert "does not match" in refused(headers, body=other_key)
+    other_operation = request_message("DELETE", "/jobs/order-42/retry", BODY)
+    assert "does not match" in refused(headers, body=other_operation)
