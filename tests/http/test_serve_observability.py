@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from consumer.sources import ticker as local_ticks
+from consumer.ticks import stand_in as local_ticks
 from consumer.wire.envelopes_out import tick_body
 from tests.conftest import free_port, stop_process, wait_ready
 from tests.support.metrics_text import total
