@@ -150,7 +150,8 @@ class Listener:
             self._wait(driver)
         finally:
             self.connected.clear()
-            raw.close()
+            driver.close()  # ours alone; a broken connection closes without a word
+            raw.invalidate()  # nothing left for the pool to roll back (it would log the failure)
 
     def _wait(self, driver: Any) -> None:
         while True:

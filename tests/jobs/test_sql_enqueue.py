@@ -151,9 +151,13 @@ def test_bad_input_is_a_clear_sql_error_and_stores_nothing(
 
 
 def test_the_listener_comes_back_after_its_connection_is_cut(
-    serving: Engine, postgres_url: str
+    db: Engine, postgres_url: str, tmp_path: Path, start_server: Callable[..., Server]
 ) -> None:
-    with serving.connect() as connection:
+    server = start_server(
+        server_env(postgres_url, tmp_path), workers=1, output=tmp_path / "server.log"
+    )
+    listening(db, 1)
+    with db.connect() as connection:
         cut = connection.execute(
             text(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
@@ -161,7 +165,11 @@ def test_the_listener_comes_back_after_its_connection_is_cut(
             )
         ).all()
     assert cut == [(True,)]
-    listening(serving, 1)  # LISTENs again, within the first backoff
+    listening(db, 1)  # LISTENs again, within the first backoff
     job_id = sql_enqueue(postgres_url, "stamp", {"n": 4})
     assert job_id is not None
-    wait_started(serving, job_id)
+    wait_started(db, job_id)
+    logged = [json.loads(line) for line in server.text().splitlines() if line.startswith("{")]
+    assert any("LISTEN consumer_jobs lost" in line["message"] for line in logged), logged
+    errors = [line["message"] for line in logged if line["severity"] in ("ERROR", "CRITICAL")]
+    assert errors == [], "a cut is a warning and a reconnect, not the pool's failed reset"
