@@ -71,6 +71,8 @@ class PinnedConnections:
 
     def _kept(self, autocommit: bool) -> AbstractContextManager[Connection]:
         pinned: _Pinned | None = getattr(self._local, "pinned", None)
+        if pinned is not None and pinned.in_use:  # asked again inside a use: never share it
+            return self._checked_out(autocommit)
         if pinned is None or pinned.connection.closed:
             pinned = self._local.pinned = self._pin()
         if pinned is None:
@@ -126,13 +128,19 @@ class _Pinned:
         self.connection = connection
         self._driver: Any = None
         self._autocommit = False
+        self.in_use = False
+        """Entered and not yet left: a use nested in it (a handler's ``enqueue`` inside a
+        one-commit delivery's transaction) gets a pool connection, never this one switched to
+        autocommit under the transaction."""
 
     def __enter__(self) -> Connection:
+        self.in_use = True
         return self.connection
 
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, _: TracebackType | None
     ) -> None:
+        self.in_use = False
         if exc is not None:
             self.owner._drop(self)
         elif self.connection.in_transaction():  # one SQLAlchemy began and nobody ended

@@ -33,6 +33,7 @@ from consumer.jobs.bulk_queries import (
     INSERT_ONE,
     MOVE_NEW_STAGE,
     MOVE_STAGE,
+    QUIET_NOTIFY,
     RELAX_COMMIT,
 )
 from consumer.jobs.model import InvalidJob, NewJob, Status
@@ -123,7 +124,7 @@ def insert_batch(
     }  # fmt: skip
     with unavailable_on_db_fault():
         if batch.copy:
-            create = f"{CREATE_STAGE}; {RELAX_COMMIT}" if relaxed else CREATE_STAGE
+            create = f"{CREATE_STAGE}; {QUIET_NOTIFY}" + (f"; {RELAX_COMMIT}" if relaxed else "")
             stage = (create, COPY_STAGE, MOVE_STAGE)
             return _copy_and_move(connection, "".join(batch.items), params, stage)
         return _insert_each(connection, batch.items, params)

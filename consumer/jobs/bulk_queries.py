@@ -22,6 +22,10 @@ RELAX_COMMIT = "SET LOCAL synchronous_commit TO OFF"
 """For a caller whose later commit is synchronous: PostgreSQL writes WAL in order, so that commit
 makes this one durable too; a crash before it loses this transaction whole (jobs and the progress
 they represent together), and the work is redone from the previous commit."""
+QUIET_NOTIFY = "SET LOCAL consumer.notify TO off"
+"""An import's jobs wake no listener (migration ``0013_notify_trigger``): sweeps of them started
+in the importing process, batch after batch, would compete with the import itself; they start
+on the import's wake-up (``consumer.jobs.wake``) or the next ``sweep`` tick."""
 COPY_STAGE = "COPY jobs_stage (idempotency_key, payload) FROM STDIN"
 """The batch's rows, as ``COPY`` text, into the stage."""
 MOVE_STAGE = text(

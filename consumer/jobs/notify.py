@@ -3,7 +3,8 @@
 On PostgreSQL the jobs table NOTIFYs channel ``consumer_jobs`` itself: a statement-level
 ``AFTER INSERT`` trigger (migration ``0013_notify_trigger``) fires once per statement that
 inserts a pending job due within a second, whoever inserted it (Python's ``enqueue`` and
-``enqueue_many``, the jobs topic, the job API, ``consumer_enqueue``, a team's own ``COPY``).
+``enqueue_many``, the jobs topic, the job API, ``consumer_enqueue``, a team's own ``COPY``), but
+a file import, which opts out (``consumer.jobs.bulk_queries.QUIET_NOTIFY``).
 ``pg_notify`` runs inside the inserting transaction, so PostgreSQL delivers it only when that
 transaction commits, never after a rollback, and equal notifications of one transaction fold
 into one. Every serving process LISTENs on the channel (``consumer.jobs.listen``). ``due`` is

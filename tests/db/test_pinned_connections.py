@@ -15,6 +15,7 @@ from sqlalchemy import Engine, text
 from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
 from consumer.db.pinned import PinnedConnections
+from consumer.jobs.store import enqueue
 from consumer.pipeline.decisions import Source
 from consumer.pipeline.dispatch import Dispatcher
 from consumer.pipeline.registry import Registry
@@ -198,3 +199,28 @@ def test_eight_threads_delivering_the_same_events_take_effect_once(
     assert kinds.count("done") == 25
     assert PinnedConnections.of(pg_engine).kept() <= 2
     assert pg_engine.pool.checkedout() == PinnedConnections.of(pg_engine).kept()
+
+
+def test_a_use_inside_a_one_commit_transaction_gets_a_connection_of_its_own(
+    pg_engine: Engine,
+) -> None:
+    """A one-commit delivery's handler that calls ``enqueue(engine, ...)`` asks this thread's
+    kept connection again while the delivery's transaction is open on it: it must get another
+    connection, never the same one switched to autocommit under that transaction."""
+    pinned = PinnedConnections.of(pg_engine)
+    with pinned.transaction() as outer, outer.begin() as transaction:
+        outer_pid = outer.execute(text("SELECT pg_backend_pid()")).scalar_one()
+        job = enqueue(pg_engine, "email", {"to": "ann@example.com"}, key="pinned/nested")
+        assert job.inserted  # committed in its own right, on another connection
+        with pinned.connection() as inner:
+            assert inner is not outer
+            assert inner.execute(text("SELECT pg_backend_pid()")).scalar_one() != outer_pid
+        assert outer.in_transaction() and not outer.closed
+        outer.execute(text("SELECT 1"))  # the delivery's transaction is intact
+        transaction.rollback()
+    with pinned.connection() as again:
+        assert again.execute(text("SELECT pg_backend_pid()")).scalar_one() == outer_pid
+        found = again.execute(
+            text("SELECT count(*) FROM jobs WHERE idempotency_key = 'pinned/nested'")
+        ).scalar_one()
+    assert found == 1  # the outer rollback did not take the job with it

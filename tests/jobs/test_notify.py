@@ -17,6 +17,7 @@ from sqlalchemy import Engine
 
 from consumer import NewJob, enqueue, enqueue_many
 from consumer.db.engine import make_engine
+from consumer.jobs.bulk import BulkBatch, JobTemplate, insert_batch
 from consumer.jobs.notify import CHANNEL
 from consumer.wire.timeutil import utcnow
 from tests.conftest import Rollback, Server
@@ -89,6 +90,24 @@ def test_any_insert_of_a_due_job_notifies_once_per_statement(
         connection.execute(insert, ("0 seconds", "due"))
         assert heard(0.3) == 0  # not before the commit
         connection.commit()
+    assert heard(1.0) == 1
+
+
+def test_a_file_import_wakes_no_listener_but_a_team_s_insert_after_it_does(
+    pg_engine: Engine, heard: Callable[[float], int]
+) -> None:
+    """An import's batches opt out (``SET LOCAL consumer.notify TO off``): sweeps started by
+    each batch would run in the importing processes and starve the import. The setting is the
+    transaction's own: the next transaction on the same connection notifies as before."""
+    batch = BulkBatch("postgresql")
+    for n in range(3):
+        batch.add(f"import-{n}", '{"to": "ann@example.com"}')
+    with pg_engine.connect() as connection:
+        with connection.begin():
+            assert insert_batch(connection, JobTemplate("email"), batch) == 3
+        assert heard(0.5) == 0
+        with connection.begin():
+            assert enqueue_many(connection, [NewJob("email", EMAIL, key="after-import")]) == 1
     assert heard(1.0) == 1
 
 
