@@ -1,13 +1,15 @@
 """Rendered overlays, once per session (``kubectl kustomize`` is on the CI image; skipped with the
-reason where it is not)."""
+reason where it is not), and the Terraform module with the values of each overlay's example."""
 
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import pytest
 
-from tests.deploy_artifacts.artifacts import K8S, OVERLAYS, Doc, kubectl, render
+from tests.deploy_artifacts.artifacts import K8S, OVERLAYS, TERRAFORM, Doc, kubectl, render
+from tests.deploy_artifacts.terraform import Module
 
 _rendered: dict[str, list[Doc]] = {}
 
@@ -29,3 +31,14 @@ def overlay(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def docs(overlay: str) -> list[Doc]:
     return rendered_overlay(overlay)
+
+
+@pytest.fixture(scope="module")
+def module() -> Module:
+    return Module.load(TERRAFORM)
+
+
+@pytest.fixture
+def values(module: Module, overlay: str) -> dict[str, Any]:
+    """The module's variables as the overlay's example ``.tfvars`` sets them."""
+    return module.values(TERRAFORM / f"{overlay}.example.tfvars")

@@ -1,15 +1,18 @@
-"""Two classes of the hostile corpus (``tests.http.corpus``) about header and parameter names:
-what authentication reads must be sent once (a repeated ``?token=`` or ``X-Consumer-Claim``),
-and a header name with underscores is not its dashed twin (``X_Consumer_Signature``,
-``Authorization_``): gunicorn (by default) and Werkzeug's server drop such a header, the bridge
-does too, and wsgiref maps it onto the dashed name's key; every probe here is refused alike on
-the four servings whichever they do. Sent with the other classes by ``test_front_door_corpus``."""
+"""The classes of the hostile corpus (``tests.http.corpus``) about headers: a header sent twice
+or empty, a name in another case, what authentication reads sent more than once (a repeated
+``?token=`` or ``X-Consumer-Claim``), and a name with underscores, which is not its dashed twin
+(``X_Consumer_Signature``, ``Authorization_``): gunicorn (by default) and Werkzeug's server drop
+such a header, the bridge does too, and wsgiref maps it onto the dashed name's key; every probe
+here is refused alike on the four servings whichever they do. The first two are among the
+corpus's ``CLASSES``; ``header_names`` (the last two) is sent with them by
+``test_front_door_corpus``."""
 
 from __future__ import annotations
 
 import json
 
-from tests.http.corpus import (
+from tests.auth.tokens import claims, unsigned
+from tests.http.corpus_kit import (
     JOB_AUDIENCE,
     JOB_CALLER,
     JSON,
@@ -17,6 +20,8 @@ from tests.http.corpus import (
     REPORT_CLAIM,
     REPORT_SECRET,
     REPORTED_JOB,
+    TASKS,
+    TICK_SECRET,
     Kit,
     Probe,
     push_body,
@@ -24,6 +29,60 @@ from tests.http.corpus import (
 )
 
 REPORT = f"/jobs/{REPORTED_JOB}/heartbeat"
+
+
+def repeated_and_empty(kit: Kit) -> list[Probe]:
+    """The reported tick (two ``Authorization`` headers, the last empty, junk signature headers)
+    against every kind of task, and the other ways a header can be sent twice or empty."""
+    cls = "repeated and empty headers"
+    probes = [
+        Probe(cls, f"unsigned tick, two Authorization (last empty): {task}", "POST",
+              f"/ticks/{task}", (("Authorization", "Bearer x"), ("Authorization", ""),
+                                 *JUNK_SIGNED, *JSON), tick_body(task))
+        for task in TASKS
+    ]  # fmt: skip
+    good = kit.token()
+    probes += [
+        Probe(cls, "push: a valid token, then an empty Authorization", "POST", "/push",
+              (("Authorization", f"Bearer {good}"), ("Authorization", ""), *JSON), push_body()),
+        Probe(cls, "push: two valid tokens", "POST", "/push",
+              (("Authorization", f"Bearer {good}"), ("Authorization", f"Bearer {good}"), *JSON),
+              push_body()),
+        Probe(cls, "push: an empty Authorization", "POST", "/push",
+              (("Authorization", ""), *JSON), push_body()),
+        Probe(cls, "tick: two empty Authorization headers", "POST", "/ticks/sweep",
+              (("Authorization", ""), ("Authorization", ""), *JUNK_SIGNED), tick_body("sweep")),
+        Probe(cls, "tick: a valid signature, then a second timestamp", "POST", "/ticks/sweep",
+              (*kit.signed(TICK_SECRET, tick_body("sweep")), ("X-Consumer-Timestamp", "1")),
+              tick_body("sweep")),
+        Probe(cls, "tick: a valid token, two schedule times", "POST", "/ticks/sweep",
+              (("Authorization", f"Bearer {kit.tick_token()}"), kit.schedule(),
+               kit.schedule(kit.now - 3600)), tick_body("sweep")),
+        Probe(cls, "tick: empty signature headers", "POST", "/ticks/sweep",
+              (("X-Consumer-Timestamp", ""), ("X-Consumer-Signature", "")), tick_body("sweep")),
+        Probe(cls, "hook: two timestamps", "POST", "/hooks/deploy",
+              (*JUNK_SIGNED, ("X-Consumer-Timestamp", str(kit.now))), b'{"service":"a"}'),
+        Probe(cls, "hook: an empty signature", "POST", "/hooks/deploy",
+              (("X-Consumer-Timestamp", str(kit.now)), ("X-Consumer-Signature", "")), b"{}"),
+    ]  # fmt: skip
+    return probes
+
+
+def header_case(kit: Kit) -> list[Probe]:
+    cls = "header-name case"
+    forged = unsigned(claims())
+    return [
+        Probe(cls, "AUTHORIZATION upper-case, forged token", "POST", "/push",
+              (("AUTHORIZATION", f"Bearer {forged}"), *JSON), push_body()),
+        Probe(cls, "authorization and Authorization", "POST", "/ticks/sweep",
+              (("authorization", "Bearer x"), ("Authorization", ""), *JUNK_SIGNED),
+              tick_body("sweep")),
+        Probe(cls, "x-consumer-signature lower-case, junk", "POST", "/ticks/cleanup",
+              (("x-consumer-timestamp", str(kit.now)), ("x-consumer-signature", "v1=00")),
+              tick_body("cleanup")),
+        Probe(cls, "X-CLOUDSCHEDULER-SCHEDULETIME without a token", "POST", "/ticks/sweep",
+              (("X-CLOUDSCHEDULER-SCHEDULETIME", "2020-01-01T00:00:00Z"),), tick_body("sweep")),
+    ]  # fmt: skip
 
 
 def single_valued(kit: Kit) -> list[Probe]:

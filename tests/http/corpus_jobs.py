@@ -1,22 +1,63 @@
-"""The job API's class of the hostile corpus (``tests.http.corpus``), and its valid requests:
-sent to every serving by ``test_front_door_corpus`` with the other classes."""
+"""The hostile corpus's (``tests.http.corpus``) classes about jobs: reports on a running job that
+are not its target's (among the corpus's ``CLASSES``), and the job API with its valid requests
+(sent to every serving by ``test_front_door_corpus`` with the other classes)."""
 
 from __future__ import annotations
 
 import json
 
 from tests.auth.tokens import claims, unsigned
-from tests.http.corpus import (
+from tests.http.corpus_kit import (
     HOOK_SECRET,
     JOB_AUDIENCE,
     JOB_CALLER,
     JOB_SECRET,
     JSON,
     JUNK_SIGNED,
+    REPORT_CLAIM,
+    REPORT_SECRET,
+    REPORTED_JOB,
     TICK_SECRET,
     Kit,
     Probe,
 )
+
+
+def job_reports(kit: Kit) -> list[Probe]:
+    """Reports on a running job that are not its target's: unsigned, signed with another
+    secret, a token instead of a signature, a signed body naming another job, a signature from
+    another time, the right signature under a stale claim, no claim; and paths and methods the
+    rows do not take. None changes the job (docs/long-running-jobs.md)."""
+    cls = "job reports"
+    done = json.dumps({"id": REPORTED_JOB, "outcome": "done"}).encode()
+    other = json.dumps({"id": REPORTED_JOB + 1, "outcome": "done"}).encode()
+    claim = ("X-Consumer-Claim", REPORT_CLAIM)
+    path = f"/jobs/{REPORTED_JOB}/complete"
+    return [
+        Probe(cls, "unsigned completion", "POST", path, (claim, *JSON), done),
+        Probe(cls, "junk signature", "POST", path, (claim, *JUNK_SIGNED, *JSON), done),
+        Probe(cls, "another secret", "POST", path, (claim, *kit.signed(HOOK_SECRET, done)), done),
+        Probe(cls, "a push token instead", "POST", path,
+              (claim, ("Authorization", f"Bearer {kit.token()}"), *JSON), done),
+        Probe(cls, "signed body naming another job", "POST", path,
+              (claim, *kit.signed(REPORT_SECRET, other)), other),
+        Probe(cls, "signed an hour ago", "POST", path,
+              (claim, *kit.signed(REPORT_SECRET, done, at=kit.now - 3600)), done),
+        Probe(cls, "signed, stale claim", "POST", path,
+              (("X-Consumer-Claim", "corpus-host/1/older"), *kit.signed(REPORT_SECRET, done)),
+              done),
+        Probe(cls, "signed, no claim", "POST", path, kit.signed(REPORT_SECRET, done), done),
+        Probe(cls, "signed heartbeat, stale claim", "POST", f"/jobs/{REPORTED_JOB}/heartbeat",
+              (("X-Consumer-Claim", "x"), *kit.signed(REPORT_SECRET, done)), done),
+        Probe(cls, "unknown job", "POST", "/jobs/999999/complete",
+              (claim, *kit.signed(REPORT_SECRET, done)), done),
+        Probe(cls, "a key that is no id", "POST", "/jobs/..%2F1/complete",
+              (claim, *kit.signed(REPORT_SECRET, done)), done),
+        Probe(cls, "GET", "GET", path, (claim,)),
+        Probe(cls, "trailing slash", "POST", path + "/", (claim, *kit.signed(REPORT_SECRET, done)),
+              done),
+        Probe(cls, "over the limit", "POST", path, (claim, *JUNK_SIGNED), b"{" * 100_000),
+    ]  # fmt: skip
 
 
 def job_api(kit: Kit) -> list[Probe]:

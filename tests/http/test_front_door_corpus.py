@@ -31,7 +31,11 @@ from tests.conftest import (
     Server,
     migrated_postgres_database,
 )
-from tests.http.corpus import (
+from tests.http.corpus import controls, hostile
+from tests.http.corpus_credentials import wrong_source
+from tests.http.corpus_headers import header_names
+from tests.http.corpus_jobs import job_api, job_controls
+from tests.http.corpus_kit import (
     HOOK_SECRET,
     JOB_AUDIENCE,
     JOB_CALLER,
@@ -45,12 +49,7 @@ from tests.http.corpus import (
     TICK_SECRET,
     Kit,
     Probe,
-    controls,
-    hostile,
-    wrong_source,
 )  # fmt: skip
-from tests.http.corpus_headers import header_names
-from tests.http.corpus_jobs import job_api, job_controls
 from tests.http.servings import SERVINGS, Answer, Serving, servings
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]

@@ -7,11 +7,13 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from sqlalchemy import Engine
+from sqlalchemy import Engine, func, select
 
 from bench.support import smtp_server
 from bench.support.smtp_server import Recorder
+from consumer import NewJob, enqueue_many
 from consumer.config.settings import Settings
+from consumer.jobs.schema import jobs
 from consumer.jobs.sweep import Sweeper, SweepSummary
 from consumer.pipeline.extensions import JobKinds
 from consumer.pipeline.registry import Registry
@@ -53,6 +55,26 @@ def sweep(
 ) -> SweepSummary:
     sweeper = Sweeper(settings, engine, kinds, clock or Clock())
     return sweeper.run(time.monotonic() + budget)
+
+
+def add(engine: Engine, count: int, kind: str = "record", **payload: object) -> list[int]:
+    """``count`` jobs of ``kind``; the ids of every job in the table."""
+    with engine.begin() as connection:
+        jobs_ = [NewJob(kind, dict(payload)) for _ in range(count)]
+        enqueue_many(connection, jobs_, allow_unknown=True)  # the kinds fixture may not be held
+    with engine.connect() as connection:
+        return list(connection.execute(select(jobs.c.id).order_by(jobs.c.id)).scalars())
+
+
+def statuses(engine: Engine) -> dict[int, str]:
+    with engine.connect() as connection:
+        rows = connection.execute(select(jobs.c.id, jobs.c.status)).all()
+    return {int(job_id): str(status) for job_id, status in rows}
+
+
+def job_count(engine: Engine) -> int:
+    with engine.connect() as connection:
+        return int(connection.execute(select(func.count()).select_from(jobs)).scalar_one())
 
 
 @pytest.fixture

@@ -1,32 +1,23 @@
 """One-commit handlers (``local_effects=True``), on both databases: the jobs topic's enqueue and a
 handler of the ``message`` route commit their claim, effects and outcome in one transaction.
 Concurrent copies of one message make one job; a handler that raises after writing leaves no
-effect and a failed attempt; a database cut or a SIGKILL mid-transaction leaves the effect once or
-not at all, and the redelivery completes it."""
+effect and a failed attempt (a cut or a kill mid-transaction: ``test_one_commit_faults``)."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
-from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, func, insert, select, text
+from sqlalchemy import Engine, insert, text
 from sqlalchemy.exc import DBAPIError
 
-from bench.support.cuts import Cutter, on_statement, sql
-from bench.support.tcpproxy import TcpProxy
 from consumer.config.settings import Settings
-from consumer.db.engine import make_engine
 from consumer.errors import Permanent
 from consumer.inbox.model import Status
 from consumer.jobs.model import NewJob
@@ -40,9 +31,9 @@ from consumer.wire.events import JobEvent
 from consumer.wire.message import PushMessage
 from consumer.wire.outcomes import Kind
 from consumer.wire.timeutil import utcnow
+from tests.jobs.conftest import job_count
 from tests.jobs.test_topic import job_message
 
-ROOT = Path(__file__).resolve().parents[2]
 COPIES = 12
 
 
@@ -53,11 +44,6 @@ class Broke(Exception):
 @pytest.fixture
 def job_settings(settings: Settings) -> Settings:
     return settings.with_values(plugins=("tests.jobs.kinds_plugin",))
-
-
-def job_count(engine: Engine) -> int:
-    with engine.connect() as connection:
-        return int(connection.execute(select(func.count()).select_from(jobs)).scalar_one())
 
 
 def slowed(registry: Registry, seconds: float) -> None:
@@ -226,73 +212,6 @@ def _job_row(key: str) -> dict[str, Any]:
     return {"kind": "record", "payload": {}, "status": "pending", "priority": 0, "run_at": now,
             "attempts": 0, "max_attempts": 3, "idempotency_key": key, "created_at": now,
             "updated_at": now}  # fmt: skip
-
-
-@pytest.fixture
-def proxy() -> Iterator[TcpProxy]:
-    proxy = TcpProxy(5432)
-    proxy.start()
-    yield proxy
-    proxy.stop()
-
-
-@pytest.mark.postgres
-@pytest.mark.parametrize(
-    "statement",
-    [b"INSERT INTO jobs", b"UPDATE inbox", b"COMMIT"],
-    ids=["effect", "outcome", "commit"],
-)
-def test_a_cut_mid_transaction_leaves_the_job_once_or_not_at_all(
-    postgres_url: str, proxy: TcpProxy, statement: bytes
-) -> None:
-    proxied = postgres_url.replace("127.0.0.1:5432", f"127.0.0.1:{proxy.port}")
-    settings = Settings(database_url=proxied, local_mode=True, plugins=("tests.jobs.kinds_plugin",))
-    direct, engine = make_engine(postgres_url), make_engine(proxied)
-    cutter = Cutter(proxy, 1.0)
-    try:
-        dispatcher = Dispatcher(settings, engine, build_registry(settings))
-        message = job_message("m-cut", {}, job_kind="record")
-        proxy.watch = on_statement(cutter, sql(statement), 1)
-        first = dispatcher.dispatch(message)
-        assert cutter.made
-        assert first.kind in (Kind.UNAVAILABLE, Kind.RETRY), first
-        assert job_count(direct) <= 1
-        cutter.ended.wait(10)
-        proxy.watch = None
-        again = dispatcher.dispatch(message)
-        assert again.kind in (Kind.DONE, Kind.DUPLICATE), again
-        assert job_count(direct) == 1
-        row = dispatcher.inbox.get(again.key)
-        assert row is not None and row.status is Status.DONE
-    finally:
-        engine.dispose()
-        direct.dispose()
-
-
-@pytest.mark.slow
-def test_a_process_killed_mid_transaction_leaves_nothing_and_the_redelivery_makes_one_job(
-    database_url: str, engine: Engine, job_settings: Settings
-) -> None:
-    child = subprocess.Popen(
-        [sys.executable, "-m", "tests.jobs.one_commit_child", database_url, "m-killed"],
-        cwd=ROOT, stdout=subprocess.PIPE, text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
-    assert child.stdout is not None
-    with child.stdout:
-        try:
-            assert child.stdout.readline().strip() == "written"
-        finally:
-            os.kill(child.pid, signal.SIGKILL)
-            child.wait(timeout=30)
-    assert job_count(engine) == 0
-    dispatcher = Dispatcher(job_settings, engine, build_registry(job_settings))
-    key = dispatcher.classify(job_message("m-killed")).key
-    assert dispatcher.inbox.get(key) is None
-    outcome = dispatcher.dispatch(job_message("m-killed"))
-    assert (outcome.kind, outcome.details["attempt"], outcome.details["inserted"]) == (
-        Kind.DONE, 1, True)  # fmt: skip
-    assert job_count(engine) == 1
 
 
 def test_one_commit_and_two_commit_deliveries_alternate_on_a_thread(

@@ -23,7 +23,7 @@ from consumer.jobs.sweep import Sweeper
 from consumer.pipeline.registry import Registry
 from consumer.plugins import build_registry
 from consumer.service import Service
-from tests.jobs.test_sweep import add
+from tests.jobs.conftest import add
 
 JOBS = 60
 

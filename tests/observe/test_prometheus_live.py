@@ -17,7 +17,7 @@ import yaml
 from consumer.wire.envelopes_out import tick_body
 from tests.conftest import Server, free_port, stop_process, wait_ready, wait_until
 from tests.deploy_artifacts.conftest import rendered_overlay
-from tests.deploy_artifacts.test_alert_rules import alert_rules, rule_groups, write_rules
+from tests.deploy_artifacts.prometheus_rules import alert_rules, rule_groups, write_rules
 
 pytestmark = pytest.mark.slow
 SCRAPE = "1s"
