@@ -17,7 +17,7 @@ from consumer.config.flow import NO_LIMIT, changes_of
 from consumer.jobs.flow_admin import FlowAdmin, kinds_flow, known
 from consumer.jobs.model import CancelOutcome, EnqueueResult, InvalidJob, Job, Status, group_from
 from consumer.jobs.store import JobStore, enqueue
-from consumer.pipeline.decisions import Source
+from consumer.pipeline.decision_log import Source
 from consumer.pipeline.dispatch import Dispatcher
 from consumer.service import Service
 from consumer.storage.local_import import enqueue_file_command

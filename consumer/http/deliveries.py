@@ -23,7 +23,7 @@ from consumer.errors import BodyTooLarge, ConsumerError
 from consumer.http.credentials import Scheme
 from consumer.http.gate import Admission
 from consumer.http.routes import Handler
-from consumer.pipeline.decisions import Source
+from consumer.pipeline.decision_log import Source
 from consumer.pipeline.dispatch import Dispatcher
 from consumer.ticks.hook import tick_message
 from consumer.wire.envelope import Limits, parse_push

@@ -23,7 +23,7 @@ An app that embeds the routes has a door for the paths under its prefix only: ev
 is the host's, passed untouched.
 
 The refusal of a delivery (a push, a hook, a tick) is that delivery's one decision
-(``consumer.pipeline.decisions.refuse``); any other refused request is logged.
+(``consumer.pipeline.decision_log.refuse``); any other refused request is logged.
 """
 
 from __future__ import annotations
@@ -47,8 +47,8 @@ from consumer.http.credentials import NOBODY, Credentials, Scheme
 from consumer.http.report_gate import ReportGate
 from consumer.http.request import RequestView
 from consumer.http.routes import TABLE, Auth, Route, match
-from consumer.pipeline import decisions
-from consumer.pipeline.decisions import Source
+from consumer.pipeline import decision_log
+from consumer.pipeline.decision_log import Source
 from consumer.wire.outcomes import Outcome, from_error
 
 log = logging.getLogger("consumer.gate")
@@ -154,7 +154,7 @@ class Gate:
         a refusal logged as such."""
         source = self.source_of(view)
         if source is not None:
-            return decisions.refuse(source, error, started)
+            return decision_log.refuse(source, error, started)
         outcome = from_error(error)
         log.info("request refused", extra={"status": outcome.http_status, "error": error.message})
         return outcome

@@ -17,7 +17,7 @@ from enum import StrEnum
 from functools import cached_property
 
 from consumer.deploy.hook import HOOK_MAX_BYTES
-from consumer.pipeline.decisions import Source
+from consumer.pipeline.decision_log import Source
 
 SMALL_BODY_BYTES = HOOK_MAX_BYTES
 """A hook's or a tick's body is a few fields; a probe takes none. The push limit is the server's

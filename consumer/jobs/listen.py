@@ -33,7 +33,7 @@ from sqlalchemy import Engine
 from consumer.db.dialect import POSTGRESQL
 from consumer.jobs.declared import declare
 from consumer.jobs.notify import CHANNEL
-from consumer.pipeline.decisions import Source
+from consumer.pipeline.decision_log import Source
 from consumer.pipeline.dispatch import Dispatcher
 from consumer.wire.events import TickEvent
 from consumer.wire.message import PushMessage

@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 from consumer.config.admission import AdmissionSettings
 from consumer.config.settings import Settings
 from consumer.inbox.store import Inbox, Status
-from consumer.pipeline.decisions import Source
+from consumer.pipeline.decision_log import Source
 from consumer.wire import signed
 from consumer.wire.events import Event, Route, escape, privileged
 from consumer.wire.message import PushMessage

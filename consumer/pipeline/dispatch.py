@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from consumer.db.engine import retry_on_stale
 from consumer.errors import ConsumerError, Unavailable
 from consumer.inbox.store import Inbox
-from consumer.pipeline import admission, decisions, one_commit
-from consumer.pipeline.decisions import Source
+from consumer.pipeline import admission, decision_log, one_commit
+from consumer.pipeline.decision_log import Source
 from consumer.pipeline.deliveries import Deliveries
 from consumer.pipeline.policy import Renew
 from consumer.pipeline.recording import Delivery, not_claimed, overran, taken_over
@@ -57,8 +57,8 @@ class Dispatcher(Deliveries):
 
     def refuse(self, source: Source, error: ConsumerError, started: float | None = None) -> Outcome:
         """A delivery its source refused before a message was known (unparsable): decided and
-        recorded like any other (``decisions.refuse``)."""
-        return decisions.refuse(source, error, _now_or(started))
+        recorded like any other (``decision_log.refuse``)."""
+        return decision_log.refuse(source, error, _now_or(started))
 
     def run_unclaimed(self, event: Event, source: Source, budget: float | None) -> Outcome:
         """Run the event's handler without taking its inbox slot (a manual sweep runs beside a
@@ -77,13 +77,13 @@ class Dispatcher(Deliveries):
         try:
             event = self.classify(received) if isinstance(received, PushMessage) else received
         except ConsumerError as error:
-            return decisions.refuse(source, error, started, message_id)
+            return decision_log.refuse(source, error, started, message_id)
         refused = admission.refusal(self.settings, source, event)  # before anything is claimed
         try:
             outcome = self._refused(event, refused) if refused else run(event, started)
         except ConsumerError as error:
-            return decisions.refuse(source, error, started, message_id, event.route.value)
-        decisions.record(source, outcome, message_id, time.monotonic() - started)
+            return decision_log.refuse(source, error, started, message_id, event.route.value)
+        decision_log.record(source, outcome, message_id, time.monotonic() - started)
         return outcome
 
     def _refused(self, event: Event, refused: admission.Refusal) -> Outcome:

@@ -32,7 +32,7 @@ from consumer.errors import ConsumerError, NotReplayable, Unavailable
 from consumer.inbox.model import Status
 from consumer.observe import metrics
 from consumer.pipeline.context import HandlerContext
-from consumer.pipeline.decisions import Source
+from consumer.pipeline.decision_log import Source
 from consumer.pipeline.registry import Registry
 from consumer.pipeline.rerun import Rerun, stored_event
 from consumer.wire.outcomes import Kind

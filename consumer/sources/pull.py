@@ -20,7 +20,7 @@ from google.cloud.pubsub_v1.subscriber.scheduler import ThreadScheduler
 from consumer.errors import ConsumerError, SettingsError
 from consumer.observe.logs import configure_logging
 from consumer.pipeline import admission
-from consumer.pipeline.decisions import Source
+from consumer.pipeline.decision_log import Source
 from consumer.pipeline.dispatch import Dispatcher
 from consumer.service import Service
 from consumer.wire.message import Format, PushMessage

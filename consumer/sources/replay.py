@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from consumer.errors import NotReplayable
-from consumer.pipeline.decisions import Source
+from consumer.pipeline.decision_log import Source
 from consumer.pipeline.rerun import Rerun, stored_event
 from consumer.service import Service
 from consumer.wire.outcomes import Outcome

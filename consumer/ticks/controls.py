@@ -18,7 +18,7 @@ from sqlalchemy import Engine
 
 from consumer.config.settings import Settings
 from consumer.errors import ConsumerError
-from consumer.pipeline.decisions import Source
+from consumer.pipeline.decision_log import Source
 from consumer.pipeline.dispatch import Dispatcher
 from consumer.pipeline.registry import Registry
 from consumer.ticks.pauses import Pause, TickControl

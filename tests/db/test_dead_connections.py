@@ -20,7 +20,7 @@ from consumer.inbox.model import Status
 from consumer.inbox.queries import finish
 from consumer.inbox.store import Inbox
 from consumer.pipeline.context import HandlerContext
-from consumer.pipeline.decisions import Source
+from consumer.pipeline.decision_log import Source
 from consumer.pipeline.dispatch import Dispatcher
 from consumer.pipeline.registry import Registry
 from consumer.wire.events import DeployEvent

@@ -16,7 +16,7 @@ from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
 from consumer.db.pinned import PinnedConnections
 from consumer.jobs.store import enqueue
-from consumer.pipeline.decisions import Source
+from consumer.pipeline.decision_log import Source
 from consumer.pipeline.dispatch import Dispatcher
 from consumer.pipeline.registry import Registry
 from consumer.wire.events import DeployEvent

@@ -17,7 +17,7 @@ from cronsim import CronSim
 
 from consumer.config.settings import Settings
 from consumer.http import routes
-from consumer.pipeline.decisions import Source
+from consumer.pipeline.decision_log import Source
 from consumer.plugins import build_registry
 from consumer.wire.classify import classify
 from consumer.wire.envelope import parse_push

@@ -27,7 +27,7 @@ from consumer.errors import (
 from consumer.inbox.model import InboxRow, Status
 from consumer.inbox.store import Inbox
 from consumer.pipeline.context import HandlerContext
-from consumer.pipeline.decisions import Source
+from consumer.pipeline.decision_log import Source
 from consumer.pipeline.dispatch import Dispatcher
 from consumer.pipeline.registry import Registry
 from consumer.ticks import policy as ticks

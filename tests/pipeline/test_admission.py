@@ -16,7 +16,7 @@ from sqlalchemy import Engine
 from consumer.config.settings import Settings
 from consumer.errors import NotReplayable
 from consumer.inbox.store import Status
-from consumer.pipeline.decisions import Source
+from consumer.pipeline.decision_log import Source
 from consumer.pipeline.dispatch import Dispatcher
 from consumer.plugins import build_registry
 from consumer.service import Service

@@ -18,7 +18,7 @@ from consumer.config.settings import Settings
 from consumer.errors import AlreadyRegistered, SettingsError
 from consumer.inbox.model import Status
 from consumer.inbox.store import Inbox
-from consumer.pipeline.decisions import Source
+from consumer.pipeline.decision_log import Source
 from consumer.pipeline.dispatch import Dispatcher
 from consumer.pipeline.registry import Registry
 from consumer.plugins import build_registry

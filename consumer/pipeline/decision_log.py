@@ -1,6 +1,7 @@
-"""The decision line: every delivery, whatever its source, is logged once with one fixed schema
-and counted once in the metrics. A refused delivery is decided here too (``refuse``), whoever
-refused it: the transport's header gate, a view that could not parse, or the dispatcher."""
+"""The decision log: every delivery's decision, whatever its source, is written once as one line
+of a fixed schema and counted once in the metrics. The dispatcher (``consumer.pipeline.dispatch``)
+decides; this module only writes and counts, a refusal too (``refuse``), whoever refused: the
+transport's header gate, a view that could not parse, or the dispatcher."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from consumer.observe import metrics
 from consumer.wire.outcomes import NO_ROUTE, Outcome, from_error
 
 log = logging.getLogger("consumer.decisions")
+"""Not the module's name: operators filter the decision lines on this one (docs/operations.md)."""
 
 
 class Source(StrEnum):
