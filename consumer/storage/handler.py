@@ -156,6 +156,7 @@ def _finish(file: FileInput, result: FileResult, checksum: str) -> None:
         files.finish(
             obj, file.owner, result.status, result.progress, file.context.clock(),
             checksum=checksum or None, result=dict(result.details), error=result.error,
+            after=file.committed,
         )  # fmt: skip
         return True
 

@@ -29,7 +29,7 @@ from consumer.pipeline.registry import Registry
 from consumer.storage.budget import Pacer
 from consumer.storage.durable import durably
 from consumer.storage.model import FileResult, Progress, StoredObject
-from consumer.storage.store import ProcessedFiles
+from consumer.storage.store import ProcessedFiles, ProgressLost
 from consumer.wire.events import StorageEvent
 
 Processor = Callable[["FileInput"], FileResult]
@@ -69,16 +69,24 @@ class FileInput:
         with unavailable_on_db_fault(), self.context.engine.begin() as connection:
             progress = self.timed(work(connection))
             now = self.context.clock()
-            self.files.checkpoint(connection, self.object, self.owner, progress, now)
+            self.files.checkpoint(
+                connection, self.object, self.owner, progress, now, after=self.committed
+            )
         self.committed = progress
         return progress
 
     def _settled(self) -> Progress | None:
         """The progress an earlier try committed although its answer was lost, or ``None``:
-        only this run writes the row's progress, so any move past ``committed`` is that try."""
+        only this run writes the row's progress, so any move past ``committed`` is that try. A
+        move back is a commit the database lost in a crash (``ProgressLost``)."""
         held = self.files.owned_progress(self.object, self.owner)
         if held is None or _position(held) == _position(self.committed):
             return None
+        if _position(held) < _position(self.committed):
+            raise ProgressLost(
+                f"{self.object.url}: the database holds line {held.resume_line}, this run "
+                f"committed up to line {self.committed.resume_line}: a commit was lost"
+            )
         self.committed = held
         return held
 

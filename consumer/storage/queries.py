@@ -44,9 +44,16 @@ def owned_row(obj: StoredObject, owner: str) -> Select[Any]:
     return select(files).where(_owned_by(obj, owner))
 
 
-def owned_write(obj: StoredObject, owner: str, values: Mapping[str, Any]) -> Update:
-    """``values`` written to the row while ``owner``'s run owns it (zero rows: taken over)."""
-    return update(files).where(_owned_by(obj, owner)).values(**values)
+def owned_write(
+    obj: StoredObject, owner: str, values: Mapping[str, Any], at: tuple[int, int] | None = None
+) -> Update:
+    """``values`` written to the row while ``owner``'s run owns it and, given ``at``, while its
+    resume point is ``at`` (line, offset): what this run last committed (zero rows: taken over,
+    or a commit of this run's was lost)."""
+    owned = _owned_by(obj, owner)
+    if at is not None:
+        owned = and_(owned, files.c.resume_line == at[0], files.c.resume_offset == at[1])
+    return update(files).where(owned).values(**values)
 
 
 def listed(status: FileStatus | None, limit: int) -> Select[Any]:

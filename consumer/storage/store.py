@@ -4,7 +4,9 @@ in the caller's transaction when given its ``connection``, else in one of their 
 A run owns its row through an ``owner`` token: ``begin`` hands the row to the newest run (the
 inbox only lets one start once the previous lease expired), and every later write says
 ``WHERE ... AND owner = ? AND status = 'running'``. Zero rows means a newer run took the file
-over; the writer stops, and its transaction (with the jobs it was adding) rolls back.
+over; the writer stops, and its transaction (with the jobs it was adding) rolls back. A run's
+progress and final status are also written only on top of the resume point it last committed:
+a batch commits without waiting for the disk, and a crash can lose it (``ProgressLost``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from consumer.db.store import Store
+from consumer.errors import Retryable
 from consumer.pipeline.context import LeaseLost
 from consumer.storage import queries
 from consumer.storage.model import FileRow, FileStatus, Progress, StoredObject
@@ -25,6 +28,17 @@ MAX_ERROR_CHARS = 2000
 
 class FileTakenOver(LeaseLost):
     """A newer run of the same file owns its ``processed_files`` row now."""
+
+
+class ProgressLost(Retryable):
+    """The row holds an earlier resume point than this run committed: a commit that did not wait
+    for the disk (a batch's, ``RELAX_COMMIT``) was lost with its jobs when PostgreSQL crashed.
+    Going on from memory would skip those rows, so the attempt ends and the redelivery resumes
+    from what is durable (the jobs' keys make the rows that did survive a no-op)."""
+
+
+def _position(progress: Progress | None) -> tuple[int, int] | None:
+    return None if progress is None else (progress.resume_line, progress.resume_offset)
 
 
 def _progress_values(progress: Progress) -> dict[str, Any]:
@@ -74,14 +88,17 @@ class ProcessedFiles(Store):
         owner: str,
         progress: Progress,
         now: datetime,
+        *,
+        after: Progress | None = None,
     ) -> None:
         """Record progress inside the caller's transaction (the one adding the work it covers):
-        its ``connection`` is required, since progress without that work would skip it."""
+        its ``connection`` is required, since progress without that work would skip it. Given
+        ``after`` (this run's last committed progress), only on top of it (``ProgressLost``)."""
         values = {"updated_at": now, **_progress_values(progress)}
-        statement = queries.owned_write(obj, owner, values)
+        statement = queries.owned_write(obj, owner, values, _position(after))
         with self._write(connection) as conn:
             if conn.execute(statement).rowcount != 1:
-                raise FileTakenOver(f"{obj.url} was taken over by a newer run")
+                raise self._not_written(obj, owner, after, conn)
 
     def finish(
         self,
@@ -94,17 +111,32 @@ class ProcessedFiles(Store):
         checksum: str | None = None,
         result: Any = None,
         error: str = "",
+        after: Progress | None = None,
         connection: Connection | None = None,
     ) -> None:
-        """Record the outcome; raise ``FileTakenOver`` if a newer run owns the row."""
+        """Record the outcome; raise ``FileTakenOver`` if a newer run owns the row, and, given
+        ``after`` (this run's last committed progress), ``ProgressLost`` if the row holds less."""
         statement = queries.owned_write(obj, owner, {
             "status": status, "checksum": checksum, "result": result, "updated_at": now,
             "finished_at": now, "last_error": error[:MAX_ERROR_CHARS] or None, "owner": None,
             **_progress_values(progress),
-        })  # fmt: skip
+        }, _position(after))  # fmt: skip
         with self._write(connection) as conn:
             if conn.execute(statement).rowcount != 1:
-                raise FileTakenOver(f"{obj.url} was taken over by a newer run")
+                raise self._not_written(obj, owner, after, conn)
+
+    def _not_written(
+        self, obj: StoredObject, owner: str, after: Progress | None, connection: Connection
+    ) -> LeaseLost | ProgressLost:
+        """Why an owned write changed no row: another run owns it, or it holds less than
+        ``after``."""
+        held = self.owned_progress(obj, owner, connection=connection)
+        if held is None or after is None:
+            return FileTakenOver(f"{obj.url} was taken over by a newer run")
+        return ProgressLost(
+            f"{obj.url}: the database holds line {held.resume_line}, this run committed up to "
+            f"line {after.resume_line}: a commit was lost; resuming from what is durable"
+        )
 
     def note_error(
         self,
