@@ -20,7 +20,9 @@ from bench.support.target_servers import NODE
 from consumer.demo.processes import pubsub_emulator
 from triggers.local import stack
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
+"""Serial: beside the parallel phase's load, the Pub/Sub emulator stalled in one CI run (no tick
+published for the whole drain, the last tick's row finished just after it: reported lost)."""
 ROOT = Path(__file__).resolve().parents[2]
 LAST_LINE = re.compile(
     r"chaos: (?P<faults>\d+) faults, lost (?P<lost>\d+), duplicates (?P<duplicates>\d+) "
