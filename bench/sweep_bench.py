@@ -3,7 +3,8 @@
 For 1, 2 and 4 concurrent sweeper processes it measures jobs/s and the p50/p95 latency of one
 claim statement, for:
   consumer   the real sweep (consumer.jobs.sweep.Sweeper: SQLAlchemy Core, leases, summaries);
-  direct     the same claim and complete statements issued through psycopg, without SQLAlchemy;
+  direct     the same claim and complete statements issued through psycopg, without SQLAlchemy
+             (the payload column read as psycopg decodes it by default, row by row);
   procrastinate  a peer Postgres job queue (one job per fetch), its own database.
 Every mode works off the same number of jobs; medians of ``--repeat`` runs are reported with
 the ratios consumer/direct (target >= 0.80) and consumer/procrastinate (target >= 20). The

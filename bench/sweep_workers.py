@@ -17,18 +17,23 @@ from typing import Any
 
 import procrastinate
 import psycopg
+from sqlalchemy import Engine
 from sqlalchemy.dialects.postgresql import psycopg as dialect
 
 from consumer import NewJob, enqueue_many
 from consumer.config.flow import JobLimit
 from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
+from consumer.db.prepared import prepared
 from consumer.jobs import queries
+from consumer.jobs.flow_store import FlowStore
 from consumer.jobs.store import JobStore
 from consumer.jobs.sweep import Sweeper
 from consumer.pipeline.extensions import JobKinds
 
 LEASE = timedelta(seconds=300)
+TEXT_PAYLOAD = "CAST(jobs.payload AS TEXT) AS payload"
+"""How the sweep's claim returns the payload (``consumer.jobs.queries.claimed``)."""
 
 
 def rendered(statement: Any) -> tuple[str, dict[str, Any]]:
@@ -59,8 +64,7 @@ def consumer_worker(
     latencies: list[float] = []
     JobStore.claim = timed(JobStore.claim, latencies)  # type: ignore[method-assign]
     JobStore.claim_then = timed(JobStore.claim_then, latencies)  # type: ignore[method-assign]
-    with engine.connect() as connection:
-        connection.exec_driver_sql("SELECT 1")
+    compile_sweep(engine)
     barrier.wait()
     cpu = time.process_time()
     limits = {} if cap is None else {"noop": JobLimit(cap=cap)}
@@ -68,6 +72,17 @@ def consumer_worker(
         limits = {"noop": JobLimit(group_cap=group_cap)}
     summary = Sweeper(settings, engine, kinds, limits=limits).run(time.monotonic() + 600)
     results.put((time.monotonic(), latencies, summary.done, time.process_time() - cpu))
+
+
+def compile_sweep(engine: Engine) -> None:
+    """Before the clock, as the direct worker renders its statements before it: the sweep's
+    statements compiled (the claim and the done write, prepared; the overrides and due counts
+    read, read-only, which caches their compiled forms) and the connection opened."""
+    for build in (queries.claim, queries.done):
+        prepared(build, engine.dialect)
+    with engine.connect() as connection:
+        FlowStore(engine).overrides(connection)
+        JobStore(engine).due_by_kind(datetime.now(UTC), connection=connection)
 
 
 def timed(function: Callable[..., Any], latencies: list[float]) -> Callable[..., Any]:
@@ -85,6 +100,12 @@ def direct_worker(conninfo: str, batch: int, barrier: Any, results: Any) -> None
     """The sweep's statements and transactions (record the last batch and claim the next in
     one), through psycopg alone."""
     claim_sql, claim_constants = rendered(queries.claim("postgresql"))
+    # The payload column as a plain psycopg user reads it: decoded by the driver's JSON loader
+    # (``json.loads``, row by row); the sweep's claim casts it to text and decodes a claim's
+    # payloads in one call (``consumer.jobs.model.claimed_jobs``).
+    if TEXT_PAYLOAD not in claim_sql:
+        raise SystemExit("the claim's payload column changed: update bench/sweep_workers.py")
+    claim_sql = claim_sql.replace(TEXT_PAYLOAD, "jobs.payload")
     done_sql, done_constants = rendered(queries.done("postgresql"))
     claim_params: dict[str, Any] = {**claim_constants, "kinds": ["noop"]}
     latencies: list[float] = []

@@ -8,7 +8,7 @@ from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event, make_url
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
@@ -17,6 +17,7 @@ from consumer.errors import Unavailable
 
 SQLITE_BUSY_TIMEOUT_SECONDS = 30
 POSTGRES_CONNECT_TIMEOUT_SECONDS = 5
+SESSION_TIME_ZONE = "UTC"
 NOT_TRANSIENT_SQLSTATE_CLASSES = ("22", "54")  # data exception, program limit exceeded
 T = TypeVar("T")
 
@@ -35,11 +36,25 @@ def make_engine(url: str, waits: DatabaseWaits | None = None, **options: Any) ->
         return _sqlite_engine(url, **options)
     options.setdefault("pool_size", 5)
     options.setdefault("max_overflow", 5)
-    connect_args: dict[str, Any] = {"connect_timeout": POSTGRES_CONNECT_TIMEOUT_SECONDS}
+    connect_args: dict[str, Any] = {
+        "connect_timeout": POSTGRES_CONNECT_TIMEOUT_SECONDS,
+        "options": session_options(url, waits),
+    }
     if waits is not None:
-        connect_args["options"] = session_timeouts(waits)
         options.setdefault("pool_timeout", waits.pool)
     return create_engine(url, connect_args=connect_args, **options)
+
+
+def session_options(url: str, waits: DatabaseWaits | None) -> str:
+    """libpq's ``options`` for every connection: the URL's own, the session's time zone, UTC
+    (the driver then reads timestamps as UTC datetimes, with nothing to convert; a claim reads
+    a hundred rows of them), and ``waits``' timeouts."""
+    given = make_url(url).query.get("options", ())
+    parts = [given] if isinstance(given, str) else list(given)
+    parts.append(f"-c TimeZone={SESSION_TIME_ZONE}")
+    if waits is not None:
+        parts.append(session_timeouts(waits))
+    return " ".join(parts)
 
 
 def session_timeouts(waits: DatabaseWaits) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -163,34 +164,52 @@ class Job(NamedTuple):
     """The result object an HTTP target reported with ``POST /jobs/{id}/complete``."""
 
     @classmethod
-    def from_claim(cls, row: Any) -> Job:
-        """From the columns ``store.CLAIMED`` returns, positionally: a claim returns many rows."""
-        job_id, kind, payload, priority, run_at, attempts, limit, key, created, errors, parent, \
-            group, turn = row  # fmt: skip
-        return cls(
-            job_id, kind, payload, Status.RUNNING, priority, run_at, attempts, limit, key,
-            created, errors or (), trace_parent=parent, group_key=group, fair_at=turn,
-        )  # fmt: skip
-
-    @classmethod
-    def from_driver_claim(cls, row: Any) -> Job:
-        """``from_claim`` of a row as psycopg returns it: its aware datetimes, in the session's
-        time zone, are converted to UTC here (as ``UTCDateTime`` does for the other queries)."""
-        job_id, kind, payload, priority, run_at, attempts, limit, key, created, errors, parent, \
-            group, turn = row  # fmt: skip
-        return cls(
-            job_id, kind, payload, Status.RUNNING, priority, run_at.astimezone(UTC), attempts,
-            limit, key, created.astimezone(UTC), errors or (), trace_parent=parent,
-            group_key=group, fair_at=None if turn is None else turn.astimezone(UTC),
-        )  # fmt: skip
-
-    @classmethod
     def from_row(cls, row: Any) -> Job:
         values = dict(row._mapping)
         values.pop("claimed_by", None)
         values["status"] = Status(values["status"])
         values["errors"] = tuple(values.get("errors") or ())
         return cls(**values)
+
+
+_new_job = tuple.__new__
+"""Builds a ``Job`` from its values in field order without the generated ``__new__``'s call and
+keyword handling (``tests/jobs/test_claimed_jobs.py`` checks the order against ``Job(...)``)."""
+
+
+def claimed_jobs(rows: Sequence[Any], payloads_as_text: bool) -> list[Job]:
+    """The jobs of a claim's rows (the columns ``queries.claimed`` returns, positionally), in
+    the rows' order. ``payloads_as_text``: the rows carry each payload as JSON text (PostgreSQL's
+    claim), decoded here for the whole claim in one call, not once per row. Aware datetimes in
+    another zone than UTC (a session not in UTC) are converted; UTC ones are taken as they are."""
+    if not rows:
+        return []
+    payloads = _decoded(rows) if payloads_as_text else [row[2] for row in rows]
+    if rows[0][4].tzinfo is not UTC:
+        rows = [_in_utc(row) for row in rows]
+    running = Status.RUNNING
+    return [
+        _new_job(Job, (job_id, kind, payload, running, priority, run_at, attempts, limit, key,
+                       created, errors or (), None, None, None, None, parent, None, group, turn,
+                       None, None, None, None))
+        for (job_id, kind, _, priority, run_at, attempts, limit, key, created, errors, parent,
+             group, turn), payload in zip(rows, payloads, strict=True)
+    ]  # fmt: skip
+
+
+def _decoded(rows: Sequence[Any]) -> list[Any]:
+    """The rows' JSON texts (valid JSON each: the column's type says so) as one array."""
+    payloads: list[Any] = json.loads(f"[{','.join([row[2] for row in rows])}]")
+    return payloads
+
+
+def _in_utc(row: Any) -> tuple[Any, ...]:
+    """A claim row with its ``run_at``, ``created_at`` and ``fair_at`` in UTC."""
+    values = list(row)
+    for at in (4, 8, 12):
+        if values[at] is not None:
+            values[at] = values[at].astimezone(UTC)
+    return tuple(values)
 
 
 def claim_order(job: Job) -> tuple[int, datetime, int]:

@@ -36,6 +36,11 @@ class StartSlots:
             if earlier is None or earlier[0] < at:
                 self._slots[job.id] = (at, interval, key)
 
+    def waiting(self) -> bool:
+        """Whether a claimed job has a start slot to wait for (none: ``start_at`` returns at
+        once for every job, and the sweep skips it)."""
+        return bool(self._slots)
+
     def start_at(self, job: Job) -> None:
         """Wait for the start slot the rate gave ``job`` (none: start now), and at least an
         interval after this sweeper's previous start of the kind: a sweeper running behind its

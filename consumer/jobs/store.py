@@ -31,6 +31,7 @@ from consumer.jobs.model import (
     Status,
     Written,
     claim_order,
+    claimed_jobs,
 )
 from consumer.jobs.new_rows import COPY_FROM, new_row, one_job
 from consumer.jobs.operations import JobOperations
@@ -182,14 +183,12 @@ class JobStore(JobOperations):
             if excluded:
                 statement = queries.claim(self.dialect, True)
                 rows = conn.execute(statement, {**params, "excluded": list(excluded)}).all()
-                return sorted((Job.from_claim(row) for row in rows), key=claim_order)
-            if self.dialect == POSTGRESQL:
+            elif self.dialect == POSTGRESQL:
                 # The driver's own tuples: no Row objects for a hundred rows.
-                tuples = prepared(queries.claim, conn.dialect).all(conn, params)
-                claimed = [Job.from_driver_claim(row) for row in tuples]
+                rows = prepared(queries.claim, conn.dialect).all(conn, params)
             else:
                 rows = conn.execute(queries.claim(self.dialect), params).all()
-                claimed = [Job.from_claim(row) for row in rows]
+        claimed = claimed_jobs(rows, payloads_as_text=self.dialect == POSTGRESQL)
         return sorted(claimed, key=claim_order)
 
     def claim_then(
@@ -213,8 +212,7 @@ class JobStore(JobOperations):
         after = prepared(then, connection.dialect)
         steps = [(claim, params, _fetchall), (after, values, _fetchone)]
         tuples, first_row = pipelined(connection, steps)
-        claimed = [Job.from_driver_claim(found) for found in tuples]
-        return sorted(claimed, key=claim_order), first_row
+        return sorted(claimed_jobs(tuples, payloads_as_text=True), key=claim_order), first_row
 
     def renew(
         self, token: str, lease_until: datetime, *, connection: Connection | None = None

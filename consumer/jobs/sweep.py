@@ -221,23 +221,26 @@ class Sweeper:
         stop_at = deadline - self.pace.reserve()
         pace, fresh, run, monotonic = self.pace, self.lease.ensure_fresh, self._run, time.monotonic
         due, each, flush = self.flushes.due, self.record_each, self.recorder.flush
+        start_at = self.flow.start_at if self.flow.slots.waiting() else None
+        traced = spans.enabled()  # off: no span's context per job
         self.flushes.begin()
         with JobContext(
             self.settings, self.engine, deadline, lease=self.lease, token=batch.token
         ) as context:
             for job in batch.jobs:  # per job: a no-op job costs little more than this loop
-                self.flow.start_at(job)  # a rate-limited job waits for its slot
+                if start_at is not None:
+                    start_at(job)  # a rate-limited job waits for its slot
                 started = monotonic()
                 if batch.lost or not (started + pace.job_seconds <= stop_at and fresh(started)):
                     batch.unrun.append(job.id)
                     continue
                 context.job = job
-                run(context, job, batch)
+                run(context, job, batch, traced)
                 if due(started, monotonic()) or job.kind in each or batch.holding():
                     flush(connection, batch, deadline)
                 pace.observe_job(monotonic() - started)
 
-    def _run(self, context: JobContext, job: Job, batch: Batch) -> None:
+    def _run(self, context: JobContext, job: Job, batch: Batch, traced: bool) -> None:
         limit = job.max_attempts or self.settings.jobs.max_attempts
         if job.attempts > limit:
             error = f"attempts exhausted: claimed {job.attempts} times (did a sweeper die?)"
@@ -251,7 +254,10 @@ class Sweeper:
         try:
             if handler is None:  # unregistered after the claim: not this job's fault
                 raise LookupError(f"no job kind {job.kind!r}")
-            with spans.job_run(job):  # a child of the enqueuing span, linked to this sweep's
+            if traced:
+                with spans.job_run(job):  # a child of the enqueuing span, linked to the sweep's
+                    handler(context, job)
+            else:
                 handler(context, job)
         except JobHeld:
             batch.held.append(job.id)  # its target reports the rest (docs/long-running-jobs.md)
