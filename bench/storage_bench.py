@@ -198,6 +198,8 @@ def profile(rows: int, pubsub_host: str, gcs_url: str) -> None:
         )
         print(f"== gunicorn: upload -> finished {total:.2f} s, handler {inside:.2f} s")
         dumps = sorted(Path(directory).glob("*.prof"), key=lambda path: path.stat().st_size)
+        if not dumps:
+            raise SystemExit("the gunicorn workers wrote no profile (bench/profiled_app.py)")
         pstats.Stats(str(dumps[-1])).sort_stats(sort).print_stats(25)
 
 

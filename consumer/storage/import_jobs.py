@@ -38,7 +38,7 @@ from consumer.storage.rows import (
     csv_records,
     jsonl_records,
 )
-from consumer.storage.validate import row_payload
+from consumer.storage.validate import RowRules
 
 BATCH_BYTES = 4 << 20
 FIRST_BATCH_ROWS = 500
@@ -105,7 +105,7 @@ class _Importer:
     ) -> None:
         self.file = file
         self.options = options
-        self.allowed = allowed
+        self.row_payload = RowRules(options, allowed).payload
         self.template = JobTemplate(options.kind, options.priority, options.max_attempts)
         self.prefix = f"{file.object.key}:"
         resumed = file.resumed
@@ -144,7 +144,7 @@ class _Importer:
         self.rows_in_batch += 1
         payload, problem = "", record.problem
         if not problem:
-            payload, problem = row_payload(record.fields, self.options, self.allowed)
+            payload, problem = self.row_payload(record.fields)
         if not problem:
             self.accepted += 1
             self.batch.add(f"{self.prefix}{record.line}", payload)

@@ -30,7 +30,7 @@ from consumer.jobs.fields import producer_fields
 from consumer.jobs.model import InvalidJob
 from consumer.storage.lines import read_lines
 from consumer.storage.rows import FileRejected, Record, csv_header, csv_records, jsonl_records
-from consumer.storage.validate import row_payload
+from consumer.storage.validate import RowRules
 
 BATCH_ROWS = 5000
 MAX_ERRORS_SHOWN = 100
@@ -63,8 +63,7 @@ def enqueue_file(
 ) -> BulkReport:
     """Enqueue every valid row of ``path``; raise ``InvalidJob`` if the file cannot be read
     as ``file_format`` at all (no header, for instance)."""
-    options = _options(template)
-    allowed = producer_fields(None, template.kind)
+    row_payload = RowRules(_options(template), producer_fields(None, template.kind)).payload
     fmt = file_format if file_format != "auto" else _format_of(path)
     report = BulkReport(key_prefix or f"file:{_digest(path)}")
     with path.open("rb") as stream:
@@ -73,7 +72,7 @@ def enqueue_file(
             if record.blank:
                 continue
             report.rows += 1
-            payload, problem = row_payload(record.fields, options, allowed) if not record.problem \
+            payload, problem = row_payload(record.fields) if not record.problem \
                 else ("", record.problem)  # fmt: skip
             if problem:
                 _reject(report, record.line, problem)

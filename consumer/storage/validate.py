@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from consumer.config.import_options import ImportOptions
-from consumer.jobs.fields import restricted
 
 MAX_ADDRESS_CHARS = 998
 """RFC 5322's line limit: longer is not an address, and is refused before the regex sees it."""
@@ -31,36 +30,46 @@ def row_problem(
 def row_payload(
     fields: Mapping[str, Any] | None, options: ImportOptions, allowed: frozenset[str] | None = None
 ) -> tuple[str, str]:
-    """The row's payload as JSON text (what the job stores), and why the row cannot become a
-    job, or ``""``. Only the fields the rule (``fields``) or else the kind (``allowed``) lets a
-    producer set are kept, then the rule's ``set_fields`` are laid over them: a row cannot add
-    a recipient or change the sender. The size check has to serialize the row anyway, so the
-    text it measured is the one inserted. The cheap checks (presence, size) run before the
-    address patterns, so an oversized value is refused without being matched."""
-    if fields is None:
-        return "", "the row is unreadable"
-    fields = producer_row(fields, options, allowed)
-    for name in options.required_fields:
-        if fields.get(name) in EMPTY:
-            return "", f"'{name}' is required"
-    payload, problem = _payload(fields, options.max_row_bytes)
-    if problem:
-        return "", problem
-    for name in options.email_fields:
-        value = fields.get(name)
-        if value not in EMPTY and (problem := _address_problem(name, value)):
+    """``RowRules(options, allowed).payload(fields)``, for a caller with one row."""
+    return RowRules(options, allowed).payload(fields)
+
+
+class RowRules:
+    """An import's rules for its rows, worked out once (``payload`` runs for every row)."""
+
+    def __init__(self, options: ImportOptions, allowed: frozenset[str] | None = None) -> None:
+        self.kept = frozenset(options.fields) if options.fields is not None else allowed
+        """The fields a producer may set (``None``: any); ``set_fields`` are laid over them."""
+        self.set_fields = dict(options.set_fields) if options.set_fields else None
+        self.required = options.required_fields
+        self.emails = options.email_fields
+        self.max_bytes = options.max_row_bytes
+
+    def payload(self, fields: Mapping[str, Any] | None) -> tuple[str, str]:
+        """The row's payload as JSON text (what the job stores), and why the row cannot become a
+        job, or ``""``. Only the fields the rule (``fields``) or else the kind (``allowed``) lets
+        a producer set are kept, then the rule's ``set_fields`` are laid over them: a row cannot
+        add a recipient or change the sender. The size check has to serialize the row anyway,
+        so the text it measured is the one inserted. The cheap checks (presence, size) run
+        before the address patterns, so an oversized value is refused without being matched."""
+        if fields is None:
+            return "", "the row is unreadable"
+        kept = self.kept
+        if kept is not None and not kept.issuperset(fields):  # most files hold only kept fields
+            fields = {name: value for name, value in fields.items() if name in kept}
+        if self.set_fields:
+            fields = {**fields, **self.set_fields}
+        for name in self.required:
+            if fields.get(name) in EMPTY:
+                return "", f"'{name}' is required"
+        payload, problem = _payload(fields, self.max_bytes)
+        if problem:
             return "", problem
-    return payload, ""
-
-
-def producer_row(
-    fields: Mapping[str, Any], options: ImportOptions, allowed: frozenset[str] | None
-) -> Mapping[str, Any]:
-    """The row as a producer may set it, with the rule's own fields over it."""
-    kept = frozenset(options.fields) if options.fields is not None else allowed
-    if kept is not None:
-        fields = restricted(fields, kept)[0]
-    return {**fields, **options.set_fields} if options.set_fields else fields
+        for name in self.emails:
+            value = fields.get(name)
+            if value not in EMPTY and (problem := _address_problem(name, value)):
+                return "", problem
+        return payload, ""
 
 
 def _address_problem(name: str, value: Any) -> str:
@@ -80,11 +89,7 @@ def _is_address(text: str) -> bool:
 def _payload(fields: Mapping[str, Any], max_bytes: int) -> tuple[str, str]:
     """The payload must store as JSON on both databases, within the size limit."""
     try:
-        payload = _dumps_strings(fields)
-    except TypeError:  # a value that is no string (JSON Lines): the general encoder
-        payload = ""
-    try:
-        payload = payload or _dumps(fields)
+        payload = _dumps(fields)
         size = len(payload) if payload.isascii() else len(payload.encode("utf-8"))
     except UnicodeEncodeError:
         return "", "a value holds an unpaired surrogate (not valid Unicode)"
@@ -95,14 +100,24 @@ def _payload(fields: Mapping[str, Any], max_bytes: int) -> tuple[str, str]:
     return payload, ""
 
 
-_dumps = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
-_quoted = json.encoder.encode_basestring  # the C one where available
+def _not_json(value: Any) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
-def _dumps_strings(fields: Mapping[str, Any]) -> str:
-    """``json.dumps`` for the common row, every value a string (every CSV row), at a third of
-    the cost; ``TypeError`` at the first value that is not one."""
-    return "{" + ", ".join([f"{_quoted(k)}: {_quoted(v)}" for k, v in fields.items()]) + "}"
+def _encoder() -> Callable[[Any], str]:
+    """``json.dumps(value, ensure_ascii=False, allow_nan=False)``: json's C encoder, made once.
+    ``JSONEncoder.encode`` makes a new one for every call, with a dict to catch cycles, which
+    parsed rows cannot have; its pure Python fallback where the C one is missing."""
+    make = getattr(json.encoder, "c_make_encoder", None)  # not in the stubs
+    if make is None:
+        return json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
+    chunks = make(None, _not_json, json.encoder.encode_basestring, None, ": ", ", ",
+                  False, False, False)  # fmt: skip
+    join = "".join
+    return lambda value: join(chunks(value, 0))
+
+
+_dumps = _encoder()
 
 
 def _short(value: Any, limit: int = 80) -> str:

@@ -10,6 +10,7 @@ import pytest
 
 from consumer.inbox.model import Status
 from consumer.inbox.store import Inbox
+from consumer.jobs.bulk import JobTemplate, insert_jobs
 from consumer.storage.model import FileStatus
 from consumer.wire.outcomes import Kind
 from consumer.wire.timeutil import utcnow
@@ -59,6 +60,29 @@ def test_a_duplicate_notification_creates_nothing(harness: Harness) -> None:
     again = harness.notify("a.csv", generation)
     assert again.kind is Kind.DONE and again.details["outcome"] == "already processed"
     assert harness.job_count() == 120
+
+
+def test_rows_that_are_jobs_already_are_skipped_and_the_rest_become_jobs_once(
+    harness: Harness,
+) -> None:
+    """A batch holding a key already taken (a job enqueued with an import key, or left from a
+    run whose progress was lost) falls back from the plain insert to the one that skips taken
+    keys: each row is one job, the first one stored wins, and only the new ones are counted."""
+    generation = harness.upload("a.csv", email_csv(250))
+    prefix = f"{harness.bucket}/a.csv#{generation}"
+    taken = [(f"{prefix}:{line}", '{"to": "first@example.com"}') for line in range(150, 161)]
+    with harness.engine.begin() as connection:
+        assert insert_jobs(connection, JobTemplate("email"), taken) == len(taken)
+
+    outcome = harness.notify("a.csv", generation)
+
+    assert outcome.kind is Kind.DONE, outcome.details
+    assert outcome.details["rows_accepted"] == 250
+    assert outcome.details["jobs_created"] == 250 - len(taken)
+    jobs = {job["idempotency_key"]: job["payload"] for job in harness.jobs()}
+    assert len(jobs) == harness.job_count() == 250
+    assert jobs[f"{prefix}:150"] == {"to": "first@example.com"}
+    assert jobs[f"{prefix}:161"]["to"] == "user159@example.com"
 
 
 def test_a_new_generation_is_a_new_file(harness: Harness) -> None:
