@@ -45,7 +45,7 @@ import shutil
 import statistics
 
 from bench.push_profile import phases, profile
-from bench.push_serving import WORKERS, Run, database, lineup, measure, service_env
+from bench.push_serving import WORKERS, Run, database, hot_updates, lineup, measure, service_env
 from bench.support.otlp_receiver import Receiver
 
 
@@ -92,11 +92,13 @@ def main() -> None:
                     cpu = f"CPU/request: app {last.app_cpu_ms:.2f} ms, db {last.db_cpu_ms:.2f} ms"
                     print(f"  run {run + 1} {name:<8} {last.result}  {cpu}", flush=True)
             exported = receiver.count
+        hot = hot_updates(conninfo)
     report(results, args)
     if args.one_commit:
         report_one_commit(results)
     if args.tracing:
         report_tracing(results, exported)
+    print(f"  HOT updates (of all): {hot}")
     print(cpu_line(results))
 
 

@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -134,6 +135,21 @@ def inbox_rows(conninfo: str) -> int:
     with psycopg.connect(conninfo, autocommit=True) as connection:
         row = connection.execute("SELECT count(*) FROM inbox").fetchone()
     return int(row[0]) if row else 0
+
+
+HOT = """
+    SELECT relname, n_tup_hot_upd, n_tup_upd FROM pg_stat_user_tables
+    WHERE relname IN ('inbox', 'push_floor_two_writes') ORDER BY relname
+"""
+
+
+def hot_updates(conninfo: str) -> str:
+    """HOT updates of all updates of the inbox and the two-writes table, e.g. ``inbox 0/1050``
+    (the servers are stopped: their backends reported their counts as they ended)."""
+    time.sleep(1)
+    with psycopg.connect(conninfo, autocommit=True) as connection:
+        rows = connection.execute(HOT).fetchall()
+    return ", ".join(f"{name} {hot}/{updates}" for name, hot, updates in rows)
 
 
 def consumer_app(conninfo: str) -> Any:

@@ -1,5 +1,6 @@
 """The hot statements (a delivery's claim and finish, a sweep batch's claim and done), compiled
-once per dialect and run on the driver's own cursor.
+once per dialect and run on the driver's own cursor (on a PostgreSQL connection in autocommit, a
+delivery's claim and finish go straight to libpq instead: ``consumer.db.direct``).
 
 They run thousands of times a second. ``Connection.execute`` spends about a third of their CPU on
 work that never changes between runs: the compiled-cache lookup, parameter processing, the
@@ -17,11 +18,12 @@ processing: aware datetimes in the session's zone on PostgreSQL).
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from sqlalchemy import Connection, Dialect
+from sqlalchemy import JSON, Connection, Dialect
 from sqlalchemy.exc import DBAPIError, StatementError
 
 Build = Callable[[str], Any]
@@ -50,6 +52,10 @@ class Prepared:
         processors = {}
         for bind, name in compiled.bind_names.items():
             process = bind.type.dialect_impl(dialect).bind_processor(dialect)
+            if binary and isinstance(bind.type, JSON):
+                # The text itself, cast to JSON by the statement: psycopg's JSON dumper is
+                # Python code wrapped around the same ``json.dumps`` (``None`` is JSON null).
+                process = getattr(dialect, "_json_serializer", None) or json.dumps
             if process is not None:
                 processors[name] = process
         positions = tuple(compiled.positiontup) if compiled.positional else None

@@ -2,9 +2,10 @@
 tables' are ``consumer.ticks.queries``).
 
 The claim and the finish of every delivery are the hot statements: ``Inbox`` runs them as
-``consumer.db.prepared`` statements, compiled once per dialect. Every write after the claim says
-``WHERE key = ? AND claimed_by = ? AND status = 'running'``: zero rows means another delivery took
-the lease over, and nothing is overwritten.
+``consumer.db.prepared`` statements, compiled once per dialect, or on a PostgreSQL connection in
+autocommit as ``consumer.db.direct`` ones, prepared once per server session. Every write after
+the claim says ``WHERE key = ? AND claimed_by = ? AND status = 'running'``: zero rows means
+another delivery took the lease over, and nothing is overwritten.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Connections PostgreSQL closed under us (a restart, a failover, an idle timeout): the prepared
-claim and finish (consumer.db.prepared) run on the driver's cursor, and must still translate the
-fault and invalidate the dead connection, so the claim is retried on a new one and the finish is
-retried until it is recorded. Real PostgreSQL; the backends are ended by the server itself."""
+claim and finish (on the driver's cursor, consumer.db.prepared, or on libpq, consumer.db.direct)
+must still translate the fault and invalidate the dead connection, so the claim is retried on a
+new one and the finish is retried until it is recorded. Real PostgreSQL; the backends are ended by
+the server itself."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
 
 from consumer.config.settings import Settings
+from consumer.db.direct import direct
 from consumer.db.engine import unavailable_on_db_fault
 from consumer.db.prepared import pipelined, prepared
 from consumer.errors import Unavailable
@@ -87,12 +89,18 @@ def test_a_finish_whose_connection_the_server_ended_is_recorded_on_a_new_one(
     )  # fmt: skip
 
 
+def finish_statement(path: str, engine: Engine) -> Any:
+    """The finish on the kept cursor (``prepared``) or straight to libpq (``direct``)."""
+    return prepared(finish, engine.dialect) if path == "cursor" else direct(finish, engine.dialect)
+
+
+@pytest.mark.parametrize("path", ["cursor", "libpq"])
 def test_a_dead_connection_is_unavailable_and_a_bad_value_is_not(
-    postgres_url: str, pg_engine: Engine
+    postgres_url: str, pg_engine: Engine, path: str
 ) -> None:
     """Both faults come out as SQLAlchemy's ``DBAPIError``; only the dead connection is an
     outage (503, redelivered), and only it is invalidated."""
-    statement, values = prepared(finish, pg_engine.dialect), FINISH_VALUES
+    statement, values = finish_statement(path, pg_engine), FINISH_VALUES
     with pg_engine.connect() as connection:
         connection.exec_driver_sql("SELECT 1")
         end_other_backends(postgres_url)
@@ -124,8 +132,9 @@ def test_a_pipelined_claim_on_a_connection_the_server_ended_is_unavailable_then_
         connection.rollback()
 
 
+@pytest.mark.parametrize("path", ["cursor", "libpq"])
 def test_a_dead_connection_found_by_a_prepared_statement_retires_the_whole_pool(
-    postgres_url: str, pg_engine: Engine
+    postgres_url: str, pg_engine: Engine, path: str
 ) -> None:
     """After a restart every pooled connection is dead. The first fault retires them all, as
     SQLAlchemy's own statements do: otherwise each would fail one more delivery (a handler's
@@ -137,7 +146,7 @@ def test_a_dead_connection_found_by_a_prepared_statement_retires_the_whole_pool(
     first.close()
     second.close()  # both are pooled now
     assert end_other_backends(postgres_url) >= 2
-    statement = prepared(finish, pg_engine.dialect)
+    statement = finish_statement(path, pg_engine)
     with pg_engine.connect() as found, pytest.raises(Unavailable), unavailable_on_db_fault():
         statement.rowcount(found, FINISH_VALUES)
     with pg_engine.connect() as one, pg_engine.connect() as other:
