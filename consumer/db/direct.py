@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from psycopg import errors, pq
+from psycopg import errors, generators, pq
 from psycopg.adapt import Transformer
 from sqlalchemy import JSON, Connection, Dialect
 
@@ -148,7 +148,7 @@ class _Session:
             self._check(self.pgconn.exec_(b"DEALLOCATE " + name))
             result = self.pgconn.prepare(name, statement.sql.encode(self.encoding))
         self._check(result)
-        described = self._check(self.pgconn.describe_prepared(name))
+        described = self._check(self._describe(name))
         params = [described.param_type(i) for i in range(described.nparams)]
         for index in statement.json_positions:  # serialized already: the text is the value
             if params[index] == JSON_OID:
@@ -158,6 +158,16 @@ class _Session:
         transformer.set_loader_types([described.ftype(i) for i in range(described.nfields)], BINARY)
         self.prepared[statement.name] = transformer
         return transformer
+
+    def _describe(self, name: bytes) -> Any:
+        """The prepared statement's parameter and column types. Not ``pgconn.describe_prepared``:
+        psycopg's binding of it holds the GIL while libpq waits for the server, which stops every
+        other thread of the process for the round trip (a heartbeat, the watchdog, and in the fault
+        tests the in-process TCP proxy that would forward the answer: it never came). Sent, then
+        awaited as psycopg awaits any query, with the GIL released."""
+        self.pgconn.send_describe_prepared(name)
+        results = self.driver.wait(generators.execute(self.pgconn))
+        return results[-1]
 
     def forget(self, statement: Direct) -> None:
         """The server lost the statement (or its plan no longer fits): dropped where it may

@@ -5,6 +5,8 @@ instead of failing a delivery. Real PostgreSQL."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -125,3 +127,41 @@ def test_a_changed_result_type_prepares_again(pg_engine: Engine, autocommit: Con
 
 def test_sqlite_has_no_direct_statements(sqlite_url: str) -> None:
     assert direct.direct(queries.claim, make_engine(sqlite_url).dialect) is None
+
+
+THROUGH_A_PROXY = """
+import sys
+from datetime import UTC, datetime, timedelta
+from bench.support.tcpproxy import TcpProxy
+from consumer.db.engine import make_engine
+from consumer.inbox.model import Status
+from consumer.inbox.store import Inbox
+from consumer.wire.message import PushMessage
+
+url = sys.argv[1]
+proxy = TcpProxy(5432)
+proxy.start()
+engine = make_engine(url.replace("127.0.0.1:5432", f"127.0.0.1:{proxy.port}"))
+now = datetime(2026, 1, 1, 12, tzinfo=UTC)
+with engine.connect() as connection:
+    connection.execution_options(isolation_level="AUTOCOMMIT")
+    inbox = Inbox(engine, connection)
+    claim = inbox.claim("k", "deploy", PushMessage("m1", now, b"{}"), now, timedelta(seconds=30))
+    assert claim is not None and inbox.finish(claim, Status.DONE, now, None)
+print("claimed and finished")
+"""
+
+
+def test_preparing_leaves_the_processs_other_threads_running(postgres_url: str) -> None:
+    """The first run prepares and describes its statement while other threads go on: here the
+    TCP proxy, in the same process, that must forward the server's answer. Describing with
+    psycopg's ``describe_prepared`` held the GIL while libpq waited, and the claim never came
+    back (in a subprocess, so a stall ends at the timeout instead of stalling the tests)."""
+    if "@127.0.0.1:5432/" not in postgres_url:
+        pytest.skip("the proxy forwards to 127.0.0.1:5432")
+    done = subprocess.run(
+        [sys.executable, "-c", THROUGH_A_PROXY, postgres_url],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "claimed and finished" in done.stdout
