@@ -30,6 +30,9 @@ class Claim:
     token: str
     attempts: int
     lease_until: datetime
+    placed_at: datetime | None = None
+    """The week the row is placed in, which on PostgreSQL names its partition (``None`` on
+    SQLite: one table)."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,7 @@ class InboxRow:
     def from_row(cls, row: Any) -> InboxRow:
         values = dict(row._mapping)
         values.pop("claimed_by", None)
+        values.pop("placed_at", None)  # where the row is stored, not what it records
         values["status"] = Status(values["status"])
         return cls(**values)
 

@@ -15,12 +15,15 @@ from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
+    Integer,
     Delete,
     Select,
     Update,
     and_,
     bindparam,
     case,
+    column,
+    func,
     literal_column,
     null,
     or_,
@@ -44,10 +47,22 @@ CLAIMED_COLUMNS = ("key", "route", "lease_until", "claimed_by", "message_id", "m
 
 def claim(dialect: str) -> Any:
     """Insert the key as running, or take over a failed or lease-expired row; returns the
-    attempt count (no row: held elsewhere, or finished). The lease is the one bound; ``now`` is
-    bound once, as both timestamps of a new row."""
+    attempt count and, on PostgreSQL, the week the row is placed in (no row: held elsewhere, or
+    finished). The lease is the one bound; ``now`` is bound once, as both timestamps of a new
+    row.
+
+    On PostgreSQL the inbox is partitioned by week, and a unique index only sees its own
+    partition: the claim is ``consumer_inbox_claim`` (migration ``0014_inbox_placed``), which
+    serializes the claims of one key on an advisory lock and looks for the key in every
+    partition. SQLite keeps one table and one ``INSERT ... ON CONFLICT``."""
     values = {name: bindparam(name, type_=inbox.c[name].type) for name in CLAIMED_COLUMNS}
     now = bindparam("now", type_=inbox.c.updated_at.type)
+    if dialect == sql.POSTGRESQL:
+        arguments = [values[name] for name in CLAIMED_COLUMNS]  # the function's order
+        claimed = func.consumer_inbox_claim(*arguments, now).table_valued(
+            column("attempts", Integer), column("placed_at", inbox.c.placed_at.type)
+        )
+        return select(claimed.c.attempts, claimed.c.placed_at)
     return sql.upsert(
         inbox,
         dialect,
@@ -71,13 +86,22 @@ def claim(dialect: str) -> Any:
 
 def finish(dialect: str) -> Any:
     """Record the outcome of a claim, guarded by its token; ``refund`` 1 gives the attempt back.
-    A final status stamps ``finished_at``; any other keeps the column as it was."""
+    A final status stamps ``finished_at``; any other keeps the column as it was. On PostgreSQL
+    the claim's ``placed_at`` names the row's partition (a running row never moves: the
+    retention carries only rows at rest, ``consumer.inbox.partitions``), so the finish reads one
+    partition's index instead of every week's."""
     status = bindparam("b_status", type_=inbox.c.status.type)
     now = bindparam("b_now", type_=inbox.c.updated_at.type)
+    placed = (
+        [inbox.c.placed_at == bindparam("b_placed", type_=inbox.c.placed_at.type)]
+        if dialect == sql.POSTGRESQL
+        else []
+    )
     return (
         update(inbox)
         .where(
             inbox.c.key == bindparam("b_key"),
+            *placed,
             inbox.c.claimed_by == bindparam("b_token"),
             inbox.c.status == RUNNING,
         )

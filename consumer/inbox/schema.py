@@ -1,7 +1,10 @@
-"""The ``inbox`` table, on the shared ``metadata`` (migration 0001_inbox); the tick tables are
+"""The ``inbox`` table, on the shared ``metadata`` (migrations 0001_inbox and 0014_inbox_placed; on
+PostgreSQL it is partitioned by week, 0015_inbox_partitions); the tick tables are
 ``consumer.ticks.schema``."""
 
 from __future__ import annotations
+
+import re
 
 from sqlalchemy import JSON, Column, Index, Integer, String, Table, Text
 
@@ -24,5 +27,17 @@ inbox = Table(
     Column("created_at", UTCDateTime, nullable=False),
     Column("updated_at", UTCDateTime, nullable=False),
     Column("finished_at", UTCDateTime, nullable=True),
+    Column(
+        "placed_at",
+        UTCDateTime,
+        nullable=False,
+        comment="start (Monday 00:00 UTC) of the week whose partition holds the row",
+    ),
     Index("inbox_status_updated", "status", "updated_at"),
 )
+
+PARTITIONING = re.compile(r"inbox_(legacy|default|w\d{8})(_.*)?|inbox_key_placed")
+"""The names PostgreSQL's partitioned inbox adds beside this model (``0015_inbox_partitions``,
+``consumer.inbox.partitions``): the partitions, their indexes, and the parent's unique index on
+``(key, placed_at)``, which stands for the primary key (a partitioned table's unique index must
+hold its partition key). Partitions come and go with time; the model is the parent's columns."""

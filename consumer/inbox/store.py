@@ -75,7 +75,10 @@ class Inbox(BoundStore):
         if row is None:
             return None
         # Inserted or taken over, the row's lease is the one bound here.
-        return Claim(key=key, token=token, attempts=row[0], lease_until=lease_until)
+        placed_at = row[1] if len(row) > 1 else None  # PostgreSQL's partition
+        return Claim(
+            key=key, token=token, attempts=row[0], lease_until=lease_until, placed_at=placed_at
+        )
 
     def finish(
         self,
@@ -93,6 +96,7 @@ class Inbox(BoundStore):
         values = {
             "b_key": claim.key, "b_token": claim.token, "b_status": status, "b_result": result,
             "b_error": error, "b_now": now, "b_refund": int(refund_attempt),
+            "b_placed": claim.placed_at,
         }  # fmt: skip
         statements = (self._finish, self._direct_finish)
         changed = self._prepared(

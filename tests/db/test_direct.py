@@ -117,11 +117,16 @@ def test_a_reconnected_connection_prepares_again(pg_engine: Engine, autocommit: 
 
 
 def test_a_changed_result_type_prepares_again(pg_engine: Engine, autocommit: Connection) -> None:
-    """The claim returns ``attempts``: a migration that widens it changes the prepared
-    statement's result type, which PostgreSQL refuses to run; the run prepares it again."""
+    """The claim returns ``attempts``: a migration that widens it (the column, and the claim
+    function's result with it) changes the prepared statement's result type, which PostgreSQL
+    refuses to run; the run prepares it again."""
     inbox = Inbox(pg_engine, autocommit)
     claim_and_finish(inbox, "before")
+    [definition] = sql(autocommit, "SELECT pg_get_functiondef('consumer_inbox_claim'::regproc)")
+    assert "attempts integer" in definition
     sql(autocommit, "ALTER TABLE inbox ALTER COLUMN attempts TYPE bigint")
+    sql(autocommit, "DROP FUNCTION consumer_inbox_claim")
+    sql(autocommit, definition.replace("attempts integer", "attempts bigint"))
     claim_and_finish(inbox, "after")
 
 

@@ -13,6 +13,7 @@ from sqlalchemy.exc import SAWarning
 import consumer
 from consumer.db.engine import make_engine
 from consumer.db.schema import metadata
+from consumer.inbox.schema import PARTITIONING
 
 ENTRY_POINTS = {
     "consumer.http.wsgi",
@@ -40,7 +41,7 @@ def _described(engine: Engine) -> dict[str, Any]:
     inspector = inspect(engine)
     tables = {}
     for table in inspector.get_table_names():
-        if table == "alembic_version":
+        if table == "alembic_version" or PARTITIONING.fullmatch(table):
             continue
         tables[table] = {
             "columns": {c["name"]: (str(c["type"]).split("(")[0], c["nullable"])
@@ -49,6 +50,7 @@ def _described(engine: Engine) -> dict[str, Any]:
             "indexes": sorted(
                 (i["name"], tuple(i["column_names"]), bool(i["unique"]))
                 for i in inspector.get_indexes(table)
+                if not PARTITIONING.fullmatch(i["name"] or "")
             ),
         }  # fmt: skip
     return tables
@@ -67,7 +69,11 @@ def test_migrated_schema_matches_the_models(database_url: str, tmp_path: Any) ->
         fresh = create_engine(database_url, connect_args={"options": "-c search_path=fresh"})
     metadata.create_all(fresh)
     try:
-        assert describe(migrated) == describe(fresh)
+        expected = describe(fresh)
+        if not database_url.startswith("sqlite"):
+            # Partitioned: no primary key; the unique index on (key, placed_at) stands for it.
+            expected["inbox"]["primary_key"] = []
+        assert describe(migrated) == expected
     finally:
         migrated.dispose()
         fresh.dispose()
