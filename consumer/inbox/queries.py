@@ -15,8 +15,8 @@ from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
-    Integer,
     Delete,
+    Integer,
     Select,
     Update,
     and_,
