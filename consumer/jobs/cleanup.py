@@ -10,15 +10,20 @@ reports ``more: true``, and with ``CONSUMER_CONTINUATION_TOPIC`` set it publishe
 continuation (``consumer.pipeline.continuation``), whose cleanup goes on at once on whichever pod
 receives it: a chain until the rows past retention are gone. Without it the next day's tick goes
 on, and a day's tick covers only what its one budget can delete (docs/capacity.md).
+
+On PostgreSQL the inbox is partitioned by week: there the task makes the weeks ahead and drops
+the weeks whose rows are all past retention (``consumer.inbox.partitions``), no row deleted one
+by one; ``inbox_purged`` counts the rows the dropped partitions held. Jobs go in chunks on both.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
+from consumer.inbox.partitions import make_ahead, partitioned, retire
 from consumer.inbox.store import Inbox
 from consumer.jobs.store import JobStore
 from consumer.pipeline import continuation
@@ -41,9 +46,13 @@ def cleanup(context: HandlerContext, event: TickEvent) -> dict[str, Any]:
     settings, engine, now = context.settings, context.engine, context.clock()
     inbox_before = now - timedelta(seconds=settings.inbox.retention_seconds)
     jobs_before = now - timedelta(seconds=settings.jobs.retention_seconds)
-    inbox_purged, more = _in_chunks(
-        context, lambda limit: Inbox(engine).purge(inbox_before, limit=limit)
-    )
+    if partitioned(engine):
+        inbox, more = _by_partitions(context, inbox_before, now)
+    else:
+        inbox_purged, more = _in_chunks(
+            context, lambda limit: Inbox(engine).purge(inbox_before, limit=limit)
+        )
+        inbox = {"inbox_purged": inbox_purged}
     jobs_purged, jobs_more = _in_chunks(
         context, lambda limit: JobStore(engine).purge(jobs_before, limit=limit)
     )
@@ -57,15 +66,41 @@ def cleanup(context: HandlerContext, event: TickEvent) -> dict[str, Any]:
         settings.admission.signing_secret,
     )
     return {
-        "task": event.task, "inbox_purged": inbox_purged, "jobs_purged": jobs_purged,
+        "task": event.task, **inbox, "jobs_purged": jobs_purged,
         "more": left, "continuations": len(published), "jobs_cancelled": cancelled,
     }  # fmt: skip
+
+
+def _by_partitions(
+    context: HandlerContext, before: datetime, now: datetime
+) -> tuple[dict[str, Any], bool]:
+    """The partitioned inbox's retention: the weeks ahead made, the weeks past ``before``
+    dropped; ``(what it did, stopped early)``."""
+    made = make_ahead(context.engine, now)
+    reserve = _reserve(context)
+
+    def stop() -> bool:
+        context.heartbeat()
+        return context.remaining() <= reserve
+
+    retired = retire(context.engine, before, now, stop)
+    return {
+        "inbox_purged": retired.rows,
+        "inbox_partitions_made": made.made,
+        "inbox_partitions_dropped": retired.dropped,
+        "inbox_rows_carried": retired.carried,
+        "inbox_partitions_skipped": {**made.skipped, **retired.skipped},
+    }, retired.more
+
+
+def _reserve(context: HandlerContext) -> float:
+    return min(RESERVE_SECONDS, context.settings.handler_budget_seconds / 2)
 
 
 def _in_chunks(context: HandlerContext, purge: Callable[[int], int]) -> tuple[int, bool]:
     """Purge chunk by chunk (at least one) until one comes back short or the budget is low;
     ``(purged, stopped early)``."""
-    reserve = min(RESERVE_SECONDS, context.settings.handler_budget_seconds / 2)
+    reserve = _reserve(context)
     purged = 0
     while True:
         started = time.monotonic()

@@ -1,5 +1,8 @@
 """The cleanup task purges what nobody will ever finish: rows past their retention, including
-``running`` rows left by a delivery that died and whose message never came back."""
+``running`` rows left by a delivery that died and whose message never came back.
+
+The inbox's row-by-row purge runs on SQLite here: PostgreSQL's inbox is partitioned by week and
+retired a week at a time, never row by row (tests/inbox/test_retire.py)."""
 
 from __future__ import annotations
 
@@ -20,6 +23,8 @@ from consumer.wire.envelope import parse_push
 from consumer.wire.envelopes_out import deploy_body, tick_body
 from tests.conftest import Clock
 
+CHUNKED = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+"""The inbox purged row by row, at exactly the retention: SQLite's."""
 FAKE_NOW = datetime(2020, 6, 1, 12, 0, tzinfo=UTC)
 """Years before the real clock: a cleanup on the real clock would purge every row below."""
 
@@ -31,6 +36,7 @@ def claim(engine: Engine, release: str, leased_at: datetime) -> str:
     return key
 
 
+@CHUNKED
 def test_running_rows_whose_lease_ended_over_the_retention_ago_are_purged(
     engine: Engine, settings: Settings
 ) -> None:
@@ -64,6 +70,7 @@ def finished_job(engine: Engine, key: str, finished_at: datetime) -> None:
         connection.execute(update(jobs).where(jobs.c.idempotency_key == key).values(**done))
 
 
+@CHUNKED
 @pytest.mark.clock(FAKE_NOW)
 def test_cleanup_purges_exactly_what_is_past_the_retention_at_the_services_clock(
     engine: Engine, settings: Settings, clock: Clock
