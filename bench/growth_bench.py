@@ -4,24 +4,27 @@
 Growth: one database per level of ``--rows`` (default 0, 2 and 10 million), its inbox filled
 with finished rows by ``INSERT ... SELECT ... FROM generate_series`` in batches: keys of the jobs
 topic's shape, status ``done``, a wrapped message of about 450 bytes, created, updated and
-finished times spread in order over the retention window and one day past it (so a day of rows
-is due for the purge), then ``VACUUM ANALYZE`` and ``CHECKPOINT``. The consumer's ``/push`` is
-measured on each exactly as ``bench/push_bench.py`` measures it, the levels in turn, round after
-round, so the drift of a shared machine falls on all of them alike. The table prints each level's
-medians (req/s, latency, CPU per push of the gunicorn workers and of the database's backends), the
-median of the rounds' ratios to the empty inbox (target >= 0.90 at the largest) and the bytes each
-inbox row takes with its indexes (``pg_total_relation_size``).
+finished times spread in order from the start of the last whole week past retention to now, each
+row placed in its week's partition (``placed_at`` = ``consumer_inbox_week(t)``), then ``VACUUM
+ANALYZE`` and ``CHECKPOINT``. Before the fill the migration's empty ``inbox_legacy`` is retired
+and the past weeks are made: the state the inbox reaches one retention after the migration. In
+``inbox_legacy`` (its range runs to the week after next) no row would be retired in the run; in
+``inbox_default`` every row retention keeps would be carried out, a row's WAL again. The
+consumer's ``/push`` is measured on each exactly as ``bench/push_bench.py`` measures it, the
+levels in turn, round after round, so the drift of a shared machine falls on all of them alike.
+The table prints each level's medians (req/s, latency, CPU per push of the gunicorn workers and of
+the database's backends), the median of the rounds' ratios to the empty inbox (target >= 0.90 at
+the largest) and the bytes each inbox row takes with its indexes (``pg_total_relation_size``).
 
 Purge (``--rate`` > 0): at the largest level an open-loop load of ``--rate`` pushes/s
 (``bench.push_load.steady_load``: latency from each request's due time) runs ``--steady`` seconds,
-then the cleanup task itself (``consumer.jobs.cleanup``: chunks of ``CHUNK_ROWS``, each its own
-transaction, within the handler's budget; run again while it reports more) deletes the rows past
-retention while the load goes on, for at most ``--purge-seconds``; the push p99 before and during
-are printed with their ratio (target <= 2), with the purge's WAL per row (the server's while it
-ran, less what the pushes wrote at their rate before it) and the CPU of its own backends per row.
-``--purge`` measures only that: ``--repeat`` purges, each on a database freshly filled with the
-largest level's rows, no growth rounds. Whenever a purge ran, the last line gives its medians
-(``purge: ...``).
+then the cleanup task itself (``consumer.jobs.cleanup``: the weeks made ahead, the whole week past
+retention dropped, ``consumer.inbox.partitions``; run again while it reports more) purges while
+the load goes on, for at most ``--purge-seconds``; the push p99 before and during are printed
+with their ratio, with the purge's WAL per row (the server's while it ran, less what the pushes
+wrote at their rate before it) and the CPU of its own backends per row. ``--purge`` measures only
+that: ``--repeat`` purges, each on a database freshly filled with the largest level's rows, no
+growth rounds. Whenever a purge ran, the last line gives its medians (``purge: ...``).
 
     python -m bench.growth_bench [--rows 0,2000000,10000000] [--seconds 10] [--repeat 3]
                                  [--rate 200] [--steady 20] [--purge-seconds 60]
@@ -34,25 +37,29 @@ import argparse
 import contextlib
 import statistics
 import time
+from datetime import datetime, timedelta
 from typing import NamedTuple
 
 import psycopg
+from sqlalchemy import text
 
 from bench.push_bench import median_of
-from bench.push_serving import APPS, Run, database, measure, service_env
+from bench.push_serving import APPS, Run, database, measure, service_env, sqlalchemy_url
 from bench.support.purge import PurgeRun, purge_line, purge_under_load, report_purge
+from consumer.db.engine import make_engine
+from consumer.inbox.partitions import WEEK, make_ahead, partitions, retire
 from consumer.jobs import cleanup as cleanup_task
 from consumer.wire.timeutil import utcnow
 
-RETENTION_DAYS = 7
+RETENTION = timedelta(days=7)
 """The inbox's default retention."""
-SPREAD_DAYS = RETENTION_DAYS + 1
-"""The fill spans the retention window and the day past it that a daily purge finds."""
 BATCH = 1_000_000
+DAY = 86400.0
+WEEK_OF = text("SELECT consumer_inbox_week(:t)")
 
 FILL = """
 INSERT INTO inbox (key, route, status, attempts, claimed_by, message_id, message, result,
-                   created_at, updated_at, finished_at)
+                   created_at, updated_at, finished_at, placed_at)
 SELECT 'job:projects/bench/subscriptions/jobs:' || id, 'job', 'done', 1, md5(n::text), id,
        ('{"messageId": "' || id || '", "publishTime": "' || to_char(t, 'YYYY-MM-DD"T"HH24:MI:SS')
         || 'Z", "data": "'
@@ -60,14 +67,15 @@ SELECT 'job:projects/bench/subscriptions/jobs:' || id, 'job', 'done', 1, md5(n::
         || '", "attributes": {"kind": "email", "key": "order-' || n || '"}, "subscription": '
         || '"projects/bench/subscriptions/jobs", "orderingKey": "", "deliveryAttempt": null, '
         || '"format": "wrapped"}')::json,
-       '{"ok": true}'::json, t, t + interval '40 ms', t + interval '40 ms'
+       '{"ok": true}'::json, t, t + interval '40 ms', t + interval '40 ms',
+       consumer_inbox_week(t)
 FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS n,
      LATERAL (SELECT (10000000000000000 + n)::text AS id,
                      %(now)s::timestamptz - interval '1 day' * %(days)s
                        * (1 - n::float8 / %(count)s) AS t) AS made
 """
 """One batch of finished rows, ``first``..``last``; their times run in order over the spread, as
-a day's rows follow each other on disk."""
+a day's rows follow each other on disk, each row in its week's partition."""
 
 
 class Level(NamedTuple):
@@ -81,17 +89,37 @@ def fill(conninfo: str, rows: int) -> None:
     ``CHECKPOINT``: the fill's WAL (about 0.7 KB a row) would otherwise bring a checkpoint into
     the windows measured after it, which a service that was never bulk-loaded does not meet."""
     now = utcnow()
+    days = (now - weeks_made(conninfo, now)).total_seconds() / DAY
     with psycopg.connect(conninfo, autocommit=True) as connection:
         for first in range(0, rows, BATCH):
             last = min(first + BATCH, rows) - 1
             started = time.monotonic()
-            values = {"first": first, "last": last, "now": now, "days": SPREAD_DAYS, "count": rows}
+            values = {"first": first, "last": last, "now": now, "days": days, "count": rows}
             connection.execute(FILL, values)
             print(f"  filled {last + 1:,} rows ({time.monotonic() - started:.0f} s)", flush=True)
         started = time.monotonic()
         connection.execute("VACUUM ANALYZE inbox")
         connection.execute("CHECKPOINT")
         print(f"  VACUUM ANALYZE, CHECKPOINT {time.monotonic() - started:.0f} s", flush=True)
+
+
+def weeks_made(conninfo: str, now: datetime) -> datetime:
+    """Retire the empty ``inbox_legacy`` and make the weeks from the last whole one past
+    retention to now's; the start of that week, where the fill begins."""
+    engine = make_engine(sqlalchemy_url(conninfo))
+    try:
+        with engine.connect() as connection:
+            legacy = [part for part in partitions(connection) if part.name == "inbox_legacy"]
+            first = connection.execute(WEEK_OF, {"t": now - RETENTION}).scalar_one() - WEEK
+        for part in legacy:
+            assert part.upper is not None
+            retired = retire(engine, part.upper, now)
+            assert part.name in retired.dropped, retired
+        made = make_ahead(engine, first, weeks=(now - first) // WEEK + 1)
+        assert not made.skipped, made
+    finally:
+        engine.dispose()
+    return first
 
 
 def bytes_per_row(conninfo: str) -> float:

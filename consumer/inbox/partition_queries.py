@@ -16,7 +16,6 @@ from sqlalchemy import (
     Exists,
     Select,
     TableClause,
-    TextClause,
     Update,
     bindparam,
     column,
@@ -29,12 +28,14 @@ from sqlalchemy import (
     true,
     update,
 )
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.sql.visitors import replacement_traverse
 
 from consumer.inbox import queries
 from consumer.inbox.model import Status
 from consumer.inbox.schema import inbox
 
+RETIRED = "_retired"
 AT_REST = [status for status in Status if status is not Status.RUNNING]
 
 LISTED = text("""
@@ -63,10 +64,10 @@ LEFTOVERS = text(
 WEEK = text("SELECT consumer_inbox_week(:now)")
 """The Monday 00:00 UTC starting ``now``'s week (migration ``0014_inbox_placed``)."""
 
-LOCK_TIMEOUT = text("SELECT set_config('lock_timeout', :timeout, true)")
-"""``SET LOCAL lock_timeout``, with the value bound."""
-
-LOCK_INBOX = text("LOCK TABLE inbox IN ACCESS EXCLUSIVE MODE")
+LOCK_TIMEOUT = "100ms"
+KEPT_ARRIVED = "55006"
+"""``object_in_use``: under the inbox's lock, the partition turned out to hold a row retention
+keeps."""
 NO_SEQSCAN = text("SET LOCAL enable_seqscan = off")
 """The survey and the check under the inbox's lock read the status index, whatever a young
 partition's statistics say: a scan of a week's rows would outlast the task's budget, and under
@@ -127,6 +128,10 @@ def _count(part: TableClause, where: list[ColumnElement[bool]]) -> Any:
     return select(func.count()).select_from(part).where(*where).scalar_subquery()
 
 
+def any_row(part: TableClause) -> Select[Any]:
+    return select(exists().select_from(part))
+
+
 def counted(part: TableClause) -> Select[int]:
     """The rows of a partition ``pg_class`` has no estimate for (one young enough to be small)."""
     return select(func.count()).select_from(part)
@@ -182,24 +187,51 @@ def held_by_default(lower: datetime, upper: datetime) -> Select[Any]:
     return select(_any(part, part.c.placed_at >= lower, part.c.placed_at < upper))
 
 
-def made(name: str, lower: datetime, upper: datetime) -> TextClause:
+def locked(*statements: str) -> str:
+    """``statements`` as one ``DO`` block, to run alone in autocommit: one transaction and one
+    round trip, so a lock it takes is held for no client's latency and no second request. Under
+    ``lock_timeout``; committed without waiting for the WAL's flush, as a crash before it undoes
+    the whole step (the next run does it again) and the next step's commit flushes it first."""
+    body = "".join(f"    {statement};\n" for statement in statements)
+    return (
+        "DO $partitions$ BEGIN\n"
+        f"    PERFORM set_config('lock_timeout', '{LOCK_TIMEOUT}', true);\n"
+        "    PERFORM set_config('synchronous_commit', 'off', true);\n"
+        f"{body}END $partitions$"
+    )
+
+
+def made(name: str, lower: datetime, upper: datetime) -> str:
     """``CREATE TABLE IF NOT EXISTS`` of the week partition ``name``."""
-    return text(
+    return locked(
         f'CREATE TABLE IF NOT EXISTS "{name}" PARTITION OF inbox '
         f"FOR VALUES FROM ('{lower.isoformat()}') TO ('{upper.isoformat()}')"
     )
 
 
-def detached(name: str) -> list[TextClause]:
-    """Out of the inbox, renamed ``<name>_retired`` (a ``DROP`` that fails finds it next time)."""
-    return [
-        text(f'ALTER TABLE inbox DETACH PARTITION "{name}"'),
-        text(f'ALTER TABLE "{name}" RENAME TO "{name}_retired"'),
+def detached(name: str, cutoff: datetime, is_default: bool) -> str:
+    """Under the inbox's lock, checked again for rows retention keeps (``KEPT_ARRIVED``), out of
+    the inbox and renamed ``<name>_retired`` (a ``DROP`` that fails finds it next time); the
+    default partition made again at once, so no claim ever finds none."""
+    check = _literal(kept_since(partition(name), cutoff))
+    statements = [
+        "LOCK TABLE inbox IN ACCESS EXCLUSIVE MODE",
+        "PERFORM set_config('enable_seqscan', 'off', true)",
+        f"IF ({check}) THEN RAISE EXCEPTION 'inbox partition {name} holds rows retention keeps' "
+        f"USING ERRCODE = '{KEPT_ARRIVED}'; END IF",
+        f'ALTER TABLE inbox DETACH PARTITION "{name}"',
+        f'ALTER TABLE "{name}" RENAME TO "{name}{RETIRED}"',
     ]
+    if is_default:
+        statements.append("CREATE TABLE inbox_default PARTITION OF inbox DEFAULT")
+    return locked(*statements)
 
 
-DEFAULT_MADE = text("CREATE TABLE inbox_default PARTITION OF inbox DEFAULT")
+def dropped(name: str) -> str:
+    return locked(f'DROP TABLE IF EXISTS "{name}"')
 
 
-def dropped(name: str) -> TextClause:
-    return text(f'DROP TABLE IF EXISTS "{name}"')
+def _literal(statement: Select[Any]) -> str:
+    """``statement`` with its values written in, for a ``DO`` block (which takes none bound)."""
+    literal = {"literal_binds": True}
+    return str(statement.compile(dialect=postgresql.dialect(), compile_kwargs=literal))

@@ -3,11 +3,12 @@ made ahead (``make_ahead``), and a week whose rows are past retention dropped wh
 instead of deleted row by row, which wrote up to 740 bytes of WAL a row and slowed the pushes
 beside it (docs/capacity.md).
 
-Every step that locks the inbox runs in a short transaction under ``SET LOCAL lock_timeout``: a
-lock not granted in time leaves the step for a later try or the next run, never a failed task
-and never a queue of pushes waiting behind it. A running row never changes partition (its finish
-names the row by key, ``placed_at`` and token): rows retention keeps are carried out of a week
-only at rest, under their key's advisory lock, the one ``consumer_inbox_claim`` takes.
+Every step that locks the inbox is one ``DO`` block, a transaction and a round trip of its own,
+under ``lock_timeout``: a lock not granted in time leaves the step for a later try or the next
+run, never a failed task and never a queue of pushes waiting long behind it. A running row never
+changes partition (its finish names the row by key, ``placed_at`` and token): rows retention
+keeps are carried out of a week only at rest, under their key's advisory lock, the one
+``consumer_inbox_claim`` takes.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from sqlalchemy import Connection, Engine, TableClause
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 from consumer.db import dialect as sql
 from consumer.db.engine import sqlstate
@@ -27,17 +28,18 @@ from consumer.inbox import partition_queries as q
 
 WEEK = timedelta(days=7)
 WEEKS_AHEAD = 4
-LOCK_TIMEOUT = "100ms"
 LOCK_TRIES = 3
-"""A lock not granted in ``LOCK_TIMEOUT`` is asked for again this many times in all, a short
-rest apart, then left for the next run."""
+"""A lock not granted in ``partition_queries.LOCK_TIMEOUT`` is asked for again this many times
+in all, a short rest apart, then left for the next run."""
 LOCK_REST_SECONDS = 0.05
 CARRY_BATCH = 500
 """Rows carried in one statement: advisory locks held at once, and the longest a claim of one
 of those keys waits."""
 LOCK_NOT_AVAILABLE = "55P03"
+DUPLICATE_TABLE = "42P07"
+UNDEFINED_TABLE = "42P01"
 DEFAULT = "inbox_default"
-RETIRED = "_retired"
+LOCK_NOT_GRANTED = f"lock not granted in {LOCK_TRIES} x {q.LOCK_TIMEOUT}"
 
 _PARTITIONED: weakref.WeakKeyDictionary[Engine, bool] = weakref.WeakKeyDictionary()
 
@@ -74,7 +76,7 @@ class Retired:
 
 
 class LockNotGranted(Exception):
-    """The inbox's lock was not granted within ``LOCK_TIMEOUT``, ``LOCK_TRIES`` times."""
+    """A step's lock was not granted in ``LOCK_TIMEOUT``, ``LOCK_TRIES`` times over."""
 
 
 def partitioned(engine: Engine) -> bool:
@@ -143,21 +145,23 @@ def _overlaps(part: Partition, lower: datetime, upper: datetime) -> bool:
 def _make(engine: Engine, name: str, monday: datetime) -> str | None:
     """Make the week; why not, or ``None``."""
     try:
-        _locked(engine, lambda connection: connection.execute(q.made(name, monday, monday + WEEK)))
+        _locked(engine, q.made(name, monday, monday + WEEK))
     except LockNotGranted:
-        return f"lock not granted in {LOCK_TRIES} x {LOCK_TIMEOUT}"
+        return LOCK_NOT_GRANTED
     except IntegrityError:  # the default took rows of the week since the look
         return f"{DEFAULT} holds rows of this week"
+    except ProgrammingError as exc:  # another run made it since the look
+        if sqlstate(exc) != DUPLICATE_TABLE:
+            raise
     return None
 
 
-def _locked(engine: Engine, work: Callable[[Connection], object]) -> None:
-    """``work`` in a transaction of its own under ``lock_timeout``, tried ``LOCK_TRIES`` times."""
+def _locked(engine: Engine, block: str) -> None:
+    """A ``partition_queries.locked`` block, alone in autocommit, tried ``LOCK_TRIES`` times."""
     for attempt in range(LOCK_TRIES):
         try:
-            with engine.begin() as connection:
-                connection.execute(q.LOCK_TIMEOUT, {"timeout": LOCK_TIMEOUT})
-                work(connection)
+            with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+                connection.exec_driver_sql(block)
             return
         except OperationalError as exc:
             if sqlstate(exc) != LOCK_NOT_AVAILABLE:
@@ -167,25 +171,21 @@ def _locked(engine: Engine, work: Callable[[Connection], object]) -> None:
     raise LockNotGranted()
 
 
-class _KeptArrived(Exception):
-    """Under the lock, the partition turned out to hold a row retention keeps."""
-
-
 def retire(
     engine: Engine, cutoff: datetime, now: datetime, stop: Callable[[], bool] = lambda: False
 ) -> Retired:
     """Drop every partition whose rows are all past retention at ``cutoff``: the weeks (and
     ``inbox_legacy``) that end by then, and the default partition when it holds rows. What
     retention keeps of them is carried to ``now``'s week first, except running rows, which are
-    waited for. ``stop`` is asked between steps (the task's budget)."""
+    waited for. ``stop`` is asked between steps (the task's budget), after the first."""
     result = Retired()
     if not partitioned(engine):
         return result
     _drop_leftovers(engine, result)
     with engine.connect() as connection:
         candidates = [part for part in partitions(connection) if _candidate(part, cutoff)]
-    for part in candidates:
-        if stop():
+    for index, part in enumerate(candidates):
+        if index and stop():  # at least one, however short the budget
             result.more = True
             break
         _retire_one(engine, part, cutoff, now, stop, result)
@@ -205,12 +205,13 @@ def _retire_one(
     result: Retired,
 ) -> None:
     table = q.partition(part.name)
-    running, at_rest, rows = _survey(engine, table, cutoff)
-    if part.is_default and rows == 0:
+    if part.is_default and not _holds_rows(engine, table):
         return  # nothing to drop: the default stays as it is
+    running, at_rest, rows = _survey(engine, table, cutoff)
     if at_rest:
         result.carried += _carry(engine, table, cutoff, now, stop)
         running, at_rest, rows = _survey(engine, table, cutoff)
+        result.more = result.more or (at_rest > 0 and stop())  # the budget ran out mid-carry
     reason = _waiting(running, at_rest)
     if reason is None:
         reason = _detach(engine, part, cutoff)
@@ -219,7 +220,12 @@ def _retire_one(
         return
     result.dropped.append(part.name)
     result.rows += rows
-    _drop(engine, part.name + RETIRED, result)
+    _drop(engine, part.name + q.RETIRED, result)
+
+
+def _holds_rows(engine: Engine, table: TableClause) -> bool:
+    with engine.connect() as connection:
+        return bool(connection.execute(q.any_row(table)).scalar())
 
 
 def _survey(engine: Engine, table: TableClause, cutoff: datetime) -> tuple[int, int, int]:
@@ -237,15 +243,14 @@ def _survey(engine: Engine, table: TableClause, cutoff: datetime) -> tuple[int, 
 def _carry(
     engine: Engine, table: TableClause, cutoff: datetime, now: datetime, stop: Callable[[], bool]
 ) -> int:
-    """Carry batch after batch, each its own transaction, until one moves nothing."""
+    """Carry batch after batch (at least one), each its own transaction, until one moves
+    nothing or ``stop`` says so."""
     statement = q.carried(table, cutoff, now, CARRY_BATCH)
-    carried = 0
-    while not stop():
+    carried, moved = 0, 1
+    while moved and not (carried and stop()):
         with engine.begin() as connection:
             moved = connection.execute(statement).rowcount
         carried += moved
-        if moved == 0:
-            break
     return carried
 
 
@@ -260,30 +265,24 @@ def _waiting(running: int, at_rest: int) -> str | None:
 def _detach(engine: Engine, part: Partition, cutoff: datetime) -> str | None:
     """Detach ``part`` under the inbox's lock, checked empty of rows retention keeps there; the
     default is made again in the same transaction. Why not, or ``None``."""
-    table = q.partition(part.name)
-
-    def work(connection: Connection) -> None:
-        connection.execute(q.LOCK_INBOX)
-        connection.execute(q.NO_SEQSCAN)
-        if connection.execute(q.kept_since(table, cutoff)).scalar():
-            raise _KeptArrived()
-        for statement in q.detached(part.name):
-            connection.execute(statement)
-        if part.is_default:
-            connection.execute(q.DEFAULT_MADE)
-
     try:
-        _locked(engine, work)
+        _locked(engine, q.detached(part.name, cutoff, part.is_default))
     except LockNotGranted:
-        return f"lock not granted in {LOCK_TRIES} x {LOCK_TIMEOUT}"
-    except _KeptArrived:
+        return LOCK_NOT_GRANTED
+    except OperationalError as exc:
+        if sqlstate(exc) != q.KEPT_ARRIVED:
+            raise
         return "a row retention keeps arrived before the lock"
+    except ProgrammingError as exc:
+        if sqlstate(exc) != UNDEFINED_TABLE:
+            raise
+        return "gone: another run retired it"
     return None
 
 
 def _drop(engine: Engine, name: str, result: Retired) -> None:
     try:
-        _locked(engine, lambda connection: connection.execute(q.dropped(name)))
+        _locked(engine, q.dropped(name))
     except LockNotGranted:
         result.skipped[name] = "detached; its DROP is left for the next run"
 

@@ -16,6 +16,7 @@ import pytest
 from sqlalchemy import Engine
 
 from consumer.config.settings import Settings
+from consumer.inbox import partitions
 from consumer.inbox.model import Status
 from consumer.inbox.partitions import make_ahead, retire
 from consumer.inbox.store import Inbox
@@ -161,3 +162,21 @@ def run_cleanup(settings: Settings, engine: Engine, now: datetime) -> dict[str, 
     outcome = Dispatcher(settings, engine, build_registry(settings), Clock(now)).dispatch(tick)
     assert outcome.kind.value == "done", outcome.details
     return dict(outcome.details)
+
+
+def test_a_row_retention_keeps_that_arrives_after_the_survey_stops_the_detach(
+    weeks: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check under the inbox's lock is the last word: a survey that saw the week empty of
+    rows retention keeps (a claim took a row over just after it) does not get the week dropped."""
+    engine, inbox = weeks, Inbox(weeks)
+    place(engine, "old-failed", Status.FAILED, M, at=M + DAY)
+    monkeypatch.setattr(partitions, "_survey", lambda *_: (0, 0, 1))
+    retaken = inbox.claim("old-failed", "job", message("again"), NOW, LONG_LEASE)
+    assert retaken is not None and retaken.placed_at == M
+
+    retired = retire(engine, CUTOFF, NOW)
+
+    assert retired.skipped == {week(0): "a row retention keeps arrived before the lock"}, retired
+    assert where(engine, "old-failed") == [(week(0), M, "running")]
+    assert inbox.finish(retaken, Status.DONE, NOW)
