@@ -180,3 +180,21 @@ def test_a_row_retention_keeps_that_arrives_after_the_survey_stops_the_detach(
     assert retired.skipped == {week(0): "a row retention keeps arrived before the lock"}, retired
     assert where(engine, "old-failed") == [(week(0), M, "running")]
     assert inbox.finish(retaken, Status.DONE, NOW)
+
+
+def test_a_lock_not_granted_leaves_the_step_for_the_next_run_without_failing(
+    weeks: Engine,
+) -> None:
+    """A transaction holding the inbox (a long read) keeps retirement and the weeks ahead from
+    their locks: each step gives up after its tries, says why, and changes nothing."""
+    engine = weeks
+    place(engine, "old-done", Status.DONE, M, at=M + DAY)
+    with engine.connect() as holder:
+        holder.exec_driver_sql("LOCK TABLE inbox IN ACCESS SHARE MODE")
+        retired = retire(engine, CUTOFF, NOW)
+        made = make_ahead(engine, NOW, weeks=4)
+        holder.rollback()
+    assert retired.dropped == [] and retired.skipped[week(0)] == partitions.LOCK_NOT_GRANTED
+    assert made.made == [] and made.skipped[week(6)] == partitions.LOCK_NOT_GRANTED
+    assert week(0) in partition_names(engine) and where(engine, "old-done")[0][0] == week(0)
+    assert week(0) in retire(engine, CUTOFF, NOW).dropped  # the next run, the lock free
