@@ -18,6 +18,7 @@ from sqlalchemy import Engine, text
 from bench.support.postgres import migrated_postgres_database
 from consumer.db.engine import make_engine
 from consumer.db.migrate import upgrade
+from consumer.errors import Unavailable
 from consumer.inbox.model import Status
 from consumer.inbox.store import Inbox
 from consumer.wire.message import PushMessage
@@ -64,7 +65,7 @@ def deliver(inbox: Inbox, key: str, ledger: Ledger, now_shift: timedelta = timed
         try:
             claim = inbox.claim(key, "job", message, utcnow() + now_shift, LEASE)
             break
-        except Exception as exc:  # noqa: BLE001 - any fault: the message comes back
+        except Exception as exc:
             ledger.faults.append(f"claim {key}: {type(exc).__name__}")
             time.sleep(0.05)
     if claim is not None:
@@ -75,7 +76,7 @@ def deliver(inbox: Inbox, key: str, ledger: Ledger, now_shift: timedelta = timed
                 break
             except AssertionError:
                 raise
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 ledger.faults.append(f"finish {key}: {type(exc).__name__}")
                 time.sleep(0.05)
     ledger.delivered()
@@ -152,3 +153,15 @@ def test_partitioning_a_live_inbox_keeps_every_key_once(at_0014: str) -> None:
         f"deliveries {ledger.deliveries}, {ledger.during} while migrating; "
         f"faults retried: {len(ledger.faults)} {Counter(f.split(':')[0] for f in ledger.faults)}"
     )
+
+
+def test_the_claim_refuses_to_run_under_repeatable_read(pg_engine: Engine) -> None:
+    """Its lookup must see what the key lock's last holder committed, which a transaction's
+    first snapshot does not: a duplicate in another week's partition would follow."""
+    message = PushMessage(message_id="m", publish_time=utcnow(), data=b"{}")
+    with pg_engine.connect() as connection:
+        connection.execution_options(isolation_level="REPEATABLE READ")
+        with pytest.raises(Unavailable) as refused:  # a 503: the message waits for the fix
+            Inbox(pg_engine).claim("k", "job", message, utcnow(), LEASE, connection=connection)
+    assert "READ COMMITTED only" in str(refused.value.__cause__)
+    assert Inbox(pg_engine).claim("k", "job", message, utcnow(), LEASE) is not None

@@ -10,8 +10,8 @@ PL/pgSQL runs them under READ COMMITTED) see whatever an earlier holder of the l
 then it looks the key up once in every partition: absent, it inserts the row into the week of
 ``p_now``; failed or lease-expired, it takes the row over where it lives (the update checks the
 row again: a finish takes no lock, and may have ended it meanwhile); otherwise (held by a live
-lease, or finished) it returns nothing. It returns the row's attempt count and ``placed_at``, which the finish names
-so that it touches one partition.
+lease, or finished) it returns nothing. It returns the row's attempt count and ``placed_at``,
+which the finish names so that it touches one partition.
 
 Additive: code from before this revision keeps working on it (its ``ON CONFLICT (key)`` still has
 the primary key to infer; rows it inserts take the column's default). Existing rows, and rows
@@ -55,6 +55,11 @@ DECLARE
     held_lease timestamptz;
     held_placed timestamptz;
 BEGIN
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'consumer_inbox_claim runs under READ COMMITTED only'
+            USING ERRCODE = '55000', HINT = 'its lookup must see what the lock''s last holder '
+                                            'committed; set default_transaction_isolation back';
+    END IF;
     PERFORM pg_advisory_xact_lock(hashtextextended(p_key, 0));
     SELECT i.status, i.lease_until, i.placed_at INTO held_status, held_lease, held_placed
     FROM inbox AS i WHERE i.key = p_key;
@@ -79,7 +84,9 @@ BEGIN
 END
 $$;
 """
-"""``ON CONFLICT DO NOTHING``: a writer that does not take the lock (code from before this
+"""Under REPEATABLE READ the lookup's snapshot would be the transaction's first, blind to what the
+lock's last holder committed: the claim refuses to run there. ``ON CONFLICT DO NOTHING``: a
+writer that does not take the lock (code from before this
 revision, during a rollout) may insert the key between the lookup and the insert; the claim then
 finds it held, as ``ON CONFLICT (key)`` would have."""
 
