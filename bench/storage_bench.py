@@ -42,9 +42,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import psycopg
+from sqlalchemy import Engine
 
 from bench.support.cpu import backends, backends_of, children, cpu_seconds, spent
 from bench.support.serving import Server, settings_env
@@ -53,11 +54,12 @@ from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
 from consumer.db.migrate import upgrade
 from consumer.storage.handler import StorageHandler
-from consumer.storage.model import FINAL
+from consumer.storage.model import FINAL, FileRow
 from consumer.storage.reader import ObjectStore
 from consumer.storage.store import ProcessedFiles
 from triggers.local import stack
 
+T = TypeVar("T")
 ADMIN = os.environ.get("TESTS_PG_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 PROJECT, TOPIC, BUCKET = "local", "gcs-notifications", "bench"
 RULES = json.dumps([{"bucket": BUCKET, "processor": "import-jobs"}])
@@ -226,7 +228,7 @@ Readings = tuple[dict[int, float], dict[int, float]]
 """CPU seconds by PID: the gunicorn workers', the database backends'."""
 
 
-def _e2e(row: Any, started: datetime, conninfo: str, before: Readings, after: Readings) -> E2E:
+def _e2e(row: FileRow, started: datetime, conninfo: str, before: Readings, after: Readings) -> E2E:
     """The worker that spent the most CPU is the one that imported the file (the other one
     only answered health checks); its backends are told apart by their client's TCP port."""
     worker_cpu = {pid: spent(before[0], {pid: cpu}) for pid, cpu in after[0].items()}
@@ -236,17 +238,18 @@ def _e2e(row: Any, started: datetime, conninfo: str, before: Readings, after: Re
     backends_cpu = sum(cpu for pid, cpu in db_cpu.items() if pid in mine)
     left_out = sum(worker_cpu.values()) - worker_cpu[importer]
     left_out += sum(db_cpu.values()) - backends_cpu
+    assert row.finished_at is not None
     seconds = (row.finished_at - started).total_seconds()
     handler = row.progress.duration_ms / 1000
     return E2E(seconds, handler, worker_cpu[importer], backends_cpu, left_out)
 
 
-def _finished(engine: object, name: str, generation: int) -> object:
-    row = ProcessedFiles(engine).get(BUCKET, name, generation)  # type: ignore[arg-type]
+def _finished(engine: Engine, name: str, generation: int) -> FileRow | None:
+    row = ProcessedFiles(engine).get(BUCKET, name, generation)
     return row if row is not None and row.status in FINAL else None
 
 
-def _wait(probe: Callable[[], object], timeout: float = 300) -> object:
+def _wait(probe: Callable[[], T | None], timeout: float = 300) -> T:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if value := probe():
