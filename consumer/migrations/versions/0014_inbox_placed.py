@@ -10,8 +10,10 @@ PL/pgSQL runs them under READ COMMITTED) see whatever an earlier holder of the l
 then it looks the key up once in every partition: absent, it inserts the row into the week of
 ``p_now``; failed or lease-expired, it takes the row over where it lives (the update checks the
 row again: a finish takes no lock, and may have ended it meanwhile); otherwise (held by a live
-lease, or finished) it returns nothing. It returns the row's attempt count and ``placed_at``,
-which the finish names so that it touches one partition.
+lease, or finished) it returns nothing. It returns the row's attempt count and the partition
+that holds it, which the finish updates directly: an update of the parent that names the row's
+week is planned afresh on every run (PostgreSQL keeps a custom plan where partitions can be pruned),
+which cost more than the lookup (``bench/inbox_claim.py``).
 
 Additive: code from before this revision keeps working on it (its ``ON CONFLICT (key)`` still has
 the primary key to infer; rows it inserts take the column's default). Existing rows, and rows
@@ -47,7 +49,7 @@ RETURN date_bin('7 days', ts, TIMESTAMPTZ '2000-01-03 00:00:00+00');
 CREATE FUNCTION consumer_inbox_claim(
     p_key text, p_route varchar, p_lease_until timestamptz, p_claimed_by varchar,
     p_message_id text, p_message json, p_now timestamptz
-) RETURNS TABLE (attempts integer, placed_at timestamptz)
+) RETURNS TABLE (attempts integer, stored_in text)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
@@ -70,7 +72,7 @@ BEGIN
             VALUES (p_key, p_route, 'running', 1, p_lease_until, p_claimed_by, p_message_id,
                     p_message, p_now, p_now, consumer_inbox_week(p_now))
             ON CONFLICT DO NOTHING
-            RETURNING i.attempts, i.placed_at;
+            RETURNING i.attempts, i.tableoid::regclass::text;
     ELSIF held_status = 'failed' OR (held_status = 'running' AND held_lease < p_now) THEN
         RETURN QUERY
             UPDATE inbox AS i SET
@@ -79,7 +81,7 @@ BEGIN
                 updated_at = p_now
             WHERE i.key = p_key AND i.placed_at = held_placed
               AND (i.status = 'failed' OR (i.status = 'running' AND i.lease_until < p_now))
-            RETURNING i.attempts, i.placed_at;
+            RETURNING i.attempts, i.tableoid::regclass::text;
     END IF;
 END
 $$;
