@@ -88,7 +88,7 @@ def make_past_weeks(conninfo: str, weeks: int) -> None:
     partition retired (here it is empty), a partition for this week and each of the ``weeks``
     before it, besides the four ahead and the default one."""
     with psycopg.connect(conninfo, autocommit=True) as connection:
-        this_week = connection.execute("SELECT consumer_inbox_week(now())").fetchone()[0]
+        [this_week] = connection.execute("SELECT consumer_inbox_week(now())").fetchall()[0]
         connection.execute("DROP TABLE inbox_legacy")
         for back in range(weeks + 1):
             start = this_week - timedelta(days=7 * back)
