@@ -9,11 +9,22 @@ Modes, each on a fresh migrated database, medians of ``--repeat`` runs, measured
   e2e      upload to fake-gcs-server -> OBJECT_FINALIZE notification -> Pub/Sub emulator push
            subscription -> the service under gunicorn (2 workers) -> ``import-jobs``; timed from
            the upload call to ``processed_files.finished_at``.
-The headline is e2e beside the floor, and their ratio. CPU per row is read from ``/proc``, steadier
-than rates on a shared machine: the floor's is this process's (the timed part) plus its backend's;
-e2e's is the gunicorn workers' plus the database backends' (the bench's own polling connection
-excepted; the emulators are not counted). The last line sets both beside each other
-(``import: ...``), medians of the runs.
+The headline is e2e beside the floor, and their ratio. CPU per row is read from ``/proc`` (user
+plus system time), steadier than rates on a shared machine; each side counts the processes that
+did its rows' work, from its clock's start to its end:
+  floor    this process (``process_time``: all its threads, only the timed part; preparing the
+           rows comes before) and its one backend.
+  e2e      the gunicorn worker that imported the file (the one that spent the most CPU; all its
+           threads: the push, the download and checksum, reading, validating, the writer thread,
+           the lease heartbeat) and the backends connected to that worker (matched by their
+           client's TCP port, read when the file is done: the import's connections and that
+           worker's idle ones), from before the upload (both workers booted) until the poller sees
+           the file finished.
+           Not counted: the other worker, every other backend (the other worker's, a NOTIFY
+           listener's), the bench's own polling connection, the emulators; the line before the
+           last prints each side's parts, and what e2e left out. A backend that connected and
+           closed within the run is missed (the pool keeps the import's connections).
+The last line sets both beside each other (``import: ...``), medians of the runs.
 
     python -m bench.storage_bench [--rows 100000] [--repeat 3] [--profile]
 """
@@ -31,22 +42,24 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple, TypeVar
 
 import psycopg
+from sqlalchemy import Engine
 
-from bench.support.cpu import backends, children, cpu_seconds, spent
+from bench.support.cpu import backends, backends_of, children, cpu_seconds, spent
 from bench.support.serving import Server, settings_env
 from bench.support.storage import Harness, email_csv
 from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
 from consumer.db.migrate import upgrade
 from consumer.storage.handler import StorageHandler
-from consumer.storage.model import FINAL
+from consumer.storage.model import FINAL, FileRow
 from consumer.storage.reader import ObjectStore
 from consumer.storage.store import ProcessedFiles
 from triggers.local import stack
 
+T = TypeVar("T")
 ADMIN = os.environ.get("TESTS_PG_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 PROJECT, TOPIC, BUCKET = "local", "gcs-notifications", "bench"
 RULES = json.dumps([{"bucket": BUCKET, "processor": "import-jobs"}])
@@ -76,9 +89,20 @@ FLOOR_STATEMENTS = (
 )
 
 
-def bench_floor(rows: int) -> tuple[float, float]:
-    """Seconds and CPU seconds (this process and its backend) for the set-based floor: COPY
-    into a stage, one INSERT ... SELECT, commit."""
+class Floor(NamedTuple):
+    """One run of the floor: seconds, and CPU seconds of this process and of its backend."""
+
+    seconds: float
+    client: float
+    backend: float
+
+    @property
+    def cpu(self) -> float:
+        return self.client + self.backend
+
+
+def bench_floor(rows: int) -> Floor:
+    """The set-based floor: COPY into a stage, one INSERT ... SELECT, commit."""
     lines = email_csv(rows).decode().splitlines()
     header = lines[0].split(",")
     # The keys the import makes, ``bucket/object#generation:line``: their length is part of
@@ -102,8 +126,8 @@ def bench_floor(rows: int) -> tuple[float, float]:
                 assert cursor.rowcount == rows, cursor.rowcount
             connection.commit()
             seconds = time.perf_counter() - started
-            cpu = time.process_time() - cpu + spent(db_cpu, cpu_seconds(backend))
-    return seconds, cpu
+            cpu, db = time.process_time() - cpu, spent(db_cpu, cpu_seconds(backend))
+    return Floor(seconds, cpu, db)
 
 
 def bench_handler(rows: int, gcs_url: str, profiler: Any = None) -> float:
@@ -128,20 +152,40 @@ def bench_handler(rows: int, gcs_url: str, profiler: Any = None) -> float:
     return seconds
 
 
+WORKERS = 2
+QUIET_SECONDS = 0.3
+IDLE_CPU_SECONDS = 0.02
 POLLER = "storage-bench-poll"
 """The ``application_name`` of the bench's own polling connection, left out of e2e's CPU."""
 
 
-def bench_e2e(
-    rows: int, pubsub_host: str, gcs_url: str, app: str = APP, **env_extra: str
-) -> tuple[float, float, float]:
-    """(upload -> finished seconds, the handler's own processing seconds, CPU seconds of the
-    gunicorn workers and the database's backends meanwhile)."""
+class E2E(NamedTuple):
+    """One end-to-end run: seconds and CPU seconds (see the module's docstring for what is
+    counted, and what is measured but left out)."""
+
+    seconds: float
+    """From the upload call to ``processed_files.finished_at``."""
+    handler: float
+    """The handler's own seconds (the file's ``duration_ms``)."""
+    worker: float
+    """CPU of the gunicorn worker that imported the file (all its threads)."""
+    backends: float
+    """CPU of the database backends that worker is connected to."""
+    left_out: float
+    """CPU of the other worker and of every other backend but the bench's poller."""
+
+    @property
+    def cpu(self) -> float:
+        return self.worker + self.backends
+
+
+def bench_e2e(rows: int, pubsub_host: str, gcs_url: str, app: str = APP, **env_extra: str) -> E2E:
+    """One file through the emulators and the service under gunicorn, timed and its CPU read."""
     with fresh_database() as url, tempfile.TemporaryDirectory() as metrics:
         settings = Settings(database_url=url, local_mode=True)
         env = settings_env(settings, CONSUMER_STORAGE_RULES=RULES, STORAGE_EMULATOR_HOST=gcs_url,
                            PROMETHEUS_MULTIPROC_DIR=metrics, **env_extra)  # fmt: skip
-        server = Server(env, workers=2, app=app)
+        server = Server(env, workers=WORKERS, app=app)
         subscription = stack.ensure_push_subscription(
             pubsub_host, PROJECT, f"bench-{uuid.uuid4().hex[:8]}", TOPIC, f"{server.url}/push"
         )
@@ -149,30 +193,63 @@ def bench_e2e(
         conninfo = url.replace("postgresql+psycopg://", "postgresql://")
         try:
             data, name = email_csv(rows), f"e2e-{uuid.uuid4().hex}.csv"
-            pids = children(server.process.pid)
-            before = cpu_seconds(pids), cpu_seconds(backends(conninfo, but=POLLER))
+            workers = _booted(server.process.pid, WORKERS)
+            before = cpu_seconds(workers), cpu_seconds(backends(conninfo, but=POLLER))
             started = datetime.now(UTC)
             blob = stack.storage_client(gcs_url).bucket(BUCKET).blob(name)
             blob.upload_from_string(data, content_type="text/csv")
             row = _wait(lambda: _finished(engine, name, int(blob.generation)))
+            after = cpu_seconds(workers), cpu_seconds(backends(conninfo, but=POLLER))
             assert row.progress.rows_accepted == rows, row
             assert row.finished_at is not None
-            cpu = spent(before[0], cpu_seconds(pids))
-            cpu += spent(before[1], cpu_seconds(backends(conninfo, but=POLLER)))
-            seconds = (row.finished_at - started).total_seconds()
-            return seconds, row.progress.duration_ms / 1000, cpu
+            return _e2e(row, started, conninfo, before, after)
         finally:
             stack.subscriber(pubsub_host).delete_subscription(subscription=subscription)
             server.stop()
             engine.dispose()
 
 
-def _finished(engine: object, name: str, generation: int) -> object:
-    row = ProcessedFiles(engine).get(BUCKET, name, generation)  # type: ignore[arg-type]
+def _booted(arbiter: int, count: int, timeout: float = 60) -> list[int]:
+    """The arbiter's workers once all ``count`` are forked and done booting (their CPU about
+    still for ``QUIET_SECONDS``): the server answers once one worker does, and a worker forked
+    after the reading would import the file uncounted (seen: 0 us/row for the worker), or
+    boot beside the import."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        workers = children(arbiter)
+        before = cpu_seconds(workers)
+        time.sleep(QUIET_SECONDS)
+        if len(workers) == count and spent(before, cpu_seconds(workers)) < IDLE_CPU_SECONDS:
+            return workers
+    raise TimeoutError(f"gunicorn did not settle with {count} booted workers")
+
+
+Readings = tuple[dict[int, float], dict[int, float]]
+"""CPU seconds by PID: the gunicorn workers', the database backends'."""
+
+
+def _e2e(row: FileRow, started: datetime, conninfo: str, before: Readings, after: Readings) -> E2E:
+    """The worker that spent the most CPU is the one that imported the file (the other one
+    only answered health checks); its backends are told apart by their client's TCP port."""
+    worker_cpu = {pid: spent(before[0], {pid: cpu}) for pid, cpu in after[0].items()}
+    importer = max(worker_cpu, key=worker_cpu.__getitem__)
+    mine = set(backends_of(conninfo, importer))
+    db_cpu = {pid: spent(before[1], {pid: cpu}) for pid, cpu in after[1].items()}
+    backends_cpu = sum(cpu for pid, cpu in db_cpu.items() if pid in mine)
+    left_out = sum(worker_cpu.values()) - worker_cpu[importer]
+    left_out += sum(db_cpu.values()) - backends_cpu
+    assert row.finished_at is not None
+    seconds = (row.finished_at - started).total_seconds()
+    handler = row.progress.duration_ms / 1000
+    return E2E(seconds, handler, worker_cpu[importer], backends_cpu, left_out)
+
+
+def _finished(engine: Engine, name: str, generation: int) -> FileRow | None:
+    row = ProcessedFiles(engine).get(BUCKET, name, generation)
     return row if row is not None and row.status in FINAL else None
 
 
-def _wait(probe: Callable[[], object], timeout: float = 300) -> object:
+def _wait(probe: Callable[[], T | None], timeout: float = 300) -> T:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if value := probe():
@@ -193,10 +270,10 @@ def profile(rows: int, pubsub_host: str, gcs_url: str) -> None:
     print(f"== in process: {seconds:.2f} s")
     pstats.Stats(profiler).sort_stats(sort).print_stats(25)
     with tempfile.TemporaryDirectory() as directory:
-        total, inside, _ = bench_e2e(
+        run = bench_e2e(
             rows, pubsub_host, gcs_url, "bench.profiled_app:app()", BENCH_PROFILE_DIR=directory
         )
-        print(f"== gunicorn: upload -> finished {total:.2f} s, handler {inside:.2f} s")
+        print(f"== gunicorn: upload -> finished {run.seconds:.2f} s, handler {run.handler:.2f} s")
         dumps = sorted(Path(directory).glob("*.prof"), key=lambda path: path.stat().st_size)
         if not dumps:
             raise SystemExit("the gunicorn workers wrote no profile (bench/profiled_app.py)")
@@ -237,13 +314,13 @@ def main() -> None:
             floor.append(bench_floor(rows))
             handler.append(bench_handler(rows, gcs_url))
             e2e_runs.append(bench_e2e(rows, pubsub_host, gcs_url))
-    e2e = [total for total, _, _ in e2e_runs]
-    inside = [processing for _, processing, _ in e2e_runs]
-    base = rows / statistics.median(seconds for seconds, _ in floor)
+    e2e = [run.seconds for run in e2e_runs]
+    inside = [run.handler for run in e2e_runs]
+    base = rows / statistics.median(run.seconds for run in floor)
     print(f"{rows} rows, PostgreSQL, median of {args.repeat} runs")
     print(f"{'mode':<38}{'seconds':>9}{'rows/s':>10}{'vs floor':>10}")
     for label, runs in (
-        ("floor: COPY stage + INSERT ... SELECT", [seconds for seconds, _ in floor]),
+        ("floor: COPY stage + INSERT ... SELECT", [run.seconds for run in floor]),
         ("handler in process", handler),
         ("e2e: upload -> jobs committed", e2e),
         ("  of which the handler, in gunicorn", inside),
@@ -251,17 +328,29 @@ def main() -> None:
         seconds = statistics.median(runs)
         rate = rows / seconds
         print(f"{label:<38}{seconds:>9.2f}{rate:>10.0f}{rate / base:>10.2f}")
+    print(cpu_line(rows, floor, e2e_runs))
     print(import_line(rows, floor, e2e_runs))
 
 
-def import_line(
-    rows: int, floor: list[tuple[float, float]], e2e: list[tuple[float, float, float]]
-) -> str:
+def cpu_line(rows: int, floor: list[Floor], e2e: list[E2E]) -> str:
+    """Each side's CPU per row in its parts, medians of the runs, and what e2e left out."""
+
+    def us(runs: list[Any], part: str) -> float:
+        return statistics.median(getattr(run, part) for run in runs) * 1e6 / rows
+
+    return (
+        f"cpu us/row: e2e importing worker {us(e2e, 'worker'):.1f} + its backends "
+        f"{us(e2e, 'backends'):.1f} (left out: {us(e2e, 'left_out'):.1f}); floor client "
+        f"{us(floor, 'client'):.1f} + backend {us(floor, 'backend'):.1f}"
+    )
+
+
+def import_line(rows: int, floor: list[Floor], e2e: list[E2E]) -> str:
     """The last line: e2e beside the floor, rate and CPU per row, medians of the runs."""
-    floor_rate = rows / statistics.median(seconds for seconds, _ in floor)
-    e2e_rate = rows / statistics.median(seconds for seconds, _, _ in e2e)
-    floor_us = statistics.median(cpu for _, cpu in floor) * 1e6 / rows
-    e2e_us = statistics.median(cpu for _, _, cpu in e2e) * 1e6 / rows
+    floor_rate = rows / statistics.median(run.seconds for run in floor)
+    e2e_rate = rows / statistics.median(run.seconds for run in e2e)
+    floor_us = statistics.median(run.cpu for run in floor) * 1e6 / rows
+    e2e_us = statistics.median(run.cpu for run in e2e) * 1e6 / rows
     ratio = e2e_rate / floor_rate
     return (f"import: e2e {e2e_rate:.0f} rows/s vs COPY {floor_rate:.0f} rows/s: {ratio:.2f} x; "
             f"cpu {e2e_us:.1f} us/row vs {floor_us:.1f} us/row")  # fmt: skip

@@ -29,6 +29,39 @@ def backends(conninfo: str, application: str | None = None, but: str | None = No
     return [row[0] for row in rows]
 
 
+def backends_of(conninfo: str, client: int) -> list[int]:
+    """The PostgreSQL backends connected to ``conninfo``'s database from process ``client``: a
+    backend's ``client_port`` is matched against the local ports of the client's TCP sockets
+    (so loopback TCP connections only; a Unix-socket client matches nothing)."""
+    ports = local_ports(client)
+    query = (
+        "SELECT pid, client_port FROM pg_stat_activity "
+        "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    )
+    with psycopg.connect(conninfo, autocommit=True) as connection:
+        rows = connection.execute(query).fetchall()
+    return [pid for pid, port in rows if port in ports]
+
+
+def local_ports(pid: int) -> set[int]:
+    """The local ports of the TCP sockets (IPv4 and IPv6) process ``pid`` holds open."""
+    inodes: set[str] = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:  # closed since the listing
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:[") : -1])
+    ports: set[int] = set()
+    for table in ("tcp", "tcp6"):
+        for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[9] in inodes:
+                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
 def cpu_seconds(pids: list[int]) -> dict[int, float]:
     """User + system CPU seconds of each process still alive (``/proc/PID/stat``)."""
     seconds: dict[int, float] = {}

@@ -15,15 +15,17 @@ PG_ADMIN_DSN = os.environ.get("TESTS_PG_ADMIN_DSN", "postgresql://postgres@127.0
 
 
 @contextmanager
-def migrated_postgres_database(admin_dsn: str, prefix: str = "consumer_test") -> Iterator[str]:
-    """Create a uniquely named database, migrate it, yield its URL, drop it."""
+def migrated_postgres_database(
+    admin_dsn: str, prefix: str = "consumer_test", revision: str = "heads"
+) -> Iterator[str]:
+    """Create a uniquely named database, migrate it (to ``revision``), yield its URL, drop it."""
     name = f"{prefix}_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(admin_dsn, autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE "{name}"')
     base = admin_dsn.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://")
     url = f"{base}/{name}"
     try:
-        upgrade(url)
+        upgrade(url, revision)
         yield url
     finally:
         with psycopg.connect(admin_dsn, autocommit=True) as admin:

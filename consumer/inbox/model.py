@@ -30,9 +30,9 @@ class Claim:
     token: str
     attempts: int
     lease_until: datetime
-    placed_at: datetime | None = None
-    """The week the row is placed in, which on PostgreSQL names its partition (``None`` on
-    SQLite: one table)."""
+    stored_in: str | None = None
+    """The partition that holds the row on PostgreSQL, which the finish updates directly
+    (``None`` on SQLite: one table)."""
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ another delivery took the lease over, and nothing is overwritten.
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime
 from typing import Any
 
@@ -18,6 +19,7 @@ from sqlalchemy import (
     Delete,
     Integer,
     Select,
+    Text,
     Update,
     and_,
     bindparam,
@@ -28,12 +30,14 @@ from sqlalchemy import (
     null,
     or_,
     select,
+    table,
     update,
 )
 
 from consumer.db import dialect as sql
+from consumer.db.prepared import Build
 from consumer.inbox.model import FINAL, Claim, Status
-from consumer.inbox.schema import inbox
+from consumer.inbox.schema import PARTITION_NAME, inbox
 
 RUNNING: ColumnElement[str] = literal_column("'running'")
 FAILED: ColumnElement[str] = literal_column("'failed'")
@@ -47,8 +51,8 @@ CLAIMED_COLUMNS = ("key", "route", "lease_until", "claimed_by", "message_id", "m
 
 def claim(dialect: str) -> Any:
     """Insert the key as running, or take over a failed or lease-expired row; returns the
-    attempt count and, on PostgreSQL, the week the row is placed in (no row: held elsewhere, or
-    finished). The lease is the one bound; ``now`` is bound once, as both timestamps of a new
+    attempt count and, on PostgreSQL, the partition that holds the row (no row: held elsewhere,
+    or finished). The lease is the one bound; ``now`` is bound once, as both timestamps of a new
     row.
 
     On PostgreSQL the inbox is partitioned by week, and a unique index only sees its own
@@ -60,9 +64,9 @@ def claim(dialect: str) -> Any:
     if dialect == sql.POSTGRESQL:
         arguments = [values[name] for name in CLAIMED_COLUMNS]  # the function's order
         claimed = func.consumer_inbox_claim(*arguments, now).table_valued(
-            column("attempts", Integer), column("placed_at", inbox.c.placed_at.type)
+            column("attempts", Integer), column("stored_in", Text)
         )
-        return select(claimed.c.attempts, claimed.c.placed_at)
+        return select(claimed.c.attempts, claimed.c.stored_in)
     return sql.upsert(
         inbox,
         dialect,
@@ -84,40 +88,50 @@ def claim(dialect: str) -> Any:
     ).returning(inbox.c.attempts)
 
 
-def finish(dialect: str) -> Any:
-    """Record the outcome of a claim, guarded by its token; ``refund`` 1 gives the attempt back.
-    A final status stamps ``finished_at``; any other keeps the column as it was. On PostgreSQL
-    the claim's ``placed_at`` names the row's partition (a running row never moves: the
-    retention carries only rows at rest, ``consumer.inbox.partitions``), so the finish reads one
-    partition's index instead of every week's."""
-    status = bindparam("b_status", type_=inbox.c.status.type)
-    now = bindparam("b_now", type_=inbox.c.updated_at.type)
-    placed = (
-        [inbox.c.placed_at == bindparam("b_placed", type_=inbox.c.placed_at.type)]
-        if dialect == sql.POSTGRESQL
-        else []
-    )
-    return (
-        update(inbox)
-        .where(
-            inbox.c.key == bindparam("b_key"),
-            *placed,
-            inbox.c.claimed_by == bindparam("b_token"),
-            inbox.c.status == RUNNING,
+@functools.cache
+def finish_in(partition: str | None) -> Build:
+    """The finish of a row held in ``partition`` (``None``: the ``inbox`` table itself, as on
+    SQLite), built once per partition, so that its compiled forms are cached per partition too
+    (``consumer.db.prepared``, ``consumer.db.direct``, which names the server's statement after
+    the build: ``finish_inbox_w20261207``). A name the partitioning would not make (a partition
+    an operator attached by hand) is not written into SQL: that finish goes through the parent."""
+    if partition is not None and not PARTITION_NAME.fullmatch(partition):
+        return finish_in(None)
+    target = inbox if partition is None else table(partition, *(column(c.name) for c in inbox.c))
+
+    def finish(dialect: str) -> Any:
+        """Record the outcome of a claim, guarded by its token; ``refund`` 1 gives the attempt
+        back. A final status stamps ``finished_at``; any other keeps the column as it was. On
+        PostgreSQL the update names the partition the claim found the row in (a running row
+        never moves: the retention carries only rows at rest, ``consumer.inbox.partitions``):
+        through the parent, PostgreSQL would plan it afresh on every run to prune the weeks."""
+        columns = target.c
+        status = bindparam("b_status", type_=inbox.c.status.type)
+        now = bindparam("b_now", type_=inbox.c.updated_at.type)
+        final = or_(*(status == literal_column(f"'{each}'") for each in sorted(FINAL)))
+        return (
+            update(target)
+            .where(
+                columns.key == bindparam("b_key", type_=inbox.c.key.type),
+                columns.claimed_by == bindparam("b_token", type_=inbox.c.claimed_by.type),
+                columns.status == RUNNING,
+            )
+            .values(
+                status=status,
+                result=bindparam("b_result", type_=inbox.c.result.type),
+                error=bindparam("b_error", type_=inbox.c.error.type),
+                updated_at=now,
+                lease_until=null(),
+                attempts=columns.attempts - bindparam("b_refund"),
+                finished_at=case((final, now), else_=columns.finished_at),
+            )
         )
-        .values(
-            status=status,
-            result=bindparam("b_result", type_=inbox.c.result.type),
-            error=bindparam("b_error", type_=inbox.c.error.type),
-            updated_at=now,
-            lease_until=null(),
-            attempts=inbox.c.attempts - bindparam("b_refund"),
-            finished_at=case(
-                (or_(*(status == literal_column(f"'{final}'") for final in sorted(FINAL))), now),
-                else_=inbox.c.finished_at,
-            ),
-        )
-    )
+
+    finish.__name__ = "finish" if partition is None else f"finish_{partition}"
+    return finish
+
+
+finish = finish_in(None)
 
 
 def finished_as(claim: Claim, status: Status) -> Select[Any]:

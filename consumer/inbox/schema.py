@@ -36,7 +36,9 @@ inbox = Table(
     Index("inbox_status_updated", "status", "updated_at"),
 )
 
-PARTITIONING = re.compile(r"inbox_(legacy|default|w\d{8})(_.*)?|inbox_key_placed")
+PARTITION_NAME = re.compile(r"inbox_(legacy|default|w\d{8})")
+"""The inbox's partitions: the table as it was, the default, and the weeks by their Monday."""
+PARTITIONING = re.compile(rf"(?:{PARTITION_NAME.pattern})(_.*)?|inbox_key_placed")
 """The names PostgreSQL's partitioned inbox adds beside this model (``0015_inbox_partitions``,
 ``consumer.inbox.partitions``): the partitions, their indexes, and the parent's unique index on
 ``(key, placed_at)``, which stands for the primary key (a partitioned table's unique index must

@@ -31,9 +31,7 @@ class Inbox(BoundStore):
     def __init__(self, engine: Engine, connection: Connection | None = None) -> None:
         super().__init__(engine, connection)
         self._claim = prepared(queries.claim, engine.dialect)
-        self._finish = prepared(queries.finish, engine.dialect)
         self._direct_claim = direct(queries.claim, engine.dialect)
-        self._direct_finish = direct(queries.finish, engine.dialect)
 
     def _prepared(
         self,
@@ -75,9 +73,9 @@ class Inbox(BoundStore):
         if row is None:
             return None
         # Inserted or taken over, the row's lease is the one bound here.
-        placed_at = row[1] if len(row) > 1 else None  # PostgreSQL's partition
+        stored_in = row[1] if len(row) > 1 else None  # PostgreSQL's partition
         return Claim(
-            key=key, token=token, attempts=row[0], lease_until=lease_until, placed_at=placed_at
+            key=key, token=token, attempts=row[0], lease_until=lease_until, stored_in=stored_in
         )
 
     def finish(
@@ -96,9 +94,9 @@ class Inbox(BoundStore):
         values = {
             "b_key": claim.key, "b_token": claim.token, "b_status": status, "b_result": result,
             "b_error": error, "b_now": now, "b_refund": int(refund_attempt),
-            "b_placed": claim.placed_at,
         }  # fmt: skip
-        statements = (self._finish, self._direct_finish)
+        build, dialect = queries.finish_in(claim.stored_in), self.engine.dialect
+        statements = (prepared(build, dialect), direct(build, dialect))
         changed = self._prepared(
             connection, statements, lambda run, conn: run.rowcount(conn, values)
         )

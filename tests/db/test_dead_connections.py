@@ -36,7 +36,7 @@ END_OTHER_BACKENDS = """
 
 FINISH_VALUES = {
     "b_key": "k", "b_token": "t", "b_status": "done", "b_result": None, "b_error": None,
-    "b_now": None, "b_refund": 0, "b_placed": None,
+    "b_now": None, "b_refund": 0,
 }  # fmt: skip
 """A finish of a row that does not exist: it changes nothing, and fails only on a fault."""
 

@@ -48,6 +48,11 @@ def sql(connection: Connection, statement: str) -> list[str]:
         return list(result.scalars()) if result.returns_rows else []
 
 
+FINISH = "consumer_inbox_finish_inbox_legacy"
+"""The finish of a row in the partition that holds this week's rows on a fresh database: the
+table as it was, the first partition (``0015_inbox_partitions``)."""
+
+
 def claim_and_finish(inbox: Inbox, key: str, result: object = None) -> None:
     claim = inbox.claim(key, "deploy", MESSAGE, NOW, LEASE)
     assert claim is not None and claim.attempts == 1
@@ -64,7 +69,7 @@ def test_a_bound_autocommit_inbox_prepares_once_and_writes_what_a_transaction_wr
     for n, result in enumerate([None, {"warmed": "r1"}, None]):
         claim_and_finish(fast, f"fast-{n}", result)
         claim_and_finish(slow, f"slow-{n}", result)
-    assert prepared_here(autocommit) == {"consumer_inbox_claim", "consumer_inbox_finish"}
+    assert prepared_here(autocommit) == {"consumer_inbox_claim", FINISH}
     for n in range(3):
         written, expected = fast.get(f"fast-{n}"), slow.get(f"slow-{n}")
         assert written is not None and expected is not None
@@ -86,12 +91,12 @@ def test_a_session_that_lost_its_statements_prepares_them_again(
     inbox = Inbox(pg_engine, autocommit)
     claim_and_finish(inbox, "before")
     if forget == "DEALLOCATE":
-        sql(autocommit, "DEALLOCATE consumer_inbox_finish")
+        sql(autocommit, f"DEALLOCATE {FINISH}")
     else:
         sql(autocommit, forget)
     assert prepared_here(autocommit) <= {"consumer_inbox_claim"}
     claim_and_finish(inbox, "after")
-    assert prepared_here(autocommit) == {"consumer_inbox_claim", "consumer_inbox_finish"}
+    assert prepared_here(autocommit) == {"consumer_inbox_claim", FINISH}
 
 
 def test_another_sessions_deallocate_leaves_this_ones_statements(
@@ -113,7 +118,7 @@ def test_a_reconnected_connection_prepares_again(pg_engine: Engine, autocommit: 
     autocommit.execution_options(isolation_level="AUTOCOMMIT")
     claim_and_finish(inbox, "after")
     assert autocommit.connection.dbapi_connection is not before
-    assert prepared_here(autocommit) == {"consumer_inbox_claim", "consumer_inbox_finish"}
+    assert prepared_here(autocommit) == {"consumer_inbox_claim", FINISH}
 
 
 def test_a_changed_result_type_prepares_again(pg_engine: Engine, autocommit: Connection) -> None:

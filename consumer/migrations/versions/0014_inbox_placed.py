@@ -7,10 +7,13 @@ week (``0015_inbox_partitions``) ``ON CONFLICT (key)`` can no longer see a row o
 another week. ``consumer_inbox_claim`` takes a transaction-scoped advisory lock on the key's hash
 first, in a statement of its own, so its next statements (each with a snapshot of its own, as
 PL/pgSQL runs them under READ COMMITTED) see whatever an earlier holder of the lock committed;
-then it takes over a failed or lease-expired row of the key wherever it lives, returns nothing if
-a row of the key exists (held by a live lease, or finished), and otherwise inserts the row into
-the week of ``p_now``. It returns the row's attempt count and ``placed_at``, which the finish names
-so that it touches one partition.
+then it looks the key up once in every partition: absent, it inserts the row into the week of
+``p_now``; failed or lease-expired, it takes the row over where it lives (the update checks the
+row again: a finish takes no lock, and may have ended it meanwhile); otherwise (held by a live
+lease, or finished) it returns nothing. It returns the row's attempt count and the partition
+that holds it, which the finish updates directly: an update of the parent that names the row's
+week is planned afresh on every run (PostgreSQL keeps a custom plan where partitions can be pruned),
+which cost more than the lookup (``bench/inbox_claim.py``).
 
 Additive: code from before this revision keeps working on it (its ``ON CONFLICT (key)`` still has
 the primary key to infer; rows it inserts take the column's default). Existing rows, and rows
@@ -46,37 +49,46 @@ RETURN date_bin('7 days', ts, TIMESTAMPTZ '2000-01-03 00:00:00+00');
 CREATE FUNCTION consumer_inbox_claim(
     p_key text, p_route varchar, p_lease_until timestamptz, p_claimed_by varchar,
     p_message_id text, p_message json, p_now timestamptz
-) RETURNS TABLE (attempts integer, placed_at timestamptz)
+) RETURNS TABLE (attempts integer, stored_in text)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
+DECLARE
+    held_status varchar;
+    held_lease timestamptz;
+    held_placed timestamptz;
 BEGIN
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'consumer_inbox_claim runs under READ COMMITTED only'
+            USING ERRCODE = '55000', HINT = 'its lookup must see what the lock''s last holder '
+                                            'committed; set default_transaction_isolation back';
+    END IF;
     PERFORM pg_advisory_xact_lock(hashtextextended(p_key, 0));
-    RETURN QUERY
-        UPDATE inbox AS i SET
-            status = 'running', attempts = i.attempts + 1, lease_until = p_lease_until,
-            claimed_by = p_claimed_by, message_id = p_message_id, message = p_message,
-            updated_at = p_now
-        WHERE i.key = p_key
-          AND (i.status = 'failed' OR (i.status = 'running' AND i.lease_until < p_now))
-        RETURNING i.attempts, i.placed_at;
-    IF FOUND THEN
-        RETURN;
+    SELECT i.status, i.lease_until, i.placed_at INTO held_status, held_lease, held_placed
+    FROM inbox AS i WHERE i.key = p_key;
+    IF NOT FOUND THEN
+        RETURN QUERY
+            INSERT INTO inbox AS i (key, route, status, attempts, lease_until, claimed_by,
+                                    message_id, message, created_at, updated_at, placed_at)
+            VALUES (p_key, p_route, 'running', 1, p_lease_until, p_claimed_by, p_message_id,
+                    p_message, p_now, p_now, consumer_inbox_week(p_now))
+            ON CONFLICT DO NOTHING
+            RETURNING i.attempts, i.tableoid::regclass::text;
+    ELSIF held_status = 'failed' OR (held_status = 'running' AND held_lease < p_now) THEN
+        RETURN QUERY
+            UPDATE inbox AS i SET
+                status = 'running', attempts = i.attempts + 1, lease_until = p_lease_until,
+                claimed_by = p_claimed_by, message_id = p_message_id, message = p_message,
+                updated_at = p_now
+            WHERE i.key = p_key AND i.placed_at = held_placed
+              AND (i.status = 'failed' OR (i.status = 'running' AND i.lease_until < p_now))
+            RETURNING i.attempts, i.tableoid::regclass::text;
     END IF;
-    PERFORM FROM inbox AS i WHERE i.key = p_key;
-    IF FOUND THEN
-        RETURN;
-    END IF;
-    RETURN QUERY
-        INSERT INTO inbox AS i (key, route, status, attempts, lease_until, claimed_by,
-                                  message_id, message, created_at, updated_at, placed_at)
-        VALUES (p_key, p_route, 'running', 1, p_lease_until, p_claimed_by, p_message_id,
-                p_message, p_now, p_now, consumer_inbox_week(p_now))
-        ON CONFLICT DO NOTHING
-        RETURNING i.attempts, i.placed_at;
 END
 $$;
 """
-"""``ON CONFLICT DO NOTHING``: a writer that does not take the lock (code from before this
+"""Under REPEATABLE READ the lookup's snapshot would be the transaction's first, blind to what the
+lock's last holder committed: the claim refuses to run there. ``ON CONFLICT DO NOTHING``: a
+writer that does not take the lock (code from before this
 revision, during a rollout) may insert the key between the lookup and the insert; the claim then
 finds it held, as ``ON CONFLICT (key)`` would have."""
 
