@@ -66,7 +66,7 @@ def test_old_weeks_are_dropped_what_retention_keeps_is_carried_and_running_rows_
     late = CUTOFF + timedelta(hours=2)
     place(engine, "done-lately", Status.DONE, M, updated_at=late, finished_at=late)
     live = inbox.claim("live", "job", message("live"), M + WEEK + DAY, LONG_LEASE)
-    assert live is not None and live.placed_at == M + WEEK
+    assert live is not None and live.stored_in == week(1)
     place(engine, "p1-done", Status.DONE, M + WEEK, at=M + WEEK + DAY)
     place(engine, "p1-failed", Status.FAILED, M + WEEK, updated_at=CUTOFF + DAY)
     place(engine, "p2-done", Status.DONE, M + 2 * WEEK, at=M + 2 * WEEK + DAY)
@@ -173,7 +173,7 @@ def test_a_row_retention_keeps_that_arrives_after_the_survey_stops_the_detach(
     place(engine, "old-failed", Status.FAILED, M, at=M + DAY)
     monkeypatch.setattr(partitions, "_survey", lambda *_: (0, 0, 1))
     retaken = inbox.claim("old-failed", "job", message("again"), NOW, LONG_LEASE)
-    assert retaken is not None and retaken.placed_at == M
+    assert retaken is not None and retaken.stored_in == week(0)
 
     retired = retire(engine, CUTOFF, NOW)
 
