@@ -6,7 +6,7 @@ beside it (docs/capacity.md).
 Every step that locks the inbox is one ``DO`` block, a transaction and a round trip of its own,
 under ``lock_timeout``: a lock not granted in time leaves the step for a later try or the next
 run, never a failed task and never a queue of pushes waiting long behind it. A running row never
-changes partition (its finish names the row by key, ``placed_at`` and token): rows retention
+changes partition (its finish updates the partition its claim found it in): rows retention
 keeps are carried out of a week only at rest, under their key's advisory lock, the one
 ``consumer_inbox_claim`` takes.
 """
