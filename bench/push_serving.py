@@ -138,9 +138,14 @@ def inbox_rows(conninfo: str) -> int:
 
 
 HOT = """
-    SELECT relname, n_tup_hot_upd, n_tup_upd FROM pg_stat_user_tables
-    WHERE relname IN ('inbox', 'push_floor_two_writes') ORDER BY relname
+    SELECT CASE WHEN relname LIKE 'inbox%%' THEN 'inbox' ELSE relname END AS name,
+           sum(n_tup_hot_upd), sum(n_tup_upd) FROM pg_stat_user_tables
+    WHERE relname = 'push_floor_two_writes' OR relid IN (
+        SELECT inhrelid FROM pg_inherits WHERE inhparent = 'inbox'::regclass
+        UNION ALL SELECT 'inbox'::regclass)
+    GROUP BY 1 ORDER BY 1
 """
+"""The inbox's partitions (PostgreSQL keeps the counts per partition) summed as ``inbox``."""
 
 
 def hot_updates(conninfo: str) -> str:
