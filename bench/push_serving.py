@@ -138,7 +138,7 @@ def inbox_rows(conninfo: str) -> int:
 
 
 HOT = """
-    SELECT CASE WHEN relname LIKE 'inbox%%' THEN 'inbox' ELSE relname END AS name,
+    SELECT CASE WHEN relname LIKE 'inbox%' THEN 'inbox' ELSE relname END AS name,
            sum(n_tup_hot_upd), sum(n_tup_upd) FROM pg_stat_user_tables
     WHERE relname = 'push_floor_two_writes' OR relid IN (
         SELECT inhrelid FROM pg_inherits WHERE inhparent = 'inbox'::regclass
