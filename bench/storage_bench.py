@@ -42,12 +42,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, TypeVar
 
 import psycopg
 from sqlalchemy import Engine
 
-from bench.support.cpu import backends, backends_of, children, cpu_seconds, spent
+from bench.support.cpu import backends, cpu_seconds, spent
+from bench.support.import_cpu import E2E, Floor, booted, cpu_line, e2e_of, import_line
 from bench.support.serving import Server, settings_env
 from bench.support.storage import Harness, email_csv
 from consumer.config.settings import Settings
@@ -87,18 +88,6 @@ FLOOR_STATEMENTS = (
     "idempotency_key, created_at, updated_at) SELECT 'email', payload::json, 'pending', 0, "
     "now(), 0, NULL, idempotency_key, now(), now() FROM jobs_stage ON CONFLICT DO NOTHING",
 )
-
-
-class Floor(NamedTuple):
-    """One run of the floor: seconds, and CPU seconds of this process and of its backend."""
-
-    seconds: float
-    client: float
-    backend: float
-
-    @property
-    def cpu(self) -> float:
-        return self.client + self.backend
 
 
 def bench_floor(rows: int) -> Floor:
@@ -153,30 +142,8 @@ def bench_handler(rows: int, gcs_url: str, profiler: Any = None) -> float:
 
 
 WORKERS = 2
-QUIET_SECONDS = 0.3
-IDLE_CPU_SECONDS = 0.02
 POLLER = "storage-bench-poll"
 """The ``application_name`` of the bench's own polling connection, left out of e2e's CPU."""
-
-
-class E2E(NamedTuple):
-    """One end-to-end run: seconds and CPU seconds (see the module's docstring for what is
-    counted, and what is measured but left out)."""
-
-    seconds: float
-    """From the upload call to ``processed_files.finished_at``."""
-    handler: float
-    """The handler's own seconds (the file's ``duration_ms``)."""
-    worker: float
-    """CPU of the gunicorn worker that imported the file (all its threads)."""
-    backends: float
-    """CPU of the database backends that worker is connected to."""
-    left_out: float
-    """CPU of the other worker and of every other backend but the bench's poller."""
-
-    @property
-    def cpu(self) -> float:
-        return self.worker + self.backends
 
 
 def bench_e2e(rows: int, pubsub_host: str, gcs_url: str, app: str = APP, **env_extra: str) -> E2E:
@@ -193,7 +160,7 @@ def bench_e2e(rows: int, pubsub_host: str, gcs_url: str, app: str = APP, **env_e
         conninfo = url.replace("postgresql+psycopg://", "postgresql://")
         try:
             data, name = email_csv(rows), f"e2e-{uuid.uuid4().hex}.csv"
-            workers = _booted(server.process.pid, WORKERS)
+            workers = booted(server.process.pid, WORKERS)
             before = cpu_seconds(workers), cpu_seconds(backends(conninfo, but=POLLER))
             started = datetime.now(UTC)
             blob = stack.storage_client(gcs_url).bucket(BUCKET).blob(name)
@@ -202,46 +169,11 @@ def bench_e2e(rows: int, pubsub_host: str, gcs_url: str, app: str = APP, **env_e
             after = cpu_seconds(workers), cpu_seconds(backends(conninfo, but=POLLER))
             assert row.progress.rows_accepted == rows, row
             assert row.finished_at is not None
-            return _e2e(row, started, conninfo, before, after)
+            return e2e_of(row, started, conninfo, before, after)
         finally:
             stack.subscriber(pubsub_host).delete_subscription(subscription=subscription)
             server.stop()
             engine.dispose()
-
-
-def _booted(arbiter: int, count: int, timeout: float = 60) -> list[int]:
-    """The arbiter's workers once all ``count`` are forked and done booting (their CPU about
-    still for ``QUIET_SECONDS``): the server answers once one worker does, and a worker forked
-    after the reading would import the file uncounted (seen: 0 us/row for the worker), or
-    boot beside the import."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        workers = children(arbiter)
-        before = cpu_seconds(workers)
-        time.sleep(QUIET_SECONDS)
-        if len(workers) == count and spent(before, cpu_seconds(workers)) < IDLE_CPU_SECONDS:
-            return workers
-    raise TimeoutError(f"gunicorn did not settle with {count} booted workers")
-
-
-Readings = tuple[dict[int, float], dict[int, float]]
-"""CPU seconds by PID: the gunicorn workers', the database backends'."""
-
-
-def _e2e(row: FileRow, started: datetime, conninfo: str, before: Readings, after: Readings) -> E2E:
-    """The worker that spent the most CPU is the one that imported the file (the other one
-    only answered health checks); its backends are told apart by their client's TCP port."""
-    worker_cpu = {pid: spent(before[0], {pid: cpu}) for pid, cpu in after[0].items()}
-    importer = max(worker_cpu, key=worker_cpu.__getitem__)
-    mine = set(backends_of(conninfo, importer))
-    db_cpu = {pid: spent(before[1], {pid: cpu}) for pid, cpu in after[1].items()}
-    backends_cpu = sum(cpu for pid, cpu in db_cpu.items() if pid in mine)
-    left_out = sum(worker_cpu.values()) - worker_cpu[importer]
-    left_out += sum(db_cpu.values()) - backends_cpu
-    assert row.finished_at is not None
-    seconds = (row.finished_at - started).total_seconds()
-    handler = row.progress.duration_ms / 1000
-    return E2E(seconds, handler, worker_cpu[importer], backends_cpu, left_out)
 
 
 def _finished(engine: Engine, name: str, generation: int) -> FileRow | None:
@@ -330,30 +262,6 @@ def main() -> None:
         print(f"{label:<38}{seconds:>9.2f}{rate:>10.0f}{rate / base:>10.2f}")
     print(cpu_line(rows, floor, e2e_runs))
     print(import_line(rows, floor, e2e_runs))
-
-
-def cpu_line(rows: int, floor: list[Floor], e2e: list[E2E]) -> str:
-    """Each side's CPU per row in its parts, medians of the runs, and what e2e left out."""
-
-    def us(runs: list[Any], part: str) -> float:
-        return statistics.median(getattr(run, part) for run in runs) * 1e6 / rows
-
-    return (
-        f"cpu us/row: e2e importing worker {us(e2e, 'worker'):.1f} + its backends "
-        f"{us(e2e, 'backends'):.1f} (left out: {us(e2e, 'left_out'):.1f}); floor client "
-        f"{us(floor, 'client'):.1f} + backend {us(floor, 'backend'):.1f}"
-    )
-
-
-def import_line(rows: int, floor: list[Floor], e2e: list[E2E]) -> str:
-    """The last line: e2e beside the floor, rate and CPU per row, medians of the runs."""
-    floor_rate = rows / statistics.median(run.seconds for run in floor)
-    e2e_rate = rows / statistics.median(run.seconds for run in e2e)
-    floor_us = statistics.median(run.cpu for run in floor) * 1e6 / rows
-    e2e_us = statistics.median(run.cpu for run in e2e) * 1e6 / rows
-    ratio = e2e_rate / floor_rate
-    return (f"import: e2e {e2e_rate:.0f} rows/s vs COPY {floor_rate:.0f} rows/s: {ratio:.2f} x; "
-            f"cpu {e2e_us:.1f} us/row vs {floor_us:.1f} us/row")  # fmt: skip
 
 
 if __name__ == "__main__":
