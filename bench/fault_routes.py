@@ -43,7 +43,9 @@ from consumer.wire.events import DeployEvent
 from consumer.wire.outcomes import ACK_STATUSES, STATUS, Outcome
 from triggers.local import stack
 
-INBOX_FINISH = sql(b"UPDATE inbox SET status=")
+INBOX_FINISH = sql(b"UPDATE inbox", b" SET status=")
+"""The inbox's finish, on the table or (PostgreSQL) on the partition the claim named
+(``UPDATE inbox_w20261207 SET status=...``)."""
 POINTS = {
     "sweep": {
         "claim": "cut before the sweep starts: its first claim meets it",
