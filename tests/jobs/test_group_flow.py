@@ -39,7 +39,9 @@ def most_at_once(calls: Iterable[tuple[float, float, Job]]) -> dict[str, int]:
 def test_a_group_cap_of_2_holds_for_each_group_and_is_reached(
     engine: Engine, job_settings: Settings
 ) -> None:
-    recorder = Recorder(hold=0.05)
+    # Each job held 0.2 s: long enough that a loaded machine still claims a group's second job
+    # while its first runs (0.05 s once left a group at 1 under CI's load).
+    recorder = Recorder(hold=0.2)
     add(engine, [NewJob("call", {}, group=f"g{n % 3}") for n in range(36)])
     hammer(engine, job_settings, kinds_of(recorder), {"call": JobLimit(group_cap=2)}, 36)
     assert len(recorder.calls) == 36
