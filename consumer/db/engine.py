@@ -18,6 +18,7 @@ from consumer.errors import Unavailable
 SQLITE_BUSY_TIMEOUT_SECONDS = 30
 POSTGRES_CONNECT_TIMEOUT_SECONDS = 5
 SESSION_TIME_ZONE = "UTC"
+SESSION_ISOLATION = "read\\ committed"  # libpq's options: a space in a value is escaped
 NOT_TRANSIENT_SQLSTATE_CLASSES = ("22", "54")  # data exception, program limit exceeded
 T = TypeVar("T")
 
@@ -48,10 +49,12 @@ def make_engine(url: str, waits: DatabaseWaits | None = None, **options: Any) ->
 def session_options(url: str, waits: DatabaseWaits | None) -> str:
     """libpq's ``options`` for every connection: the URL's own, the session's time zone, UTC
     (the driver then reads timestamps as UTC datetimes, with nothing to convert; a claim reads
-    a hundred rows of them), and ``waits``' timeouts."""
+    a hundred rows of them), READ COMMITTED whatever the database's default (the claim's
+    lookup relies on it and refuses to run under another level), and ``waits``' timeouts."""
     given = make_url(url).query.get("options", ())
     parts = [given] if isinstance(given, str) else list(given)
     parts.append(f"-c TimeZone={SESSION_TIME_ZONE}")
+    parts.append(f"-c default_transaction_isolation={SESSION_ISOLATION}")
     if waits is not None:
         parts.append(session_timeouts(waits))
     return " ".join(parts)

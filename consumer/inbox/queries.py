@@ -177,6 +177,12 @@ def listed(status: Status | None, limit: int) -> Select[Any]:
     return query
 
 
+def key_locked(key: str) -> Select[Any]:
+    """PostgreSQL: wait for the key's transaction-scoped advisory lock, the one the claim and a
+    retirement's carry take, so a write outside them never meets the row mid-move."""
+    return select(func.pg_advisory_xact_lock(func.hashtextextended(key, 0)))
+
+
 def rearmed(key: str, now: datetime) -> Update:
     """A dead, unroutable or failed row, claimable again with fresh attempts (replay)."""
     return (

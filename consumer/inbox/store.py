@@ -147,8 +147,12 @@ class Inbox(BoundStore):
             return [InboxRow.from_row(row) for row in conn.execute(queries.listed(status, limit))]
 
     def rearm(self, key: str, now: datetime, *, connection: Connection | None = None) -> bool:
-        """Make a dead, unroutable or failed row claimable again with fresh attempts (replay)."""
+        """Make a dead, unroutable or failed row claimable again with fresh attempts (replay).
+        On PostgreSQL under the key's lock: a retirement carrying the row to this week's
+        partition would otherwise fail this update with a serialization error."""
         with self._write(connection) as conn:
+            if self.dialect == "postgresql":
+                conn.execute(queries.key_locked(key))
             return conn.execute(queries.rearmed(key, now)).rowcount == 1
 
     def lapsed(

@@ -8,6 +8,7 @@ clocks stand weeks ahead too."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -198,3 +199,20 @@ def test_a_lock_not_granted_leaves_the_step_for_the_next_run_without_failing(
     assert made.made == [] and made.skipped[week(6)] == partitions.LOCK_NOT_GRANTED
     assert week(0) in partition_names(engine) and where(engine, "old-done")[0][0] == week(0)
     assert week(0) in retire(engine, CUTOFF, NOW).dropped  # the next run, the lock free
+
+
+def test_a_replay_waits_for_the_key_lock_a_carry_holds(weeks: Engine) -> None:
+    """A carry moves a row under its key's advisory lock; a replay (rearm) meeting the row
+    mid-move would fail with a serialization error, so it waits for the same lock."""
+    engine, inbox = weeks, Inbox(weeks)
+    place(engine, "dead-lately", Status.DEAD, M, updated_at=CUTOFF + DAY)
+    rearmed: list[bool] = []
+    with engine.connect() as carry:
+        carry.exec_driver_sql("SELECT pg_advisory_xact_lock(hashtextextended('dead-lately', 0))")
+        replay = threading.Thread(target=lambda: rearmed.append(inbox.rearm("dead-lately", NOW)))
+        replay.start()
+        replay.join(timeout=0.5)
+        assert replay.is_alive(), "the replay did not wait for the key's lock"
+        carry.commit()
+    replay.join(timeout=10)
+    assert rearmed == [True] and where(engine, "dead-lately") == [(week(0), M, "failed")]
