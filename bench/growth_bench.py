@@ -20,8 +20,9 @@ Purge (``--rate`` > 0): at the largest level an open-loop load of ``--rate`` pus
 (``bench.push_load.steady_load``: latency from each request's due time) runs ``--steady`` seconds,
 then the cleanup task itself (``consumer.jobs.cleanup``: the weeks made ahead, the whole week past
 retention dropped, ``consumer.inbox.partitions``; run again while it reports more) purges while
-the load goes on, for at most ``--purge-seconds``; the push p99 before and during are printed
-with their ratio, with the purge's WAL per row (the server's while it ran, less what the pushes
+the load goes on, for at most ``--purge-seconds``; the push p99 before and during (over a window
+as long as the one before, from the purge's start: ``bench.support.purge``) are printed with their
+ratio, with the purge's WAL per row (the server's while it ran, less what the pushes
 wrote at their rate before it) and the CPU of its own backends per row. ``--purge`` measures only
 that: ``--repeat`` purges, each on a database freshly filled with the largest level's rows, no
 growth rounds. Whenever a purge ran, the last line gives its medians (``purge: ...``).
