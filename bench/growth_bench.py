@@ -6,10 +6,10 @@ with finished rows by ``INSERT ... SELECT ... FROM generate_series`` in batches:
 topic's shape, status ``done``, a wrapped message of about 450 bytes, created, updated and
 finished times spread in order from the start of the last whole week past retention to now, each
 row placed in its week's partition (``placed_at`` = ``consumer_inbox_week(t)``), then ``VACUUM
-ANALYZE`` and ``CHECKPOINT``. Before the fill the migration's empty ``inbox_legacy`` is retired
-and the past weeks are made: the state the inbox reaches one retention after the migration. In
-``inbox_legacy`` (its range runs to the week after next) no row would be retired in the run; in
-``inbox_default`` every row retention keeps would be carried out, a row's WAL again. The
+ANALYZE`` and ``CHECKPOINT``. Before the fill the past weeks are made (the migration of an
+empty inbox starts with the current week): the state the inbox reaches one retention after the
+migration. In ``inbox_default`` every row retention keeps would be carried out, a row's WAL
+again. The
 consumer's ``/push`` is measured on each exactly as ``bench/push_bench.py`` measures it, the
 levels in turn, round after round, so the drift of a shared machine falls on all of them alike.
 The table prints each level's medians (req/s, latency, CPU per push of the gunicorn workers and of
@@ -105,8 +105,9 @@ def fill(conninfo: str, rows: int) -> None:
 
 
 def weeks_made(conninfo: str, now: datetime) -> datetime:
-    """Retire the empty ``inbox_legacy`` and make the weeks from the last whole one past
-    retention to now's; the start of that week, where the fill begins."""
+    """Retire ``inbox_legacy`` if the migration kept one (it keeps none of an empty inbox) and
+    make the weeks from the last whole one past retention to now's; the start of that week,
+    where the fill begins."""
     engine = make_engine(sqlalchemy_url(conninfo))
     try:
         with engine.connect() as connection:

@@ -84,12 +84,12 @@ def database(mode: str, past_weeks: int) -> Iterator[str]:
 
 
 def make_past_weeks(conninfo: str, weeks: int) -> None:
-    """The layout of a service that has run for ``weeks`` weeks past the migration: the legacy
-    partition retired (here it is empty), a partition for this week and each of the ``weeks``
+    """The layout of a service that has run for ``weeks`` weeks past the migration: no legacy
+    partition (a fresh database has none), a partition for this week and each of the ``weeks``
     before it, besides the four ahead and the default one."""
     with psycopg.connect(conninfo, autocommit=True) as connection:
         [this_week] = connection.execute("SELECT consumer_inbox_week(now())").fetchall()[0]
-        connection.execute("DROP TABLE inbox_legacy")
+        connection.execute("DROP TABLE IF EXISTS inbox_legacy")
         for back in range(weeks + 1):
             start = this_week - timedelta(days=7 * back)
             connection.execute(

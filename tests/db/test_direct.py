@@ -48,9 +48,9 @@ def sql(connection: Connection, statement: str) -> list[str]:
         return list(result.scalars()) if result.returns_rows else []
 
 
-FINISH = "consumer_inbox_finish_inbox_legacy"
-"""The finish of a row in the partition that holds this week's rows on a fresh database: the
-table as it was, the first partition (``0015_inbox_partitions``)."""
+FINISH = "consumer_inbox_finish_inbox_default"
+"""The finish of a row placed in a week no partition was made for: a fresh database's weeks start
+with the current one (``0015_inbox_partitions``), and ``NOW`` lies before them."""
 
 
 def claim_and_finish(inbox: Inbox, key: str, result: object = None) -> None:

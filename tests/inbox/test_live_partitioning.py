@@ -165,3 +165,21 @@ def test_the_claim_refuses_to_run_under_repeatable_read(pg_engine: Engine) -> No
             Inbox(pg_engine).claim("k", "job", message, utcnow(), LEASE, connection=connection)
     assert "READ COMMITTED only" in str(refused.value.__cause__)
     assert Inbox(pg_engine).claim("k", "job", message, utcnow(), LEASE) is not None
+
+
+def test_an_empty_inbox_is_dropped_and_the_weeks_start_with_the_current_one(
+    pg_engine: Engine,
+) -> None:
+    """A fresh install: no ``inbox_legacy`` (whose copy of the old primary key every push would
+    have kept up for its first week), and this week's claims land in this week's partition."""
+    with pg_engine.connect() as connection:
+        members = (
+            "SELECT inhrelid::regclass::text FROM pg_inherits WHERE inhparent = 'inbox'::regclass"
+        )
+        names = connection.execute(text(members)).scalars().all()
+        this_week = connection.execute(text("SELECT consumer_inbox_week(now())")).scalar_one()
+    weeks = [f"inbox_w{this_week + timedelta(days=7 * n):%Y%m%d}" for n in range(5)]
+    assert sorted(names) == sorted([*weeks, "inbox_default"])
+    message = PushMessage(message_id="m", publish_time=utcnow(), data=b"{}")
+    claim = Inbox(pg_engine).claim("fresh", "job", message, utcnow(), LEASE)
+    assert claim is not None and claim.stored_in == weeks[0]

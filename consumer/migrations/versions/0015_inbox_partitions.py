@@ -2,9 +2,9 @@
 unchanged.
 
 Retention then drops a week's partition whole instead of deleting its rows one by one
-(``consumer.inbox.partitions``). The table as it was becomes the first partition,
-``inbox_legacy``, for every ``placed_at`` before ``W0``, the first Monday at least a day ahead
-(rows placed before this revision, and rows placed this week, land there); week partitions
+(``consumer.inbox.partitions``). The table as it was, if it holds rows, becomes the first
+partition, ``inbox_legacy``, for every ``placed_at`` before ``W0``, the first Monday at least a day
+ahead (rows placed before this revision, and rows placed this week, land there); week partitions
 ``inbox_wYYYYMMDD`` follow for four weeks, and ``inbox_default`` takes anything outside the weeks
 made (a clock far ahead, a retention task that stopped making weeks), so a claim never fails for
 want of a partition.
@@ -18,6 +18,11 @@ Steps, so that no lock is held for longer than a rename:
 3. one transaction, under ``lock_timeout``: rename the table and its indexes, create the parent
    with its indexes, attach the old table (its indexes are adopted, not rebuilt), create the week
    partitions and the default one, drop the check.
+
+An inbox found empty under step 3's lock (a fresh install, a database no push reached yet) is
+dropped instead of attached: the weeks then start with the current one, and no push ever lands
+in a partition that keeps the old table's third index (its primary key on ``key``) beside the
+two every week has.
 
 Code from before ``0014_inbox_placed`` fails its claims from step 3 on (``ON CONFLICT (key)``
 has no unique index to infer on the parent); Pub/Sub redelivers them to pods on the new code.
@@ -111,14 +116,20 @@ def upgrade() -> None:
     op.execute("ALTER TABLE inbox_legacy RENAME CONSTRAINT inbox_pkey TO inbox_legacy_pkey")
     op.execute("ALTER INDEX inbox_status_updated RENAME TO inbox_legacy_status_updated")
     op.execute(PARENT)
-    op.execute(
-        "ALTER TABLE inbox ATTACH PARTITION inbox_legacy "
-        f"FOR VALUES FROM (MINVALUE) TO ('{first.isoformat()}')"
-    )
-    for week in range(WEEKS_AHEAD):
-        op.execute(week_partition(first + timedelta(days=7 * week)))
+    if bind.execute(text("SELECT EXISTS (SELECT 1 FROM inbox_legacy)")).scalar_one():
+        op.execute(
+            "ALTER TABLE inbox ATTACH PARTITION inbox_legacy "
+            f"FOR VALUES FROM (MINVALUE) TO ('{first.isoformat()}')"
+        )
+        op.execute(f"ALTER TABLE inbox_legacy DROP CONSTRAINT {LEGACY_RANGE}")
+        weeks = [first + timedelta(days=7 * week) for week in range(WEEKS_AHEAD)]
+    else:  # empty under the rename's lock: no row to keep, none can arrive before the commit
+        op.execute("DROP TABLE inbox_legacy")
+        this_week = bind.execute(text("SELECT consumer_inbox_week(now())")).scalar_one()
+        weeks = [this_week + timedelta(days=7 * week) for week in range(WEEKS_AHEAD + 1)]
+    for week in weeks:
+        op.execute(week_partition(week))
     op.execute("CREATE TABLE inbox_default PARTITION OF inbox DEFAULT")
-    op.execute(f"ALTER TABLE inbox_legacy DROP CONSTRAINT {LEGACY_RANGE}")
 
 
 def downgrade() -> None:
