@@ -125,10 +125,12 @@ def weeks_made(conninfo: str, now: datetime) -> datetime:
 
 
 def bytes_per_row(conninfo: str) -> float:
-    """The inbox's heap, TOAST and indexes, per row."""
+    """The inbox's heap, TOAST and indexes, per row: summed over its partitions (a partitioned
+    table's own size is 0)."""
     with psycopg.connect(conninfo) as connection:
         row = connection.execute(
-            "SELECT pg_total_relation_size('inbox'), (SELECT count(*) FROM inbox)"
+            "SELECT (SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree('inbox')),"
+            " (SELECT count(*) FROM inbox)"
         ).fetchone()
     assert row is not None
     return float(row[0]) / max(int(row[1]), 1)

@@ -24,6 +24,8 @@ def test_the_growth_bench_prints_the_ratio_of_a_full_inbox_and_of_the_purge(
     assert "ratio 200,000 rows/empty " in printed, printed
     assert "ratio p99 during/before " in printed, printed
     assert "; over the purge's span alone " in printed, printed
+    [full] = [line.split() for line in printed.splitlines() if line.strip().startswith("200,000 ")]
+    assert float(full[-1]) > 400, f"bytes per row of a full inbox: {full}"  # its message alone
     purged = next(line for line in printed.splitlines() if line.startswith("purge under"))
     assert " 0 rows in" not in purged, "the purge found none of the rows past retention"
     assert re.fullmatch(PURGE_LINE, printed.rstrip("\n").splitlines()[-1]), printed[-2000:]
