@@ -32,7 +32,7 @@ def test_held_claims_are_renewed_every_period_and_short_ones_never() -> None:
 
 
 def test_a_lost_lease_is_not_renewed_again_and_a_failed_renewal_is_retried() -> None:
-    heartbeats, calls = Heartbeats(every=0.05, tick=0.01), {"lost": 0, "failing": 0}
+    heartbeats, calls = Heartbeats(every=0.2, tick=0.01), {"lost": 0, "failing": 0}
 
     def lost() -> bool:
         calls["lost"] += 1
@@ -43,9 +43,12 @@ def test_a_lost_lease_is_not_renewed_again_and_a_failed_renewal_is_retried() -> 
         raise ConnectionError("database unreachable")
 
     with heartbeats.kept(lost), heartbeats.kept(failing):
-        time.sleep(0.4)
+        time.sleep(0.8)
     assert calls["lost"] == 1
-    assert calls["failing"] >= 10  # every tick once due: a blip is retried at once
+    # Due from 0.2 s on, a failed beat is retried at every tick: 54 calls or more with the CPU
+    # loaded, where the old 0.05 s period and 0.4 s made only 13 against ">= 10". Retried only a
+    # period later instead, it makes 3 or 4.
+    assert calls["failing"] >= 8, calls
 
 
 def test_the_thread_ends_when_no_claim_is_held_and_starts_again_on_demand() -> None:
@@ -70,11 +73,12 @@ def test_a_claim_is_not_renewed_past_its_deadline() -> None:
     until = time.monotonic() + 0.3
     with heartbeats.kept(counter("ending"), until=until), heartbeats.kept(counter("open")):  # type: ignore[arg-type]
         time.sleep(0.35)
-        at_deadline = beats["ending"]
+        at_deadline, open_then = beats["ending"], beats["open"]
         time.sleep(0.4)
     assert 3 <= at_deadline <= 6, beats
     assert beats["ending"] == at_deadline  # none after it: the lease lapses
-    assert beats["open"] >= 10
+    # The other claim is still renewed after it (not a count, which a loaded machine lowers).
+    assert beats["open"] > open_then, beats
 
 
 def test_a_thread_that_could_not_start_is_started_at_the_next_claim(
