@@ -5,6 +5,7 @@ operator's change applies at the next claim."""
 from __future__ import annotations
 
 import itertools
+import statistics
 import threading
 import time
 from collections.abc import Callable
@@ -106,7 +107,11 @@ def test_a_rate_spaces_starts_in_every_window_and_is_reached(
     starts = sorted(start for start, _, _ in recorder.calls)
     assert len(starts) == 45
     assert max(windows(starts)) <= 22, "a 1 s window held more than 20/s + 10%"
-    assert (len(starts) - 1) / (starts[-1] - starts[0]) >= 18, "the rate was not reached"
+    # Reached: the typical gap between starts is the rate's 0.05 s. A limiter that throttles
+    # too hard widens every gap; a stall of a loaded machine only the few it falls in, and
+    # 0.25 s of them would have pulled the run's mean rate (2.2 s of starts) under 18/s.
+    typical = statistics.median(b - a for a, b in itertools.pairwise(starts))
+    assert typical <= 1 / 18, f"the rate was not reached: the median gap was {typical:.4f} s"
 
 
 def test_a_lock_keys_jobs_run_in_order_one_at_a_time_while_keys_overlap(
