@@ -160,8 +160,12 @@ def test_a_rate_of_50_per_second_holds_in_every_1s_window_and_is_reached(
           f" mean {mean:.1f}/s over the run")  # fmt: skip
     assert_each_job_called_once(log, total)
     assert max(counts) <= 55, f"a 1 s window held {max(counts)} starts (limit 50 + 10%)"
-    # The run's first and last second (sweepers starting, the last stragglers) are slower.
-    assert typical >= 45, f"the rate was not reached: the median 1 s window held {typical}"
+    # Reached in most windows after the first second (sweepers starting): a stall of this shared
+    # machine lowers the windows that overlap it (the group rate's median, the same statistic,
+    # once fell to 25 in CI), while a limiter that throttles too hard lowers all of them.
+    steady = windows([start for start in starts if start >= starts[0] + 1.0])
+    reached = statistics.quantiles(steady, n=4)[2]
+    assert reached >= 45, f"the rate was not reached: upper quartile of 1 s windows {reached}"
     assert statuses(db) == {"done": total}
 
 
