@@ -1,8 +1,9 @@
-"""The finish on a week's partition reaches its row by the key however young the week is. A week
-starts empty and unanalyzed, and the finish prepared then keeps its generic plan until autovacuum
-analyzes the week (a minute or more); planned on the ``(status, updated_at)`` index, each finish
-walked every finished row's dead index entry, and the database's CPU per push doubled in the push
-bench. Real PostgreSQL, the statement as the straight-to-libpq path prepares it."""
+"""The finish on a week's partition, and the heartbeat through the parent, reach their row by the
+key however young the week is. A week starts empty and unanalyzed, and the finish prepared then
+keeps its generic plan until autovacuum analyzes the week (a minute or more); planned on the
+``(status, updated_at)`` index, each finish walked every finished row's dead index entry, and the
+database's CPU per push doubled in the push bench. Real PostgreSQL, the finish as the
+straight-to-libpq path prepares it."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import Engine
 
+from consumer.inbox import queries
 from consumer.inbox.model import Status
 from consumer.inbox.store import Inbox
 from consumer.wire.message import PushMessage
@@ -39,3 +41,15 @@ def test_the_finish_prepared_on_an_empty_week_uses_the_key_index(pg_engine: Engi
             connection.exec_driver_sql(f"EXPLAIN EXECUTE {name}({nulls})").scalars().all()
         )
     assert "key_placed" in plan and "status_updated" not in plan, plan
+
+
+def test_a_heartbeat_in_a_young_week_uses_the_key_index(pg_engine: Engine) -> None:
+    now = utcnow()
+    message = PushMessage(message_id="m", publish_time=now, data=b"{}")
+    claim = Inbox(pg_engine).claim("beating", "job", message, now, LEASE)
+    assert claim is not None and claim.stored_in is not None
+    beat = queries.heartbeat(claim, now + LEASE, now)
+    sql = str(beat.compile(pg_engine, compile_kwargs={"literal_binds": True}))
+    with pg_engine.connect() as connection:
+        plan = "\n".join(connection.exec_driver_sql(f"EXPLAIN {sql}").scalars().all())
+    assert f"{claim.stored_in}_key_placed" in plan and "status_updated" not in plan, plan
