@@ -48,7 +48,7 @@ from bench.push_bench import median_of
 from bench.push_serving import APPS, Run, database, measure, service_env, sqlalchemy_url
 from bench.support.purge import PurgeRun, purge_line, purge_under_load, report_purge
 from consumer.db.engine import make_engine
-from consumer.inbox.partitions import WEEK, make_ahead, partitions, retire
+from consumer.inbox.partitions import WEEK, make_ahead
 from consumer.jobs import cleanup as cleanup_task
 from consumer.wire.timeutil import utcnow
 
@@ -105,18 +105,12 @@ def fill(conninfo: str, rows: int) -> None:
 
 
 def weeks_made(conninfo: str, now: datetime) -> datetime:
-    """Retire ``inbox_legacy`` if the migration kept one (it keeps none of an empty inbox) and
-    make the weeks from the last whole one past retention to now's; the start of that week,
-    where the fill begins."""
+    """Make the weeks from the last whole one past retention to now's (the migration of an empty
+    inbox made this week's and those ahead); the start of that week, where the fill begins."""
     engine = make_engine(sqlalchemy_url(conninfo))
     try:
         with engine.connect() as connection:
-            legacy = [part for part in partitions(connection) if part.name == "inbox_legacy"]
             first = connection.execute(WEEK_OF, {"t": now - RETENTION}).scalar_one() - WEEK
-        for part in legacy:
-            assert part.upper is not None
-            retired = retire(engine, part.upper, now)
-            assert part.name in retired.dropped, retired
         made = make_ahead(engine, first, weeks=(now - first) // WEEK + 1)
         assert not made.skipped, made
     finally:

@@ -89,7 +89,6 @@ def make_past_weeks(conninfo: str, weeks: int) -> None:
     before it, besides the four ahead and the default one."""
     with psycopg.connect(conninfo, autocommit=True) as connection:
         [this_week] = connection.execute("SELECT consumer_inbox_week(now())").fetchall()[0]
-        connection.execute("DROP TABLE IF EXISTS inbox_legacy")
         for back in range(weeks + 1):
             start = this_week - timedelta(days=7 * back)
             connection.execute(

@@ -106,22 +106,17 @@ def finish_in(partition: str | None) -> Build:
         PostgreSQL the update names the partition the claim found the row in (a running row
         never moves: the retention carries only rows at rest, ``consumer.inbox.partitions``):
         through the parent, PostgreSQL would plan it afresh on every run to prune the weeks.
-        There the status test is written ``(status = 'running') IS TRUE`` (the same, status
-        being ``NOT NULL``), which no index serves: a week's partition starts empty and
-        unanalyzed, and the statement prepared then would otherwise walk the ``(status,
-        updated_at)`` index through every finished row's dead entry until autovacuum analyzed
-        the week (a minute or more; the database's CPU per push doubled in the push bench)."""
+        Its status test is ``status_is``'s."""
         columns = target.c
         status = bindparam("b_status", type_=inbox.c.status.type)
         now = bindparam("b_now", type_=inbox.c.updated_at.type)
         final = or_(*(status == literal_column(f"'{each}'") for each in sorted(FINAL)))
-        running = columns.status == RUNNING
         return (
             update(target)
             .where(
                 columns.key == bindparam("b_key", type_=inbox.c.key.type),
                 columns.claimed_by == bindparam("b_token", type_=inbox.c.claimed_by.type),
-                running if partition is None else running.is_(true()),
+                status_is(columns.status, RUNNING),
             )
             .values(
                 status=status,
@@ -144,7 +139,9 @@ finish = finish_in(None)
 def finished_as(claim: Claim, status: Status) -> Select[Any]:
     """The row, if this claim's own write recorded ``status`` (a lost reply, not a lost lease)."""
     return select(inbox.c.key).where(
-        inbox.c.key == claim.key, inbox.c.claimed_by == claim.token, _status_is(status)
+        inbox.c.key == claim.key,
+        inbox.c.claimed_by == claim.token,
+        status_is(inbox.c.status, status),
     )
 
 
@@ -157,16 +154,18 @@ def _owned(claim: Claim) -> Update:
     return update(inbox).where(
         inbox.c.key == claim.key,
         inbox.c.claimed_by == claim.token,
-        _status_is(Status.RUNNING),
+        status_is(inbox.c.status, RUNNING),
     )
 
 
-def _status_is(status: Status) -> ColumnElement[bool]:
-    """``(status = ?) IS TRUE`` beside a key: the same test (the column is ``NOT NULL``), which
-    no index serves, so the row is reached by its key even in a week's young partition, which
-    the planner, before autovacuum has analyzed it, would scan by ``(status, updated_at)``
-    (``finish_in`` says what that cost)."""
-    return (inbox.c.status == status).is_(true())
+def status_is(column: ColumnElement[str], status: ColumnElement[str] | str) -> ColumnElement[bool]:
+    """The status test of every statement that reaches its row by key: ``(status = ?) IS TRUE``,
+    the same test (the column is ``NOT NULL``) but one no index serves. A week's partition starts
+    empty and unanalyzed, and a statement prepared then kept a plan on the ``(status,
+    updated_at)`` index until autovacuum analyzed the week (a minute or more), walking every
+    finished row's dead entry: the finish doubled the database's CPU per push in the push
+    bench (``tests/inbox/test_finish_plan.py``)."""
+    return (column == status).is_(true())
 
 
 def holder(key: str) -> Select[Any]:

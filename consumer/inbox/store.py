@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine
 
+from consumer.db import dialect as sql
 from consumer.db.direct import Direct, direct
 from consumer.db.engine import unavailable_on_db_fault
 from consumer.db.prepared import Prepared, on_autocommit, prepared
@@ -151,7 +152,7 @@ class Inbox(BoundStore):
         On PostgreSQL under the key's lock: a retirement carrying the row to this week's
         partition would otherwise fail this update with a serialization error."""
         with self._write(connection) as conn:
-            if self.dialect == "postgresql":
+            if self.dialect == sql.POSTGRESQL:
                 conn.execute(queries.key_locked(key))
             return conn.execute(queries.rearmed(key, now)).rowcount == 1
 
