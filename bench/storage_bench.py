@@ -1,30 +1,40 @@
-"""Benchmark a CSV import on PostgreSQL against the COPY floor (not a test).
+"""Benchmark a CSV import on PostgreSQL against the COPY floors (not a test).
 
 Modes, each on a fresh migrated database, medians of ``--repeat`` runs, measured in the same run:
-  floor    direct psycopg, no service: the same rows (keys of the import's form, payload JSON)
-           prepared beforehand, ``COPY``-ed into a temporary stage, then one ``INSERT ... SELECT
-           ... ON CONFLICT DO NOTHING`` into the migrated ``jobs`` table, one transaction.
+  floor    in memory: direct psycopg, no service: the same rows (keys of the import's form,
+           payload JSON) prepared beforehand, ``COPY``-ed into a temporary stage, then one
+           ``INSERT ... SELECT ... ON CONFLICT DO NOTHING`` into the migrated ``jobs`` table,
+           one transaction.
+  trip     the same-trip floor: the same upload to fake-gcs-server -> OBJECT_FINALIZE
+           notification -> Pub/Sub emulator push subscription -> a minimal app under gunicorn
+           (2 workers, ``bench/import_floor_app.py``) that downloads the object, turns its CSV
+           rows into the floor's rows, ``COPY``-es them and moves them with the floor's
+           statements, commits and records its finish; timed from the upload call to that
+           recorded finish.
   handler  the OBJECT_FINALIZE notification through the dispatcher in this process (no Pub/Sub,
            no HTTP): download, checksum, parse, validate, enqueue, record.
-  e2e      upload to fake-gcs-server -> OBJECT_FINALIZE notification -> Pub/Sub emulator push
-           subscription -> the service under gunicorn (2 workers) -> ``import-jobs``; timed from
-           the upload call to ``processed_files.finished_at``.
-The headline is e2e beside the floor, and their ratio. CPU per row is read from ``/proc`` (user
-plus system time), steadier than rates on a shared machine; each side counts the processes that
-did its rows' work, from its clock's start to its end:
+  e2e      the same trip to the service under gunicorn (2 workers) -> ``import-jobs``; timed
+           from the upload call to ``processed_files.finished_at``.
+The headline is e2e beside the same-trip floor, and their ratio: both make the same trip, so
+the ratio compares like with like; the in-memory floor (no upload, no push, no download, no
+parsing) is printed beside them. CPU per row is read from ``/proc`` (user plus system time),
+steadier than rates on a shared machine; each side counts the processes that did its rows'
+work, from its clock's start to its end:
   floor    this process (``process_time``: all its threads, only the timed part; preparing the
            rows comes before) and its one backend.
-  e2e      the gunicorn worker that imported the file (the one that spent the most CPU; all its
-           threads: the push, the download and checksum, reading, validating, the writer thread,
-           the lease heartbeat) and the backends connected to that worker (matched by their
-           client's TCP port, read when the file is done: the import's connections and that
-           worker's idle ones), from before the upload (both workers booted) until the poller sees
-           the file finished.
+  trip,    the gunicorn worker that handled the push (the one that spent the most CPU; all its
+  e2e      threads: the push, the download, reading, validating, writing, the lease heartbeat)
+           and the backends connected to that worker (matched by their client's TCP port, read
+           when the file is done), from before the upload (both workers booted) until the
+           poller sees the file finished.
            Not counted: the other worker, every other backend (the other worker's, a NOTIFY
-           listener's), the bench's own polling connection, the emulators; the line before the
-           last prints each side's parts, and what e2e left out. A backend that connected and
+           listener's), the bench's own polling connection, the emulators; a line before the
+           last prints each side's parts, and what was left out. A backend that connected and
            closed within the run is missed (the pool keeps the import's connections).
-The last line sets both beside each other (``import: ...``), medians of the runs.
+Another line before the last breaks the seconds of the trips into their parts (upload, the
+notification, the push, the work, the record; ``bench.support.import_trip``), medians of each
+part. The last line sets e2e beside the same-trip floor (``import: e2e ... vs COPY ...``, where
+COPY is the same-trip floor), medians of the runs.
 
     python -m bench.storage_bench [--rows 100000] [--repeat 3] [--profile]
 """
@@ -38,56 +48,37 @@ import statistics
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import psycopg
-from sqlalchemy import Engine
 
-from bench.support.cpu import backends, cpu_seconds, spent
-from bench.support.import_cpu import E2E, Floor, booted, cpu_line, e2e_of, import_line
-from bench.support.serving import Server, settings_env
+from bench.import_floor_app import FLOOR_STATEMENTS
+from bench.support.cpu import cpu_seconds, spent
+from bench.support.import_cpu import E2E, Floor, cpu_line, import_line
+from bench.support.import_trip import (
+    FLOOR_APP,
+    PROJECT,
+    TOPIC,
+    conninfo_of,
+    floor_landed,
+    fresh_database,
+    imported,
+    parts_line,
+    trip,
+)
 from bench.support.storage import Harness, email_csv
 from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
-from consumer.db.migrate import upgrade
 from consumer.storage.handler import StorageHandler
-from consumer.storage.model import FINAL, FileRow
 from consumer.storage.reader import ObjectStore
-from consumer.storage.store import ProcessedFiles
 from triggers.local import stack
 
-T = TypeVar("T")
-ADMIN = os.environ.get("TESTS_PG_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
-PROJECT, TOPIC, BUCKET = "local", "gcs-notifications", "bench"
+BUCKET = "bench"
 RULES = json.dumps([{"bucket": BUCKET, "processor": "import-jobs"}])
 APP = "consumer.http.wsgi:app()"
-
-
-@contextmanager
-def fresh_database() -> Iterator[str]:
-    name = f"storage_bench_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(ADMIN, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    url = ADMIN.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://") + f"/{name}"
-    upgrade(url)
-    try:
-        yield url
-    finally:
-        with psycopg.connect(ADMIN, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-FLOOR_STATEMENTS = (
-    "CREATE TEMPORARY TABLE jobs_stage (idempotency_key text, payload text) ON COMMIT DROP",
-    "COPY jobs_stage (idempotency_key, payload) FROM STDIN",
-    "INSERT INTO jobs (kind, payload, status, priority, run_at, attempts, max_attempts, "
-    "idempotency_key, created_at, updated_at) SELECT 'email', payload::json, 'pending', 0, "
-    "now(), 0, NULL, idempotency_key, now(), now() FROM jobs_stage ON CONFLICT DO NOTHING",
-)
 
 
 def bench_floor(rows: int) -> Floor:
@@ -100,22 +91,20 @@ def bench_floor(rows: int) -> Floor:
     staged = [(f"{prefix}{n}", json.dumps(dict(zip(header, line.split(","), strict=True))))
               for n, line in enumerate(lines[1:], 2)]  # fmt: skip
     create, copy_in, move = FLOOR_STATEMENTS
-    with fresh_database() as url:
-        dsn = url.replace("postgresql+psycopg://", "postgresql://")
-        with psycopg.connect(dsn) as connection:
-            backend = [connection.info.backend_pid]
-            db_cpu, cpu = cpu_seconds(backend), time.process_time()
-            started = time.perf_counter()
-            with connection.cursor() as cursor:
-                cursor.execute(create)
-                with cursor.copy(copy_in) as copy:
-                    for row in staged:
-                        copy.write_row(row)
-                cursor.execute(move)
-                assert cursor.rowcount == rows, cursor.rowcount
-            connection.commit()
-            seconds = time.perf_counter() - started
-            cpu, db = time.process_time() - cpu, spent(db_cpu, cpu_seconds(backend))
+    with fresh_database() as url, psycopg.connect(conninfo_of(url)) as connection:
+        backend = [connection.info.backend_pid]
+        db_cpu, cpu = cpu_seconds(backend), time.process_time()
+        started = time.perf_counter()
+        with connection.cursor() as cursor:
+            cursor.execute(create)
+            with cursor.copy(copy_in) as copy:
+                for row in staged:
+                    copy.write_row(row)
+            cursor.execute(move)
+            assert cursor.rowcount == rows, cursor.rowcount
+        connection.commit()
+        seconds = time.perf_counter() - started
+        cpu, db = time.process_time() - cpu, spent(db_cpu, cpu_seconds(backend))
     return Floor(seconds, cpu, db)
 
 
@@ -141,56 +130,17 @@ def bench_handler(rows: int, gcs_url: str, profiler: Any = None) -> float:
     return seconds
 
 
-WORKERS = 2
-POLLER = "storage-bench-poll"
-"""The ``application_name`` of the bench's own polling connection, left out of e2e's CPU."""
+def bench_e2e(rows: int, emulators: tuple[str, str], app: str = APP, **env: str) -> E2E:
+    """One file through the emulators and the service under gunicorn."""
+    return trip(email_csv(rows), BUCKET, emulators, app, imported(rows), RULES, **env)
 
 
-def bench_e2e(rows: int, pubsub_host: str, gcs_url: str, app: str = APP, **env_extra: str) -> E2E:
-    """One file through the emulators and the service under gunicorn, timed and its CPU read."""
-    with fresh_database() as url, tempfile.TemporaryDirectory() as metrics:
-        settings = Settings(database_url=url, local_mode=True)
-        env = settings_env(settings, CONSUMER_STORAGE_RULES=RULES, STORAGE_EMULATOR_HOST=gcs_url,
-                           PROMETHEUS_MULTIPROC_DIR=metrics, **env_extra)  # fmt: skip
-        server = Server(env, workers=WORKERS, app=app)
-        subscription = stack.ensure_push_subscription(
-            pubsub_host, PROJECT, f"bench-{uuid.uuid4().hex[:8]}", TOPIC, f"{server.url}/push"
-        )
-        engine = make_engine(f"{url}?application_name={POLLER}")
-        conninfo = url.replace("postgresql+psycopg://", "postgresql://")
-        try:
-            data, name = email_csv(rows), f"e2e-{uuid.uuid4().hex}.csv"
-            workers = booted(server.process.pid, WORKERS)
-            before = cpu_seconds(workers), cpu_seconds(backends(conninfo, but=POLLER))
-            started = datetime.now(UTC)
-            blob = stack.storage_client(gcs_url).bucket(BUCKET).blob(name)
-            blob.upload_from_string(data, content_type="text/csv")
-            row = _wait(lambda: _finished(engine, name, int(blob.generation)))
-            after = cpu_seconds(workers), cpu_seconds(backends(conninfo, but=POLLER))
-            assert row.progress.rows_accepted == rows, row
-            assert row.finished_at is not None
-            return e2e_of(row, started, conninfo, before, after)
-        finally:
-            stack.subscriber(pubsub_host).delete_subscription(subscription=subscription)
-            server.stop()
-            engine.dispose()
+def bench_trip_floor(rows: int, emulators: tuple[str, str]) -> E2E:
+    """The same file, the same trip, to the same-trip floor (``bench/import_floor_app.py``)."""
+    return trip(email_csv(rows), BUCKET, emulators, FLOOR_APP, floor_landed(rows), RULES)
 
 
-def _finished(engine: Engine, name: str, generation: int) -> FileRow | None:
-    row = ProcessedFiles(engine).get(BUCKET, name, generation)
-    return row if row is not None and row.status in FINAL else None
-
-
-def _wait(probe: Callable[[], T | None], timeout: float = 300) -> T:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := probe():
-            return value
-        time.sleep(0.05)
-    raise TimeoutError("the import did not finish")
-
-
-def profile(rows: int, pubsub_host: str, gcs_url: str) -> None:
+def profile(rows: int, emulators: tuple[str, str]) -> None:
     """One import in process and one through gunicorn, each under cProfile (the request's
     thread), printed side by side: where the gunicorn worker's extra time goes."""
     import cProfile
@@ -198,13 +148,11 @@ def profile(rows: int, pubsub_host: str, gcs_url: str) -> None:
 
     sort = os.environ.get("PROFILE_SORT", "tottime")
     profiler = cProfile.Profile()
-    seconds = bench_handler(rows, gcs_url, profiler)
+    seconds = bench_handler(rows, emulators[1], profiler)
     print(f"== in process: {seconds:.2f} s")
     pstats.Stats(profiler).sort_stats(sort).print_stats(25)
     with tempfile.TemporaryDirectory() as directory:
-        run = bench_e2e(
-            rows, pubsub_host, gcs_url, "bench.profiled_app:app()", BENCH_PROFILE_DIR=directory
-        )
+        run = bench_e2e(rows, emulators, "bench.profiled_app:app()", BENCH_PROFILE_DIR=directory)
         print(f"== gunicorn: upload -> finished {run.seconds:.2f} s, handler {run.handler:.2f} s")
         dumps = sorted(Path(directory).glob("*.prof"), key=lambda path: path.stat().st_size)
         if not dumps:
@@ -238,30 +186,36 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="cProfile both paths instead")
     args = parser.parse_args()
     rows = args.rows
-    with tempfile.TemporaryDirectory() as tmp, emulators(Path(tmp)) as (pubsub_host, gcs_url):
+    floor: list[Floor] = []
+    handler: list[float] = []
+    trips: list[E2E] = []
+    e2e: list[E2E] = []
+    with tempfile.TemporaryDirectory() as tmp, emulators(Path(tmp)) as both:
         if args.profile:
-            return profile(rows, pubsub_host, gcs_url)
-        floor, handler, e2e_runs = [], [], []
+            return profile(rows, both)
         for _ in range(args.repeat):  # interleaved, so load on the machine hits every mode
             floor.append(bench_floor(rows))
-            handler.append(bench_handler(rows, gcs_url))
-            e2e_runs.append(bench_e2e(rows, pubsub_host, gcs_url))
-    e2e = [run.seconds for run in e2e_runs]
-    inside = [run.handler for run in e2e_runs]
-    base = rows / statistics.median(run.seconds for run in floor)
+            trips.append(bench_trip_floor(rows, both))
+            handler.append(bench_handler(rows, both[1]))
+            e2e.append(bench_e2e(rows, both))
+    memory = rows / statistics.median(run.seconds for run in floor)
+    same_trip = rows / statistics.median(run.seconds for run in trips)
     print(f"{rows} rows, PostgreSQL, median of {args.repeat} runs")
-    print(f"{'mode':<38}{'seconds':>9}{'rows/s':>10}{'vs floor':>10}")
+    print(f"{'mode':<40}{'seconds':>8}{'rows/s':>10}{'vs COPY':>9}{'vs trip':>9}")
     for label, runs in (
         ("floor: COPY stage + INSERT ... SELECT", [run.seconds for run in floor]),
+        ("same-trip floor: upload -> committed", [run.seconds for run in trips]),
         ("handler in process", handler),
-        ("e2e: upload -> jobs committed", e2e),
-        ("  of which the handler, in gunicorn", inside),
+        ("e2e: upload -> jobs committed", [run.seconds for run in e2e]),
+        ("  of which the handler, in gunicorn", [run.handler for run in e2e]),
     ):
-        seconds = statistics.median(runs)
-        rate = rows / seconds
-        print(f"{label:<38}{seconds:>9.2f}{rate:>10.0f}{rate / base:>10.2f}")
-    print(cpu_line(rows, floor, e2e_runs))
-    print(import_line(rows, floor, e2e_runs))
+        rate = rows / statistics.median(runs)
+        print(f"{label:<40}{rows / rate:>8.2f}{rate:>10.0f}{rate / memory:>9.2f}"
+              f"{rate / same_trip:>9.2f}")  # fmt: skip
+    print(cpu_line(rows, floor, trips, e2e))
+    print(f"against the in-memory floor, {import_line(rows, floor, e2e)}")
+    print(parts_line({"e2e": e2e, "same-trip floor": trips}))
+    print(import_line(rows, trips, e2e))
 
 
 if __name__ == "__main__":

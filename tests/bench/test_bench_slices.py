@@ -96,12 +96,19 @@ def test_the_sweep_bench_prints_what_a_cap_costs(postgres_admin: str) -> None:
     assert last_line(printed, SWEEP_CPU), printed  # all n/a: --cap runs no direct SQL
 
 
-def test_the_import_bench_prints_each_mode_against_the_copy_floor(postgres_admin: str) -> None:
+def test_the_storage_bench_prints_the_import_against_both_copy_floors(postgres_admin: str) -> None:
     printed = run_bench("storage_bench", "--rows", "2000", "--repeat", "1")
-    for mode in ("handler in process", "e2e: upload -> jobs committed"):
-        line = next((line for line in printed.splitlines() if line.startswith(mode)), None)
+    lines = printed.splitlines()
+    for mode in (
+        "same-trip floor: upload -> committed", "handler in process",
+        "e2e: upload -> jobs committed",
+    ):  # fmt: skip
+        line = next((line for line in lines if line.startswith(mode)), None)
         assert line is not None, printed
-        assert float(line.split()[-1]) > 0, line
+        assert float(line.split()[-1]) > 0 and float(line.split()[-2]) > 0, line
+    assert re.search(r"^against the in-memory floor, " + IMPORT_LINE + "$", printed, re.M), printed
+    parts = next(line for line in lines if line.startswith("seconds: e2e upload "))
+    assert "; same-trip floor upload " in parts and " rows " in parts, parts
     figures = last_line(printed, IMPORT_LINE)
     assert len(figures) == 5 and all(figure > 0 for figure in figures), printed
 
