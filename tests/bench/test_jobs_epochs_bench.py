@@ -1,0 +1,33 @@
+"""A bounded slice of the jobs-by-epochs prototype's benchmark: it lays the prototype out beside
+today's table, drives every measurement and prints its last line; and the switch's lock keeps
+every key to one row while writers race the switches (what the design rests on). No timing is
+asserted (docs/performance.md has the figures)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.bench.test_bench_slices import run_bench
+
+pytestmark = [pytest.mark.slow, pytest.mark.postgres]
+LAST_LINE = (
+    r"jobs epochs: keyed enqueue db cpu (\S+) us vs (\S+) us: (\S+) x; bulk (\S+) vs (\S+) us/row: "
+    r"(\S+) x; sweep (\S+) vs (\S+) us/job: (\S+) x; retire WAL (\S+) vs (\S+) B/row; "
+    r"hammer duplicates (\d+) with the lock, (\d+) without"
+)
+
+
+def test_the_epochs_bench_prints_its_figures_and_the_lock_keeps_keys_unique(
+    postgres_admin: str,
+) -> None:
+    printed = run_bench(
+        "jobs_epochs", "--jobs", "300", "--batch", "2000", "--sweep", "1000", "--rows", "5000",
+        "--rounds", "1", "--hammer-seconds", "2",
+    )  # fmt: skip
+    match = re.fullmatch(LAST_LINE, printed.strip().splitlines()[-1])
+    assert match is not None, printed
+    figures = [float(group) for group in match.groups()]
+    assert all(figure > 0 for figure in figures[:9]), printed
+    assert figures[11] == 0, printed  # duplicated keys with the switch's lock
