@@ -106,7 +106,7 @@ def test_the_storage_bench_prints_the_import_against_both_copy_floors(postgres_a
         line = next((line for line in lines if line.startswith(mode)), None)
         assert line is not None, printed
         assert float(line.split()[-1]) > 0 and float(line.split()[-2]) > 0, line
-    assert re.search(r"^against the in-memory floor, " + IMPORT_LINE + "$", printed, re.M), printed
+    assert re.search(r"^against the same-trip floor, " + IMPORT_LINE + "$", printed, re.M), printed
     parts = next(line for line in lines if line.startswith("seconds: e2e upload "))
     assert "; same-trip floor upload " in parts and " rows " in parts, parts
     figures = last_line(printed, IMPORT_LINE)
