@@ -156,7 +156,10 @@ def retry_command(job_id: int | None, dead: bool) -> None:
         raise click.UsageError("give a job ID or --dead, not both")
     count = JobStore(_engine()).retry(utcnow(), None if dead else job_id)
     if job_id is not None and count == 0:
-        raise click.ClickException(f"job {job_id} is missing or not dead or cancelled")
+        raise click.ClickException(
+            f"job {job_id} is missing, not dead or cancelled, or a later pending job holds its "
+            "debounce key"
+        )
     click.echo(json.dumps({"outcome": "retried", "count": count}))
 
 

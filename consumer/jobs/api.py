@@ -101,6 +101,9 @@ class JobApi:
             if retried:
                 notify.due(connection, [now])
                 job = self._existing(connection, key)
+        if not retried and job.status in (Status.DEAD, Status.CANCELLED):
+            raise Conflict(f"{job.status}: a later pending job holds its debounce key",
+                           job.status.value)  # fmt: skip
         if not retried:
             raise Conflict(f"{job.status}: only a dead or cancelled job can be retried",
                            job.status.value)  # fmt: skip

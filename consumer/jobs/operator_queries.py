@@ -10,6 +10,7 @@ from sqlalchemy import Delete, Select, Update, and_, select, update
 
 from consumer.db import dialect as sql
 from consumer.jobs.model import FINISHED, Status
+from consumer.jobs.queries import SUPERSEDED
 from consumer.jobs.schema import jobs
 
 
@@ -42,17 +43,23 @@ def retried_dead_of_kind(now: datetime, kind: str) -> Update:
 
 
 def revived(now: datetime) -> Update:
-    """Pending again with fresh attempts; the error history is kept. Callers say which rows."""
-    return update(jobs).values(
-        status=Status.PENDING.value,
-        attempts=0,
-        run_at=now,
-        lease_until=None,
-        claimed_by=None,
-        updated_at=now,
-        finished_at=None,
-        cancel_requested_at=None,  # a cancelled job retried runs: the old request is spent
-        result=None,
+    """Pending again with fresh attempts; the error history is kept. Callers say which rows. Not
+    a debounced job whose key a later pending job holds: the two would be one key's two pending
+    jobs (the unique index refuses it), and the later one already runs with the later payload."""
+    return (
+        update(jobs)
+        .where(~SUPERSEDED)
+        .values(
+            status=Status.PENDING.value,
+            attempts=0,
+            run_at=now,
+            lease_until=None,
+            claimed_by=None,
+            updated_at=now,
+            finished_at=None,
+            cancel_requested_at=None,  # a cancelled job retried runs: the old request is spent
+            result=None,
+        )
     )
 
 

@@ -25,6 +25,7 @@ from sqlalchemy import (
     bindparam,
     case,
     cast,
+    exists,
     func,
     literal_column,
     or_,
@@ -66,14 +67,40 @@ CANCELLED = literal_column("'cancelled'", String())
 """Inlined, not bound: the ``done`` write is a prepared statement with a fixed parameter list."""
 
 
-def unless_cancelled(status: Any) -> Any:
+_LATER = jobs.alias("later")
+SUPERSEDED = and_(
+    jobs.c.debounce_key.is_not(None),
+    exists().where(
+        _LATER.c.debounce_key == jobs.c.debounce_key,
+        _LATER.c.status == literal_column("'pending'"),
+        _LATER.c.id != jobs.c.id,
+    ),
+)
+"""A debounced job that a later job of its debounce key stands for: enqueued while this one ran,
+pending, with the later payload. Back to ``pending`` the two would be one key's two pending
+jobs, which the unique index refuses (the sweep's write failed, its batch unrecorded); this one
+ends ``cancelled`` instead and the later one runs, as graphile-worker retires a running job
+whose key a new job took."""
+NEW_STATUS = bindparam("new_status", type_=String())
+RETRIED = and_(literal_column("'pending'", String()) == NEW_STATUS, SUPERSEDED)
+"""A failure written back to ``pending`` whose debounce key a later pending job holds."""
+
+
+def unless_cancelled(status: Any, superseded: Any = None) -> Any:
     """``status``, or ``cancelled`` for a job an operator asked to cancel while it ran: however
-    its run ends (done, failed, released), it is never retried (docs/long-running-jobs.md)."""
-    return case((CANCEL_ASKED, CANCELLED), else_=status)
+    its run ends (done, failed, released), it is never retried (docs/long-running-jobs.md);
+    ``cancelled`` too where ``superseded`` holds (``SUPERSEDED``, ``RETRIED``)."""
+    whens = [(CANCEL_ASKED, CANCELLED)]
+    if superseded is not None:
+        whens.append((superseded, CANCELLED))
+    return case(*whens, else_=status)
 
 
-def finished_unless_cancelled(finished_at: Any) -> Any:
-    return case((CANCEL_ASKED, NOW), else_=finished_at)
+def finished_unless_cancelled(finished_at: Any, superseded: Any = None) -> Any:
+    whens = [(CANCEL_ASKED, NOW)]
+    if superseded is not None:
+        whens.append((superseded, NOW))
+    return case(*whens, else_=finished_at)
 
 
 @cache
@@ -186,14 +213,15 @@ def done(dialect: str) -> Any:
 
 @cache
 def released(dialect: str) -> Any:
-    """Claimed but not run for lack of time: the claim was not an attempt."""
+    """Claimed but not run for lack of time: the claim was not an attempt (``cancelled`` if a later
+    job of its debounce key is pending)."""
     return (
         update(jobs)
         .where(_ids(dialect), OWNED)
         .values(
-            status=unless_cancelled(literal_column("'pending'", String())),
+            status=unless_cancelled(literal_column("'pending'", String()), SUPERSEDED),
             attempts=jobs.c.attempts - 1, lease_until=None, claimed_by=None, updated_at=NOW,
-            finished_at=finished_unless_cancelled(None),
+            finished_at=finished_unless_cancelled(None, SUPERSEDED),
         )
     )  # fmt: skip
 
@@ -220,17 +248,20 @@ FAILED = (
     update(jobs)
     .where(jobs.c.id == bindparam("job_id", type_=JobId), OWNED)
     .values(
-        status=unless_cancelled(bindparam("new_status", type_=String())),
+        status=unless_cancelled(NEW_STATUS, RETRIED),
         run_at=bindparam("new_run_at", type_=UTCDateTime()),
         last_error=bindparam("error", type_=Text()),
         errors=bindparam("history", type_=jobs.c.errors.type),
-        finished_at=finished_unless_cancelled(bindparam("new_finished_at", type_=UTCDateTime())),
+        finished_at=finished_unless_cancelled(
+            bindparam("new_finished_at", type_=UTCDateTime()), RETRIED
+        ),
         lease_until=None,
         updated_at=NOW,
     )
 )
 """One failed run: back to ``pending`` at ``:new_run_at``, or ``dead``, with its error
-(``cancelled`` if an operator asked while it ran)."""
+(``cancelled`` if an operator asked while it ran, or if a later job of its debounce key is
+pending)."""
 
 
 def oldest_due(now: datetime) -> Select[Any]:

@@ -23,7 +23,14 @@ from sqlalchemy import (
 
 from consumer.db.types import UTCDateTime
 from consumer.jobs.model import Status
-from consumer.jobs.queries import CANCEL_ASKED, NOW, unless_cancelled
+from consumer.jobs.queries import (
+    CANCEL_ASKED,
+    NEW_STATUS,
+    NOW,
+    RETRIED,
+    finished_unless_cancelled,
+    unless_cancelled,
+)
 from consumer.jobs.schema import JobId, jobs
 
 JOB = bindparam("job_id", type_=JobId)
@@ -91,17 +98,17 @@ COMPLETE = (
     update(jobs)
     .where(HELD)
     .values(
-        status=unless_cancelled(bindparam("new_status", type_=String())),
+        status=unless_cancelled(NEW_STATUS, RETRIED),
         run_at=bindparam("new_run_at", type_=UTCDateTime()),
         last_error=bindparam("error", type_=Text()),
         errors=bindparam("history", type_=jobs.c.errors.type),
         result=bindparam("result", type_=JSON()),
-        finished_at=case((CANCEL_ASKED, NOW), else_=bindparam("new_finished_at", UTCDateTime())),
+        finished_at=finished_unless_cancelled(bindparam("new_finished_at", UTCDateTime()), RETRIED),
         lease_until=None,
         updated_at=NOW,
     )
     .returning(jobs.c.status)
 )
 """A target's completion: ``done``, back to ``pending`` at ``:new_run_at``, or ``dead``
-(``cancelled`` if an operator asked meanwhile). Exactly once: the first to write wins, the
-guard leaves the second nothing to update."""
+(``cancelled`` if an operator asked meanwhile, or a later job of its debounce key is pending).
+Exactly once: the first to write wins, the guard leaves the second nothing to update."""
