@@ -20,6 +20,7 @@ from sqlalchemy import Connection
 from consumer.db.store import Store
 from consumer.errors import BadRequest
 from consumer.jobs import running_queries as q
+from consumer.jobs.debounce_race import settled
 from consumer.jobs.model import Status
 from consumer.jobs.retry import MAX_ERROR_CHARS, next_run_at, with_error
 from consumer.wire import text
@@ -122,7 +123,8 @@ class JobReports(Store):
             if found is None or found.status != Status.RUNNING or found.claimed_by != token:
                 _refuse(conn, job_id, token)
             params = _completed(found, completion, now, policy)
-            row = conn.execute(q.COMPLETE, {"job_id": job_id, "token": token, **params}).first()
+            written = {"job_id": job_id, "token": token, **params}
+            row = settled(conn, lambda: conn.execute(q.COMPLETE, written).first())
             if row is None:  # another report won between the read and the write
                 raise ReportRefused(f"job {job_id} was completed by another report")
         return Status(row[0])

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from sqlalchemy import Connection, Engine
@@ -19,6 +20,7 @@ from consumer.db.engine import unavailable_on_db_fault
 from consumer.db.pinned import PinnedConnections
 from consumer.db.prepared import Build, pipelined, prepared
 from consumer.jobs import bulk, queries, wake
+from consumer.jobs.debounce_race import settled
 from consumer.jobs.kinds import check_kinds
 from consumer.jobs.model import (
     Debounce,
@@ -244,8 +246,9 @@ class JobStore(JobOperations):
             counts = {True: 0, False: 0}
             for failure in failures:
                 params = {**base, **_failure(failure, now)}
-                counts[failure.dead] += conn.execute(queries.FAILED, params).rowcount
-            released_count = _for_ids(conn, queries.released(self.dialect), base, released)
+                counts[failure.dead] += settled(conn, partial(_rowcount, conn, params))
+            unrun = queries.released(self.dialect)
+            released_count = settled(conn, lambda: _for_ids(conn, unrun, base, released))
             holding = {**base, "lease": held_until}
             held_count = _for_ids(conn, queries.held(self.dialect), holding, held)
         return Written(done_count, counts[False], counts[True], released_count, held_count)
@@ -269,6 +272,10 @@ def _for_ids(
     connection: Connection, statement: Any, base: dict[str, Any], ids: Sequence[int]
 ) -> int:
     return connection.execute(statement, {**base, "ids": list(ids)}).rowcount if ids else 0
+
+
+def _rowcount(connection: Connection, params: dict[str, Any]) -> int:
+    return int(connection.execute(queries.FAILED, params).rowcount)
 
 
 def _failure(failure: Failure, now: datetime) -> dict[str, Any]:

@@ -6,12 +6,14 @@ later payload."""
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
+import pytest
 from sqlalchemy import Engine, select, update
 
-from consumer import enqueue
+from consumer import NewJob, enqueue
 from consumer.config.settings import Settings
 from consumer.jobs.model import Debounce, Failure, Job
 from consumer.jobs.schema import jobs
@@ -84,3 +86,30 @@ def test_a_released_or_retried_job_beside_a_later_pending_job_ends_cancelled(
     retry = Failure(alone.job_id, dead=False, run_at=now, error="boom", errors=[])
     store.complete("c-2", now, failures=[retry])
     assert rows(engine)[alone.job_id][0] == "pending", "alone, its key's retry is a retry"
+
+
+@pytest.mark.postgres
+def test_a_retry_that_meets_the_later_job_uncommitted_waits_for_it_and_ends_cancelled(
+    pg_engine: Engine,
+) -> None:
+    """The later job's transaction is open when the first job's retry is written: the retry's
+    own check cannot see it, the unique index waits for it and refuses the write; the write runs
+    again once that transaction commits (``consumer.jobs.debounce_race``)."""
+    store, now = JobStore(pg_engine), utcnow()
+    first = enqueue(pg_engine, KIND, {"n": 1}, allow_unknown=True, debounce=DEBOUNCE).job_id
+    with pg_engine.begin() as connection:
+        connection.execute(update(jobs).values(status="running", claimed_by="claim-1"))
+    written: list[Any] = []
+    retry = Failure(first, dead=False, run_at=now, error="boom", errors=[])
+    writer = threading.Thread(
+        target=lambda: written.append(store.complete("claim-1", now, failures=[retry]))
+    )
+    with pg_engine.begin() as producer:
+        later = NewJob(KIND, {"n": 2}, debounce=DEBOUNCE)
+        store.enqueue(later, allow_unknown=True, connection=producer)
+        writer.start()
+        time.sleep(0.5)  # the retry's write now waits on the later job's index entry
+        assert writer.is_alive() and not written
+    writer.join(timeout=10)
+    assert written and written[0].retried == 1, written
+    assert [status for status, _, _ in rows(pg_engine).values()] == ["cancelled", "pending"]

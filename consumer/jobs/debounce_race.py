@@ -1,0 +1,41 @@
+"""A write that may put a debounced job back to ``pending`` while a later job of its key is being
+inserted by a transaction not yet committed (PostgreSQL; SQLite has one writer).
+
+The write's own check (``queries.SUPERSEDED``) cannot see the uncommitted job, so the unique index
+on pending debounce keys waits for that transaction and then refuses the write: the sweep's
+whole batch would go unrecorded. Under a savepoint the write runs once more instead; the refusal
+came after the later job committed, so the second run sees it and ends this job ``cancelled``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+from sqlalchemy import Connection
+from sqlalchemy.exc import IntegrityError
+
+from consumer.db.dialect import POSTGRESQL
+
+T = TypeVar("T")
+PENDING_DEBOUNCE_INDEX = "jobs_debounce_pending"
+
+
+def settled(connection: Connection, write: Callable[[], T]) -> T:
+    """``write()``, on PostgreSQL under a savepoint and run once more if the pending debounce
+    keys' index refused it (any other error, or a second refusal, is raised)."""
+    if connection.dialect.name != POSTGRESQL:
+        return write()
+    try:
+        with connection.begin_nested():
+            return write()
+    except IntegrityError as exc:
+        if _constraint(exc) != PENDING_DEBOUNCE_INDEX:
+            raise
+    with connection.begin_nested():
+        return write()
+
+
+def _constraint(exc: IntegrityError) -> str | None:
+    diag = getattr(exc.orig, "diag", None)
+    return getattr(diag, "constraint_name", None)
