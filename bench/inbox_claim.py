@@ -13,8 +13,10 @@ statements, as the pods' straight-to-libpq path runs them:
 - ``function``: the same table claimed by ``consumer_inbox_claim`` (the advisory lock, the lookup,
   the insert): what the function costs without partitions;
 - ``partitioned``: the inbox partitioned (every revision), with ``--past-weeks`` week partitions
-  made before this one as a running service keeps them, claimed the same way and finished in the
-  partition the claim named (as the code does);
+  made before this one as a running service keeps them (and, to measure what each partition
+  costs, only ``--weeks-ahead`` of the four ahead, without the default one with
+  ``--no-default``), claimed the same way and finished in the partition the claim named (as the
+  code does);
 - ``via parent``: the same, finished through the parent by key (every partition's index probed).
   Through the parent naming the row's week instead, PostgreSQL keeps a custom plan (pruning) and
   plans the update on every run: 1.43x of ``table`` in one sitting, against 1.20x for every
@@ -31,7 +33,8 @@ machine measures steadily; the wall time is printed for reference. The last line
 ``inbox claim+finish db cpu: floor N us, table N us, function N us, partitioned N us (N
 partitions): N x`` (the ratio to ``table``).
 
-    python -m bench.inbox_claim [--pairs 5000] [--rounds 5] [--past-weeks 2]
+    python -m bench.inbox_claim [--pairs 5000] [--rounds 5] [--past-weeks 2] [--weeks-ahead 4]
+                                [--no-default]
 """
 
 from __future__ import annotations
@@ -99,12 +102,15 @@ MESSAGE = {"messageId": "1", "data": "eyJraW5kIjogImVtYWlsIn0=", "attributes": {
 
 
 @contextlib.contextmanager
-def database(mode: str, past_weeks: int) -> Iterator[str]:
+def database(
+    mode: str, past_weeks: int, weeks_ahead: int = 4, default: bool = True
+) -> Iterator[str]:
     revision = MODES[mode].revision
     with migrated_postgres_database(PG_ADMIN_DSN, "inbox_claim", revision) as url:
         conninfo = url.replace("postgresql+psycopg://", "postgresql://")
         if revision == "heads":
             make_past_weeks(conninfo, past_weeks)
+            trim(conninfo, weeks_ahead, default)
         if mode == "floor":
             with psycopg.connect(conninfo, autocommit=True) as connection:
                 connection.execute(f"CREATE TABLE {TWO_WRITES_TABLE} ({TABLES[TWO_WRITES_TABLE]})")
@@ -124,6 +130,18 @@ def make_past_weeks(conninfo: str, weeks: int) -> None:
                 f"FOR VALUES FROM ('{start.isoformat()}') "
                 f"TO ('{(start + timedelta(days=7)).isoformat()}')"
             )
+
+
+def trim(conninfo: str, weeks_ahead: int, default: bool) -> None:
+    """Drop the weeks the migration made past ``weeks_ahead`` (four), and the default partition
+    unless ``default``: fewer partitions for the claim to look into."""
+    with psycopg.connect(conninfo, autocommit=True) as connection:
+        [this_week] = connection.execute("SELECT consumer_inbox_week(now())").fetchall()[0]
+        for ahead in range(weeks_ahead + 1, 5):
+            start = this_week + timedelta(days=7 * ahead)
+            connection.execute(f"DROP TABLE IF EXISTS inbox_w{start:%Y%m%d}")
+        if not default:
+            connection.execute("DROP TABLE inbox_default")
 
 
 def partitions(conninfo: str) -> int:
@@ -166,11 +184,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pairs", type=int, default=5000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--past-weeks", type=int, default=2)
+    parser.add_argument("--weeks-ahead", type=int, default=4, choices=range(5))
+    parser.add_argument("--no-default", action="store_true")
     args = parser.parse_args(argv)
     cpu: dict[str, list[float]] = {mode: [] for mode in MODES}
     wall: dict[str, list[float]] = {mode: [] for mode in MODES}
     with contextlib.ExitStack() as stack:
-        urls = {mode: stack.enter_context(database(mode, args.past_weeks)) for mode in MODES}
+        layout = (args.past_weeks, args.weeks_ahead, not args.no_default)
+        urls = {mode: stack.enter_context(database(mode, *layout)) for mode in MODES}
         count = partitions(urls["partitioned"])
         order = list(MODES)
         for number in range(args.rounds):
