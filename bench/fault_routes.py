@@ -104,7 +104,7 @@ class Route(Protocol):
 def settings_for(url: str, sizes: Sizes, **changes: object) -> Settings:
     return Settings.of(
         database_url=url, local_mode=True, ack_deadline_seconds=sizes.ack_deadline,
-        safety_margin_seconds=2, **changes,  # type: ignore[arg-type]
+        safety_margin_seconds=2, **changes,
     )  # fmt: skip
 
 

@@ -91,7 +91,7 @@ def main() -> None:
         url = conninfo.replace("postgresql://", "postgresql+psycopg://")
         upgrade(url)
         with psycopg.connect(conninfo, autocommit=True) as connection:
-            connection.execute(FILL.replace("%(jobs)s", str(args.jobs)))  # type: ignore[arg-type]
+            connection.execute(FILL.replace("%(jobs)s", str(args.jobs)))
         engine = make_engine(url)
         collector = metrics_state.StateCollector(engine, lambda: {"sweep": 300}, cache_seconds=0)
         list(collector.collect())  # warm the pool and the caches
@@ -102,7 +102,7 @@ def main() -> None:
             def floor() -> None:
                 with connection.transaction():
                     for sql, params in statements:
-                        connection.execute(sql, params).fetchall()  # type: ignore[arg-type]
+                        connection.execute(sql, params).fetchall()
 
             floor()
             direct = median_seconds(floor, args.repeat)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import psycopg
@@ -81,7 +81,7 @@ def two_writes_wsgi() -> Flask:
     local = threading.local()
     flask_wsgi = flask_app.wsgi_app
 
-    def push(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+    def push(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         if environ.get("PATH_INFO") != "/push" or environ.get("REQUEST_METHOD") != "POST":
             return flask_wsgi(environ, start_response)
         if getattr(local, "connection", None) is None:

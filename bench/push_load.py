@@ -91,12 +91,13 @@ def wrk_load(url: str, connections: int, seconds: float, run_id: str) -> Result:
 def python_load(url: str, connections: int, seconds: float, run_id: str) -> Result:
     """``connections`` threads, each posting new deploys on one keep-alive connection."""
     parts = urlsplit(url)
+    host = parts.hostname or "127.0.0.1"
     latencies: list[list[float]] = [[] for _ in range(connections)]
     errors = [0] * connections
     stop_at = time.monotonic() + seconds
 
     def drive(index: int) -> None:
-        connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
+        connection = http.client.HTTPConnection(host, parts.port, timeout=10)
         count = 0
         while (started := time.monotonic()) < stop_at:
             count += 1
@@ -143,13 +144,14 @@ def steady_load(
     server's workers, so a slow answer delays the next due request only when all are busy).
     Stops by itself after ``seconds``, or sooner once ``stop`` is set."""
     parts = urlsplit(url)
+    host = parts.hostname or "127.0.0.1"
     samples: list[Sample] = []
     lock = threading.Lock()
     counter = iter(range(int(rate * seconds)))
     began = time.monotonic()
 
     def drive(index: int) -> None:
-        connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
+        connection = http.client.HTTPConnection(host, parts.port, timeout=10)
         while True:
             with lock:
                 number = next(counter, None)

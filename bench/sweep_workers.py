@@ -109,7 +109,8 @@ def direct_worker(conninfo: str, batch: int, barrier: Any, results: Any) -> None
     done_sql, done_constants = rendered(queries.done("postgresql"))
     claim_params: dict[str, Any] = {**claim_constants, "kinds": ["noop"]}
     latencies: list[float] = []
-    done, finished, token = 0, [], ""
+    finished: list[int] = []
+    done, token = 0, ""
 
     def record(ids: list[int]) -> int:
         params = {**done_constants, "now": datetime.now(UTC), "token": token, "ids": ids}

@@ -12,7 +12,7 @@ import itertools
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import requests
@@ -54,6 +54,7 @@ class SlowClients:
                 self._stopped.wait(0.2)  # refused or reset: reconnect, as an attacker would
 
     def _dribble(self, sock: socket.socket, mode: str) -> None:
+        drip: Iterator[int]
         if mode == HEADERS_MODE:
             sock.sendall(b"POST /push HTTP/1.1\r\n")
             drip = itertools.chain(b"X-Slow: ", itertools.repeat(ord("a")))
