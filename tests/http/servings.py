@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -81,6 +82,20 @@ def in_thread(server: Any) -> Iterator[int]:
         thread.join(10)
 
 
+def declared(engine: Engine, timeout: float = 60) -> None:
+    """Wait for a server process's job kinds in ``job_kinds``: its LISTEN thread declares them
+    after boot, on its own time, and a test that reads the tables' rows first sees them appear
+    later as if a request had written them (seen once on a loaded machine)."""
+    deadline = time.monotonic() + timeout
+    count = select(func.count()).select_from(table("job_kinds"))
+    while time.monotonic() < deadline:
+        with engine.connect() as connection:
+            if connection.execute(count).scalar_one():
+                return
+        time.sleep(0.05)
+    raise TimeoutError("the server declared no job kinds")
+
+
 @contextmanager
 def servings(
     env_of: Callable[[str], dict[str, str]],
@@ -92,6 +107,7 @@ def servings(
     services = [compose(env_of(url)) for url in databases[1:]]
     try:
         gunicorn = start_server(env_of(databases[0]), workers=1)
+        declared(engines[0])
         plain = create_app(services[0])
         plain2 = create_app(services[1])
         host = host_app(services[2])
