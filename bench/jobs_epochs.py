@@ -26,6 +26,7 @@ B/row; hammer duplicates N with the lock, N without``
 from __future__ import annotations
 
 import argparse
+import math
 import random
 import statistics
 import threading
@@ -162,6 +163,11 @@ def next_epoch(conninfo: str) -> int:
         return current_epoch(connection)
 
 
+def ratio(measured: float, floor: float) -> float:
+    """``nan`` where the floor read no CPU at all (``/proc`` counts 10 ms ticks: a short run)."""
+    return measured / floor if floor else math.nan
+
+
 def per_unit_cpu(conninfo: str, args: argparse.Namespace) -> dict[str, float]:
     """Database CPU per job of each enqueue, medians of the rounds, the tables alternating."""
     samples: dict[str, list[float]] = {}
@@ -212,8 +218,11 @@ def main() -> None:
         f"duplicates {locked[0]} with the lock (longest wait {locked[1] * 1000:.1f} ms), "
         f"{unlocked[0]} without"
     )
-    keyed_ratio, bulk_ratio = cpu["epochs"] / cpu["plain"], cpu["bulk epochs"] / cpu["bulk plain"]
-    sweep_ratio = cpu["sweep epochs"] / cpu["sweep plain"]
+    keyed_ratio, bulk_ratio = (
+        ratio(cpu["epochs"], cpu["plain"]),
+        ratio(cpu["bulk epochs"], cpu["bulk plain"]),
+    )
+    sweep_ratio = ratio(cpu["sweep epochs"], cpu["sweep plain"])
     print(
         f"jobs epochs: keyed enqueue db cpu {cpu['epochs']:.1f} us vs {cpu['plain']:.1f} us: "
         f"{keyed_ratio:.2f} x; bulk {cpu['bulk epochs']:.1f} vs {cpu['bulk plain']:.1f} us/row: "

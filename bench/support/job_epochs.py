@@ -146,7 +146,7 @@ def switch(connection: psycopg.Connection, epoch: int, locked: bool) -> float:
     started = time.perf_counter()
     with connection.transaction():
         if locked:
-            connection.execute("SET LOCAL lock_timeout = '2s'")
+            connection.execute("SET LOCAL lock_timeout = '10s'")
             connection.execute("LOCK TABLE jobs_epochs IN SHARE MODE")
         waited = time.perf_counter() - started
         connection.execute("UPDATE job_epoch SET current = %s", (epoch,))
