@@ -21,10 +21,12 @@ T = TypeVar("T")
 PENDING_DEBOUNCE_INDEX = "jobs_debounce_pending"
 
 
-def settled(connection: Connection, write: Callable[[], T]) -> T:
+def settled(connection: Connection, write: Callable[[], T], to_pending: bool) -> T:
     """``write()``, on PostgreSQL under a savepoint and run once more if the pending debounce
-    keys' index refused it (any other error, or a second refusal, is raised)."""
-    if connection.dialect.name != POSTGRESQL:
+    keys' index refused it (any other error, or a second refusal, is raised). Only a write
+    ``to_pending`` can meet that refusal: any other runs as it is, with no savepoint's round
+    trips (a batch's record releases nothing, most failures are not debounced, done is done)."""
+    if not to_pending or connection.dialect.name != POSTGRESQL:
         return write()
     try:
         with connection.begin_nested():

@@ -124,7 +124,8 @@ class JobReports(Store):
                 _refuse(conn, job_id, token)
             params = _completed(found, completion, now, policy)
             written = {"job_id": job_id, "token": token, **params}
-            row = settled(conn, lambda: conn.execute(q.COMPLETE, written).first())
+            retried = params["new_status"] == Status.PENDING.value
+            row = settled(conn, lambda: conn.execute(q.COMPLETE, written).first(), retried)
             if row is None:  # another report won between the read and the write
                 raise ReportRefused(f"job {job_id} was completed by another report")
         return Status(row[0])

@@ -246,9 +246,11 @@ class JobStore(JobOperations):
             counts = {True: 0, False: 0}
             for failure in failures:
                 params = {**base, **_failure(failure, now)}
-                counts[failure.dead] += settled(conn, partial(_rowcount, conn, params))
+                failed = partial(_rowcount, conn, params)
+                counts[failure.dead] += settled(conn, failed, to_pending=not failure.dead)
             unrun = queries.released(self.dialect)
-            released_count = settled(conn, lambda: _for_ids(conn, unrun, base, released))
+            releasing = partial(_for_ids, conn, unrun, base, released)
+            released_count = settled(conn, releasing, to_pending=bool(released))
             holding = {**base, "lease": held_until}
             held_count = _for_ids(conn, queries.held(self.dialect), holding, held)
         return Written(done_count, counts[False], counts[True], released_count, held_count)
