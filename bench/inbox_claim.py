@@ -53,7 +53,7 @@ from psycopg.types.json import Json
 
 from bench.push_floor_app import TABLES, TWO_WRITES_TABLE
 from bench.support.cpu import cpu_seconds, spent
-from bench.support.postgres import PG_ADMIN_DSN, migrated_postgres_database
+from bench.support.postgres import PG_ADMIN_DSN, conninfo_of, migrated_postgres_database
 
 TABLE_CLAIM = """
 INSERT INTO inbox (key, route, status, attempts, lease_until, claimed_by, message_id, message,
@@ -107,7 +107,7 @@ def database(
 ) -> Iterator[str]:
     revision = MODES[mode].revision
     with migrated_postgres_database(PG_ADMIN_DSN, "inbox_claim", revision) as url:
-        conninfo = url.replace("postgresql+psycopg://", "postgresql://")
+        conninfo = conninfo_of(url)
         if revision == "heads":
             make_past_weeks(conninfo, past_weeks)
             trim(conninfo, weeks_ahead, default)

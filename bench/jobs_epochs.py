@@ -52,15 +52,11 @@ from bench.support.job_epochs import (
     partition,
     switch,
 )
-from bench.support.postgres import PG_ADMIN_DSN, migrated_postgres_database
+from bench.support.postgres import PG_ADMIN_DSN, conninfo_of, migrated_postgres_database
 
 SWITCH_EVERY = 0.05
 HELD = 0.02
 """How long a writer's transaction stays open after its insert."""
-
-
-def conninfo_of(url: str) -> str:
-    return url.replace("postgresql+psycopg://", "postgresql://")
 
 
 def db_cpu_per_unit(connection: psycopg.Connection, run: Callable[[], int]) -> float:

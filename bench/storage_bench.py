@@ -64,13 +64,13 @@ from bench.support.import_trip import (
     FLOOR_APP,
     PROJECT,
     TOPIC,
-    conninfo_of,
     floor_landed,
     fresh_database,
     imported,
     parts_line,
     trip,
 )
+from bench.support.postgres import conninfo_of
 from bench.support.storage import Harness, email_csv
 from consumer.config.settings import Settings
 from consumer.db.engine import make_engine

@@ -17,7 +17,6 @@ The parts, each from the clock of the process that saw it (one machine, one wall
 
 from __future__ import annotations
 
-import os
 import statistics
 import tempfile
 import time
@@ -33,16 +32,15 @@ from sqlalchemy import Engine, text
 from bench.import_floor_app import FILES, FILES_COLUMNS
 from bench.support.cpu import backends, cpu_seconds
 from bench.support.import_cpu import E2E, booted, cpu_of
+from bench.support.postgres import PG_ADMIN_DSN, conninfo_of, migrated_postgres_database
 from bench.support.serving import Server, settings_env
 from consumer.config.settings import Settings
 from consumer.db.engine import make_engine
-from consumer.db.migrate import upgrade
 from consumer.storage.model import FINAL
 from consumer.storage.store import ProcessedFiles
 from consumer.wire.timeutil import parse_rfc3339
 from triggers.local import stack
 
-ADMIN = os.environ.get("TESTS_PG_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 PROJECT, TOPIC = "local", "gcs-notifications"
 WORKERS = 2
 POLLER = "storage-bench-poll"
@@ -55,22 +53,10 @@ T = TypeVar("T")
 @contextmanager
 def fresh_database() -> Iterator[str]:
     """A fresh migrated database (with the same-trip floor's table); its SQLAlchemy URL."""
-    name = f"storage_bench_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(ADMIN, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    url = ADMIN.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://") + f"/{name}"
-    upgrade(url)
-    with psycopg.connect(conninfo_of(url), autocommit=True) as connection:
-        connection.execute(f"CREATE TABLE {FILES} ({FILES_COLUMNS})")
-    try:
+    with migrated_postgres_database(PG_ADMIN_DSN, prefix="storage_bench") as url:
+        with psycopg.connect(conninfo_of(url), autocommit=True) as connection:
+            connection.execute(f"CREATE TABLE {FILES} ({FILES_COLUMNS})")
         yield url
-    finally:
-        with psycopg.connect(ADMIN, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def conninfo_of(url: str) -> str:
-    return url.replace("postgresql+psycopg://", "postgresql://")
 
 
 class Upload(NamedTuple):

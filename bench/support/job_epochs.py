@@ -174,15 +174,9 @@ DONE = (
 """The claimed jobs done, by id (and, on the epochs, their epochs: pruned to the partitions)."""
 
 
-def sweep_statements(table: str, epoch: int | None) -> tuple[str, str, str]:
-    """Filling ``table`` with pending jobs, claiming 100, finishing them."""
+def sweep_statements(table: str, epoch: int | None) -> tuple[str, str]:
+    """Claiming 100 of ``table``'s pending jobs, and finishing them."""
     keyed = epoch is not None
-    fill = PENDING_ROWS.format(
-        table=table,
-        epoch_column=", epoch" if keyed else "",
-        epoch_value=f", {epoch}" if keyed else "",
-        rows="{rows}",
-    )
     claim = CLAIM.format(
         table=table,
         epoch=", epoch" if keyed else "",
@@ -190,7 +184,7 @@ def sweep_statements(table: str, epoch: int | None) -> tuple[str, str, str]:
         returned=", j.epoch" if keyed else "",
     )
     done = DONE.format(table=table, epochs=" AND epoch = ANY(%(epochs)s)" if keyed else "")
-    return fill, claim, done
+    return claim, done
 
 
 def fill(connection: psycopg.Connection, table: str, epoch: int | None, jobs: int) -> None:
@@ -198,13 +192,21 @@ def fill(connection: psycopg.Connection, table: str, epoch: int | None, jobs: in
     partition was planned as if few of its rows were pending: the claim sorted all of them
     (a bitmap scan and a sort, 133 us a job against 23 on the one table) instead of merging the
     partitions' ordered indexes."""
-    connection.execute(sweep_statements(table, epoch)[0].format(rows=jobs))
+    keyed = epoch is not None
+    connection.execute(
+        PENDING_ROWS.format(
+            table=table,
+            epoch_column=", epoch" if keyed else "",
+            epoch_value=f", {epoch}" if keyed else "",
+            rows=jobs,
+        )
+    )
     connection.execute(f"ANALYZE {table}")
 
 
 def drain(connection: psycopg.Connection, table: str, epoch: int | None) -> int:
     """Claim and finish until nothing is due; the number of jobs."""
-    _, claim, done = sweep_statements(table, epoch)
+    claim, done = sweep_statements(table, epoch)
     total = 0
     while rows := connection.execute(claim, prepare=True).fetchall():
         ids, epochs = [row[0] for row in rows], sorted({row[-1] for row in rows})

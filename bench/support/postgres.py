@@ -30,3 +30,8 @@ def migrated_postgres_database(
     finally:
         with psycopg.connect(admin_dsn, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def conninfo_of(url: str) -> str:
+    """psycopg's conninfo for a SQLAlchemy ``postgresql+psycopg://`` URL."""
+    return url.replace("postgresql+psycopg://", "postgresql://")
