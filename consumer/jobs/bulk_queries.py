@@ -36,11 +36,14 @@ _MOVE_STAGE_PARAMS = (
     bindparam("max_attempts", type_=Integer()),
     bindparam("now", type_=UTCDateTime()),
 )
+EPOCH = "(SELECT consumer_job_epoch())"
+"""The current epoch (migration ``0016_jobs_epochs``), read once for the whole statement: as the
+column's default it would be read for every row."""
 _MOVE_STAGE = (
     "INSERT INTO jobs (kind, payload, status, priority, run_at, attempts, max_attempts, "
-    "idempotency_key, created_at, updated_at) "
+    "idempotency_key, created_at, updated_at, epoch) "
     "SELECT :kind, payload::json, :status, :priority, :run_at, 0, :max_attempts, "
-    "idempotency_key, :now, :now FROM jobs_stage"
+    f"idempotency_key, :now, :now, {EPOCH} FROM jobs_stage"
 )
 MOVE_STAGE = text(f"{_MOVE_STAGE} ON CONFLICT DO NOTHING").bindparams(*_MOVE_STAGE_PARAMS)
 """The stage's rows into ``jobs``, in stage order; an existing key (or one repeated in the stage)
@@ -73,9 +76,9 @@ call, so ids follow the caller's order (a lock key's jobs run in id order)."""
 COPY_NEW_STAGE = f"COPY jobs_new (line, {', '.join(NEW_JOB_STAGE)}) FROM STDIN"
 MOVE_NEW_STAGE = text(
     "WITH staged AS (DELETE FROM jobs_new RETURNING *) "
-    "INSERT INTO jobs (status, attempts, created_at, updated_at, trace_parent, "
+    "INSERT INTO jobs (status, attempts, created_at, updated_at, trace_parent, epoch, "
     + ", ".join(NEW_JOB_STAGE)
-    + ") SELECT :status, 0, :now, :now, :trace_parent, "
+    + f") SELECT :status, 0, :now, :now, :trace_parent, {EPOCH}, "
     + ", ".join(moved for _, moved in NEW_JOB_STAGE.values())
     + " FROM staged ORDER BY line ON CONFLICT DO NOTHING"
 ).bindparams(

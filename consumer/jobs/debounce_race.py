@@ -9,6 +9,7 @@ came after the later job committed, so the second run sees it and ends this job 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -18,7 +19,9 @@ from sqlalchemy.exc import IntegrityError
 from consumer.db.dialect import POSTGRESQL
 
 T = TypeVar("T")
-PENDING_DEBOUNCE_INDEX = "jobs_debounce_pending"
+PENDING_DEBOUNCE_INDEX = re.compile(r"jobs(_e\d+)?_debounce_(pending|key_epoch_idx)")
+"""The pending debounce keys' index; on PostgreSQL by epoch, a partition's names its refusal: the
+index the migration adopted (``jobs_e0_debounce_pending``) or one a new partition made."""
 
 
 def settled(connection: Connection, write: Callable[[], T], to_pending: bool) -> T:
@@ -32,7 +35,7 @@ def settled(connection: Connection, write: Callable[[], T], to_pending: bool) ->
         with connection.begin_nested():
             return write()
     except IntegrityError as exc:
-        if _constraint(exc) != PENDING_DEBOUNCE_INDEX:
+        if not PENDING_DEBOUNCE_INDEX.fullmatch(_constraint(exc) or ""):
             raise
     with connection.begin_nested():
         return write()

@@ -37,7 +37,7 @@ from consumer.db import dialect as sql
 from consumer.db.types import UTCDateTime
 from consumer.jobs.flow import HEAD_OF_KEY
 from consumer.jobs.model import Status
-from consumer.jobs.schema import PENDING_DEBOUNCED, TURN, JobId, jobs
+from consumer.jobs.schema import PENDING_DEBOUNCED, TURN, JobId, epoch_column, jobs
 
 
 def claimed(dialect: str) -> tuple[Any, ...]:
@@ -116,12 +116,13 @@ def debounced(dialect: str) -> Any:
     """A debounced job: a new one, or the pending job of its debounce key, given the latest
     payload and put off to the new ``run_at`` (now + the quiet window), never past its
     ``debounce_until`` (the first enqueue + the longest wait). The unique partial index on the
-    pending jobs' debounce keys decides, so concurrent enqueues fold into one job."""
+    pending jobs' debounce keys decides, so concurrent enqueues fold into one job (on PostgreSQL
+    the current epoch's: migration ``0016_jobs_epochs`` folds it into an earlier epoch's)."""
     statement = sql.insert(jobs, dialect)
     new = statement.excluded
     later = case((new.run_at < jobs.c.debounce_until, new.run_at), else_=jobs.c.debounce_until)
     return statement.on_conflict_do_update(
-        index_elements=[jobs.c.debounce_key],
+        index_elements=[jobs.c.debounce_key, *epoch_column(dialect)],
         index_where=PENDING_DEBOUNCED,  # literal, as the index's: a prepared one still infers it
         set_={"payload": new.payload, "run_at": later, "updated_at": new.updated_at,
               "trace_parent": new.trace_parent},
@@ -131,6 +132,11 @@ def debounced(dialect: str) -> Any:
 def id_of_key(key: str | None) -> Select[Any]:
     """The id of the job holding an idempotency key (the one an ignored insert collided with)."""
     return select(jobs.c.id).where(jobs.c.idempotency_key == key)
+
+
+def id_of_debounced(key: str) -> Select[Any]:
+    """The pending job of a debounce key (one an earlier epoch's row took the enqueue into)."""
+    return select(jobs.c.id).where(jobs.c.debounce_key == key, jobs.c.status == "pending")
 
 
 # --- the sweep: claim, then guarded writes -------------------------------------------------------

@@ -2,11 +2,27 @@
 Migrations: ``0002_jobs``, then ``0006_job_flow`` (``jobs.lock_key`` and ``job_flow``), then
 ``0008_job_flow_shards``; ``job_kinds`` for SQL producers: ``0010_sql_enqueue``; a running job's
 cancel request and a target's reported result: ``0011_running_cancel``; groups
-(``jobs.group_key``, ``jobs.fair_at``, ``job_group_flow``): ``0012_job_groups``."""
+(``jobs.group_key``, ``jobs.fair_at``, ``job_group_flow``): ``0012_job_groups``. On PostgreSQL
+the table is partitioned by epoch (``0016_jobs_epochs``; retention: ``consumer.jobs.epochs``)."""
 
 from __future__ import annotations
 
-from sqlalchemy import JSON, BigInteger, Column, Index, Integer, String, Table, Text, func, text
+import re
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Column,
+    Index,
+    Integer,
+    String,
+    Table,
+    Text,
+    func,
+    literal_column,
+    text,
+)  # fmt: skip
 
 from consumer.db.schema import metadata
 from consumer.db.types import UTCDateTime
@@ -60,6 +76,21 @@ jobs = Table(
     # Message-ID derived from the id is never reused either.
     sqlite_autoincrement=True,
 )
+
+EPOCH_PARTITIONING = re.compile(r"jobs_e\d+(_.*)?|job_epochs(_.*)?|jobs_ids")
+"""The tables and indexes PostgreSQL's jobs table by epoch adds beside this model (migration
+``0016_jobs_epochs``): the partitions and their indexes, ``job_epochs``, and the unique index on
+``(id, epoch)`` that stands for the primary key."""
+EPOCH_KEYED = frozenset({"jobs_idempotency_key", "jobs_debounce_pending", "jobs_lock_key_running"})
+"""The unique indexes that on PostgreSQL carry the epoch after the model's columns."""
+
+
+def epoch_column(dialect: str) -> list[Any]:
+    """PostgreSQL's ``jobs.epoch``, the partition key (migration ``0016_jobs_epochs``), which
+    every unique index there carries; SQLite has no such column. Not in the table above: every
+    insert takes its default, the current epoch."""
+    return [literal_column("epoch")] if dialect == "postgresql" else []
+
 
 Index("jobs_idempotency_key", jobs.c.idempotency_key, unique=True)
 # Partial indexes keep the claimable set small however many finished jobs are retained.

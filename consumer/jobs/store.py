@@ -115,6 +115,7 @@ class JobStore(JobOperations):
             if job.debounce is not None:
                 statement = queries.debounced(self.dialect)
                 inserted = conn.execute(statement, new_row(job, utcnow())).scalar()
+                inserted = inserted or conn.scalar(queries.id_of_debounced(job.debounce.key))
             elif self.dialect == POSTGRESQL:
                 found = prepared(one_job, conn.dialect).first(conn, new_row(job, utcnow()))
                 inserted = None if found is None else found[0]

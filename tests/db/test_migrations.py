@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import re
 import warnings
 from typing import Any
 
@@ -14,6 +15,9 @@ import consumer
 from consumer.db.engine import make_engine
 from consumer.db.schema import metadata
 from consumer.inbox.schema import PARTITIONING
+from consumer.jobs.schema import EPOCH_KEYED
+
+PARTITIONED = re.compile(rf"{PARTITIONING.pattern}|jobs_e\d+(_.*)?|job_epochs(_.*)?")
 
 ENTRY_POINTS = {
     "consumer.http.wsgi",
@@ -41,7 +45,7 @@ def _described(engine: Engine) -> dict[str, Any]:
     inspector = inspect(engine)
     tables = {}
     for table in inspector.get_table_names():
-        if table == "alembic_version" or PARTITIONING.fullmatch(table):
+        if table == "alembic_version" or PARTITIONED.fullmatch(table):
             continue
         tables[table] = {
             "columns": {c["name"]: (str(c["type"]).split("(")[0], c["nullable"])
@@ -50,10 +54,25 @@ def _described(engine: Engine) -> dict[str, Any]:
             "indexes": sorted(
                 (i["name"], tuple(i["column_names"]), bool(i["unique"]))
                 for i in inspector.get_indexes(table)
-                if not PARTITIONING.fullmatch(i["name"] or "")
+                if not PARTITIONED.fullmatch(i["name"] or "")
             ),
         }  # fmt: skip
     return tables
+
+
+def by_epoch(jobs: dict[str, Any]) -> dict[str, Any]:
+    """The model's jobs table as PostgreSQL partitions it by epoch (``0016_jobs_epochs``): the
+    column ``epoch``, no primary key (the unique index on ``(id, epoch)`` stands for it), and the
+    epoch after the columns of every other unique index."""
+    indexes = [
+        (name, (*columns, "epoch") if name in EPOCH_KEYED else columns, unique)
+        for name, columns, unique in jobs["indexes"]
+    ]
+    return {
+        "columns": {**jobs["columns"], "epoch": ("INTEGER", False)},
+        "primary_key": [],
+        "indexes": sorted([*indexes, ("jobs_ids", ("id", "epoch"), True)]),
+    }
 
 
 def test_migrated_schema_matches_the_models(database_url: str, tmp_path: Any) -> None:
@@ -73,6 +92,7 @@ def test_migrated_schema_matches_the_models(database_url: str, tmp_path: Any) ->
         if not database_url.startswith("sqlite"):
             # Partitioned: no primary key; the unique index on (key, placed_at) stands for it.
             expected["inbox"]["primary_key"] = []
+            expected["jobs"] = by_epoch(expected["jobs"])
         assert describe(migrated) == expected
     finally:
         migrated.dispose()

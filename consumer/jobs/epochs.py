@@ -1,0 +1,134 @@
+"""PostgreSQL's jobs table by epoch (migration ``0016_jobs_epochs``): the next epoch's partition
+made ahead, and the switch to it once the current epoch is as old as its length.
+
+The switch keeps the one rule the partitioned table's uniqueness rests on: **no transaction
+inserts into an epoch once a later one is current**. It takes ``LOCK TABLE jobs IN SHARE
+MODE``, which waits for every transaction that wrote to the table and holds off new writers,
+then moves ``job_epochs`` on; an insert reads the epoch (the column's default) in a snapshot
+taken after its own lock. The lock is asked for under ``lock_timeout`` (writers queue behind it
+while it waits), a few times, then left for the next run: an epoch then lasts a little longer.
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import Connection, Engine, text
+from sqlalchemy.exc import OperationalError
+
+from consumer.db import dialect as sql
+from consumer.db.engine import sqlstate
+
+DAY = timedelta(days=1)
+LONGEST = timedelta(days=7)
+LOCK_TIMEOUT = "200ms"
+"""How long writers may queue behind the switch's lock request, at most, per try."""
+LOCK_TRIES = 3
+LOCK_REST_SECONDS = 0.2
+LOCK_NOT_AVAILABLE = "55P03"
+
+CURRENT = text("SELECT epoch, started_at FROM job_epochs WHERE ended_at IS NULL")
+RELKIND = text("SELECT relkind FROM pg_class WHERE oid = to_regclass('jobs')")
+EXISTS = text("SELECT to_regclass(:name) IS NOT NULL")
+SWITCH = """
+DO $switch$
+DECLARE
+    ending integer;
+BEGIN
+    PERFORM set_config('lock_timeout', '{lock_timeout}', true);
+    LOCK TABLE jobs IN SHARE MODE;
+    UPDATE job_epochs SET ended_at = now() WHERE ended_at IS NULL AND epoch = {epoch}
+        RETURNING epoch INTO ending;
+    IF ending IS NOT NULL THEN
+        INSERT INTO job_epochs (epoch, started_at) VALUES ({epoch} + 1, now());
+    END IF;
+END $switch$
+"""
+"""One transaction and one round trip: the lock is held for no client's latency. Switches only
+from ``epoch`` (another pod's cleanup may have switched first)."""
+
+_BY_EPOCH: weakref.WeakKeyDictionary[Engine, bool] = weakref.WeakKeyDictionary()
+
+
+@dataclass(frozen=True)
+class Epoch:
+    number: int
+    started_at: datetime
+
+
+def partition_name(epoch: int) -> str:
+    return f"jobs_e{epoch}"
+
+
+def epoch_length(retention: timedelta) -> timedelta:
+    """How long an epoch lasts: the jobs' retention, within a day and a week. A finished job is
+    then kept between its retention and its retention plus one epoch; a shorter epoch would
+    keep more partitions, each one more probe for every keyed insert."""
+    return min(LONGEST, max(DAY, retention))
+
+
+def by_epoch(engine: Engine) -> bool:
+    """Whether ``engine``'s jobs table is partitioned by epoch; asked once per engine."""
+    known = _BY_EPOCH.get(engine)
+    if known is None:
+        known = engine.dialect.name == sql.POSTGRESQL and _relkind(engine) == "p"
+        _BY_EPOCH[engine] = known
+    return known
+
+
+def _relkind(engine: Engine) -> str | None:
+    with engine.connect() as connection:
+        return connection.execute(RELKIND).scalar()
+
+
+def current(connection: Connection) -> Epoch:
+    row = connection.execute(CURRENT).one()
+    return Epoch(int(row.epoch), row.started_at)
+
+
+def make_next(engine: Engine) -> str | None:
+    """The next epoch's partition, made if missing (before the switch needs it, so the switch
+    holds its lock for no DDL); its name, or ``None`` if its lock was not granted."""
+    with engine.connect() as connection:
+        name = partition_name(current(connection).number + 1)
+        if connection.execute(EXISTS, {"name": name}).scalar_one():
+            return name
+    made = (
+        f"DO $make$ BEGIN PERFORM set_config('lock_timeout', '{LOCK_TIMEOUT}', true); "
+        f"CREATE TABLE IF NOT EXISTS {name} PARTITION OF jobs "
+        f"FOR VALUES IN ({name.removeprefix('jobs_e')}); END $make$"
+    )
+    return name if _tried(engine, made) else None
+
+
+def switch(engine: Engine, now: datetime, length: timedelta) -> int | None:
+    """The next epoch made current if the current one is ``length`` old at ``now`` and its
+    partition exists; the new epoch, or ``None`` (not due, or the lock not granted)."""
+    with engine.connect() as connection:
+        epoch = current(connection)
+        ready = connection.execute(EXISTS, {"name": partition_name(epoch.number + 1)}).scalar_one()
+    if epoch.started_at + length > now or not ready:
+        return None
+    if not _tried(engine, SWITCH.format(lock_timeout=LOCK_TIMEOUT, epoch=epoch.number)):
+        return None
+    with engine.connect() as connection:
+        after = current(connection).number
+    return after if after > epoch.number else None
+
+
+def _tried(engine: Engine, block: str) -> bool:
+    """``block`` alone in autocommit, tried ``LOCK_TRIES`` times; whether it ran."""
+    for attempt in range(LOCK_TRIES):
+        try:
+            with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+                connection.exec_driver_sql(block)
+            return True
+        except OperationalError as exc:
+            if sqlstate(exc) != LOCK_NOT_AVAILABLE:
+                raise
+        if attempt + 1 < LOCK_TRIES:
+            time.sleep(LOCK_REST_SECONDS * (attempt + 1))
+    return False
