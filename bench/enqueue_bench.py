@@ -30,6 +30,7 @@ from collections.abc import Callable
 import psycopg
 
 from bench.pgdb import database
+from bench.support.aged_epochs import AGE_LINE, age
 from consumer import NewJob, enqueue, enqueue_many
 from consumer.db.engine import make_engine
 from consumer.db.migrate import upgrade
@@ -146,6 +147,7 @@ def run_mode(mode: str, args: argparse.Namespace) -> Timed:
     with database("enqueue_bench") as conninfo:
         url = conninfo.replace("postgresql://", "postgresql+psycopg://")
         upgrade(url)
+        age(url)
         if mode == "many":
             result, count = bench_many(url, args.jobs), args.jobs
         elif mode == "COPY":
@@ -167,6 +169,7 @@ def main() -> None:
     args = parser.parse_args()
     modes = ("many", "COPY", "one", "direct", "direct-tx")
     runs: dict[str, list[Timed]] = {mode: [] for mode in modes}
+    print(AGE_LINE)
     for run in range(args.repeat):  # interleaved: the machine's drift falls on every mode
         for mode in modes:
             runs[mode].append(run_mode(mode, args))

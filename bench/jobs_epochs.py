@@ -1,6 +1,9 @@
 """What partitioning the jobs table by epoch would cost and save, measured on a prototype of the
-layout beside today's table in one database (not a test; the design: docs/retention.md, "The
-jobs table: epochs, designed").
+layout beside the plain table in one database at ``0015_inbox_partitions``, the schema before the
+jobs were partitioned (not a test; docs/retention.md, "The jobs table by epochs"). The prototype
+names the epoch as a literal in every statement; the built design (``0016_jobs_epochs``) reads it
+in the column's default and looks into earlier epochs from a trigger, and its costs are measured
+by the product's own benches (docs/performance.md).
 
 - ``keyed enqueue``: ``--jobs`` single-row keyed enqueues, each its own transaction (prepared,
   one connection): today's ``INSERT ... ON CONFLICT DO NOTHING`` against the epochs' insert,
@@ -41,6 +44,7 @@ from bench.support.cpu import cpu_seconds, spent
 from bench.support.job_epochs import (
     PLAIN_ENQUEUE,
     PLAIN_MOVE,
+    PLAIN_REVISION,
     STAGE,
     current_epoch,
     drain,
@@ -198,7 +202,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=6)
     parser.add_argument("--hammer-seconds", type=float, default=5.0)
     args = parser.parse_args()
-    with migrated_postgres_database(PG_ADMIN_DSN, prefix="jobs_epochs") as url:
+    with migrated_postgres_database(PG_ADMIN_DSN, "jobs_epochs", PLAIN_REVISION) as url:
         conninfo = conninfo_of(url)
         lay_out(conninfo, args.old_epochs, args.rows)
         cpu = per_unit_cpu(conninfo, args)

@@ -58,6 +58,7 @@ from typing import Any
 import psycopg
 
 from bench.import_floor_app import FLOOR_STATEMENTS
+from bench.support.aged_epochs import AGE_LINE
 from bench.support.cpu import cpu_seconds, spent
 from bench.support.import_cpu import E2E, Floor, cpu_line, import_line
 from bench.support.import_trip import (
@@ -202,7 +203,7 @@ def main() -> None:
             e2e.append(bench_e2e(rows, both))
     memory = rows / statistics.median(run.seconds for run in floor)
     same_trip = rows / statistics.median(run.seconds for run in trips)
-    print(f"{rows} rows, PostgreSQL, median of {args.repeat} runs")
+    print(f"{rows} rows, PostgreSQL, median of {args.repeat} runs; {AGE_LINE}")
     print(f"{'mode':<40}{'seconds':>8}{'rows/s':>10}{'vs COPY':>9}{'vs trip':>9}")
     for label, runs in (
         ("floor: COPY stage + INSERT ... SELECT", [run.seconds for run in floor]),

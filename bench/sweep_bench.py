@@ -40,6 +40,7 @@ from typing import Any
 import psycopg
 
 from bench.pgdb import database
+from bench.support.aged_epochs import AGE_LINE, age
 from bench.sweep_workers import (
     consumer_worker,
     direct_worker,
@@ -215,9 +216,11 @@ def main() -> None:
     levels = [int(level) for level in args.sweepers.split(",")]
     cpus = os.cpu_count()
     print(f"{args.jobs} no-op jobs, batch {args.batch}, median of {args.repeat} runs, {cpus} CPUs")
+    print(AGE_LINE)
     results: dict[tuple[str, int], Series] = {}
     with database("sweep_bench") as conninfo:
         upgrade(sqlalchemy_url(conninfo))
+        age(sqlalchemy_url(conninfo))
         for sweepers in levels:
             for _ in range(args.repeat):
                 for mode in modes:

@@ -30,6 +30,7 @@ import psycopg
 from sqlalchemy import Engine, text
 
 from bench.import_floor_app import FILES, FILES_COLUMNS
+from bench.support.aged_epochs import age
 from bench.support.cpu import backends, cpu_seconds
 from bench.support.import_cpu import E2E, booted, cpu_of
 from bench.support.postgres import PG_ADMIN_DSN, conninfo_of, migrated_postgres_database
@@ -52,8 +53,10 @@ T = TypeVar("T")
 
 @contextmanager
 def fresh_database() -> Iterator[str]:
-    """A fresh migrated database (with the same-trip floor's table); its SQLAlchemy URL."""
+    """A fresh migrated database, aged (``aged_epochs``), with the same-trip floor's table; its
+    SQLAlchemy URL."""
     with migrated_postgres_database(PG_ADMIN_DSN, prefix="storage_bench") as url:
+        age(url)
         with psycopg.connect(conninfo_of(url), autocommit=True) as connection:
             connection.execute(f"CREATE TABLE {FILES} ({FILES_COLUMNS})")
         yield url

@@ -12,6 +12,8 @@ import time
 
 import psycopg
 
+PLAIN_REVISION = "0015_inbox_partitions"
+"""The last schema with the jobs table in one piece: the prototype renames it ``jobs_plain``."""
 LAYOUT = """
 ALTER TABLE jobs RENAME TO jobs_plain;
 CREATE TABLE job_epoch (current integer NOT NULL);

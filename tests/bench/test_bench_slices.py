@@ -7,6 +7,7 @@ does the same for the growth benchmark."""
 from __future__ import annotations
 
 import math
+import os
 import re
 import shutil
 import subprocess
@@ -19,10 +20,16 @@ pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 ROOT = Path(__file__).resolve().parents[2]
 
 
+SLICE_OLD_ROWS = "1000"
+"""Finished jobs in each earlier epoch of a slice's jobs table (``bench.support.aged_epochs``)."""
+AGED = f"earlier epochs of {SLICE_OLD_ROWS} finished keyed jobs each"
+
+
 def run_bench(module: str, *args: str) -> str:
     result = subprocess.run(
         [sys.executable, "-m", f"bench.{module}", *args],
         cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
+        env={**os.environ, "BENCH_OLD_ROWS": SLICE_OLD_ROWS},
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return result.stdout
@@ -80,6 +87,7 @@ SWEEP_SLICE = ["--jobs", "3000", "--sweepers", "1,2", "--repeat", "1"]
 
 def test_the_sweep_bench_prints_the_ratio_to_direct_sql(postgres_admin: str) -> None:
     printed = run_bench("sweep_bench", *SWEEP_SLICE, "--skip-procrastinate")
+    assert AGED in printed, printed
     found = sweep_ratios(printed, "consumer/direct")
     assert set(found) == {1, 2}, printed
     assert all(ratio > 0 for ratio in found.values()), printed
@@ -98,6 +106,7 @@ def test_the_sweep_bench_prints_what_a_cap_costs(postgres_admin: str) -> None:
 
 def test_the_storage_bench_prints_the_import_against_both_copy_floors(postgres_admin: str) -> None:
     printed = run_bench("storage_bench", "--rows", "2000", "--repeat", "1")
+    assert AGED in printed, printed
     lines = printed.splitlines()
     for mode in (
         "same-trip floor: upload -> committed", "handler in process",
@@ -126,6 +135,7 @@ ENQUEUE_LINE = (
 
 def test_the_enqueue_bench_prints_both_enqueues_against_direct_sql(postgres_admin: str) -> None:
     printed = run_bench("enqueue_bench", "--jobs", "2000", "--one", "100", "--repeat", "1")
+    assert AGED in printed, printed
     figures = last_line(printed, ENQUEUE_LINE)  # each run checked its jobs, once, in order
     assert len(figures) == 7 and all(figure > 0 for figure in figures), printed
 
