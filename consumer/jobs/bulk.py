@@ -34,6 +34,7 @@ from consumer.jobs.bulk_queries import (
     CREATE_STAGE,
     INSERT_ONE,
     INSERT_STAGE,
+    KEYS_CHECKED,
     MOVE_NEW_STAGE,
     MOVE_STAGE,
     QUIET_NOTIFY,
@@ -182,9 +183,10 @@ def _copy_and_move(
     first_try: TextClause | None = None,
 ) -> int:
     """COPY into the session's stage, then one ``INSERT ... SELECT`` (``first_try`` first, under
-    a savepoint, when given: see ``_move``). The driver connection is the one the caller's
-    transaction runs on, so every statement is inside it; a driver in autocommit gets a
-    transaction around them (each would commit, emptying the stage)."""
+    a savepoint, when given: see ``_move``), which looks the keys up in the earlier epochs
+    itself (``bulk_queries.KEYS_CHECKED`` is on while it runs). The driver connection is the one
+    the caller's transaction runs on, so every statement is inside it; a driver in autocommit
+    gets a transaction around them (each would commit, emptying the stage)."""
     create, copy_rows, move = stage
     driver = connection.connection.dbapi_connection
     assert driver is not None
@@ -192,12 +194,14 @@ def _copy_and_move(
     with block:
         try:
             with driver.cursor() as cursor:  # type: ignore[attr-defined]
-                cursor.execute(create)
+                cursor.execute(f"{create}; {KEYS_CHECKED.format('on')}")
                 with cursor.copy(copy_rows) as copy:
                     copy.write(text)
         except connection.dialect.loaded_dbapi.Error as exc:  # a cut: Unavailable, as any statement
             raise translated(connection, driver, copy_rows, None, exc) from exc
-        return _move(connection, params, move, first_try)
+        moved = _move(connection, params, move, first_try)
+        connection.exec_driver_sql(KEYS_CHECKED.format("off"))  # the caller's inserts: checked
+        return moved
 
 
 SAVEPOINT = "jobs_first_try"
