@@ -68,6 +68,9 @@ def refused(engine: Engine, key: str) -> bool:
 
 
 def test_a_held_lock_fails_the_swap_and_the_migration_runs_again(postgres_admin: str) -> None:
+    """A writer's open transaction holds step 1 off; a reader's ``LOCK`` queued behind step 1's
+    request is granted when step 1 commits, so it is held through step 2 (which must not wait
+    for it) and step 3 (which must give up after its ``lock_timeout``, changing nothing)."""
     with migrated_postgres_database(postgres_admin, revision=BEFORE) as url:
         held_lock_then_again(url)
 
