@@ -61,21 +61,23 @@ def all_tables() -> MetaData:
 
 def run_migrations_online() -> None:
     engine = make_engine(config.get_main_option("sqlalchemy.url") or "")
-    with engine.connect() as connection:
-        context.configure(
-            connection=connection,
-            render_as_batch=True,
-            target_metadata=all_tables(),
-            include_name=in_model,
-            include_object=compared(connection.dialect.name),
-        )
-        with context.begin_transaction(), warnings.catch_warnings():
-            # ``jobs_claimable`` orders by an expression (``coalesce(fair_at, run_at)``), which
-            # SQLAlchemy cannot reflect on SQLite: the check compares the other indexes.
-            warnings.filterwarnings("ignore", "Skipped unsupported reflection", SAWarning)
-            warnings.filterwarnings("ignore", "autogenerate skipping metadata-specified expr")
-            context.run_migrations()
-    engine.dispose()
+    try:  # a migration that fails (a lock not granted in time) closes its connection too
+        with engine.connect() as connection:
+            context.configure(
+                connection=connection,
+                render_as_batch=True,
+                target_metadata=all_tables(),
+                include_name=in_model,
+                include_object=compared(connection.dialect.name),
+            )
+            with context.begin_transaction(), warnings.catch_warnings():
+                # ``jobs_claimable`` orders by an expression (``coalesce(fair_at, run_at)``),
+                # which SQLAlchemy cannot reflect on SQLite: the check compares the other indexes.
+                warnings.filterwarnings("ignore", "Skipped unsupported reflection", SAWarning)
+                warnings.filterwarnings("ignore", "autogenerate skipping metadata-specified expr")
+                context.run_migrations()
+    finally:
+        engine.dispose()
 
 
 run_migrations_online()

@@ -23,10 +23,15 @@ retention's cutoff (``consumer.jobs.epochs``), instead of deleting its rows one 
   moves', which look their keys up themselves, set-based (``KEYS_CHECKED``).
 - Steps, so that no lock is held for longer than a rename (as ``0015_inbox_partitions``):
   1. the column (default 0, which costs no rewrite), ``job_epochs`` and its function, then
-     the default switched to the function;
+     the default switched to the function, and ``consumer_enqueue`` made to skip a conflict on
+     any unique index, which the plain table and the partitioned one both infer: a call in
+     flight across the swap finds the new table by name, where ``ON CONFLICT
+     (idempotency_key)`` had no index to infer and failed;
   2. the epoch-carrying unique indexes built on today's table ``CONCURRENTLY``, and
-     ``CHECK (epoch = 0)`` added ``NOT VALID`` and validated (a scan under a lock that lets writes
-     go on), so attaching trusts it instead of scanning again;
+     ``CHECK (epoch = 0)`` validated (a scan under a lock that lets writes go on), so attaching
+     trusts it instead of scanning again. The check is added ``NOT VALID`` in step 1: adding it
+     takes ``ACCESS EXCLUSIVE``, which outside step 1's ``lock_timeout`` would wait for as long
+     as a transaction holds the table, and queue every writer behind it;
   3. one transaction under ``lock_timeout``: today's table becomes partition ``jobs_e0`` (its
      indexes are adopted, the unique ones without the epoch dropped), the parent takes its
      triggers, and the next epoch's partition ``jobs_e1`` is made ahead.
@@ -147,10 +152,9 @@ CREATE TRIGGER jobs_notify_due AFTER INSERT ON jobs REFERENCING NEW TABLE AS ins
     FOR EACH STATEMENT EXECUTE FUNCTION jobs_notify_due();
 """
 """0012's and 0013's triggers, on the parent (each partition takes the row trigger)."""
-ENQUEUE_CONFLICT = (
-    "ON CONFLICT (idempotency_key) DO NOTHING",
-    "ON CONFLICT (idempotency_key, epoch) DO NOTHING",
-)
+ENQUEUE_CONFLICT = ("ON CONFLICT (idempotency_key) DO NOTHING", "ON CONFLICT DO NOTHING")
+"""``consumer_enqueue``'s clause before and after: any unique index's conflict skips the row
+(the new job is pending, so only the key's index can refuse it), on either table."""
 
 
 def _revision_module(filename: str) -> Any:
@@ -186,14 +190,15 @@ def upgrade() -> None:
     op.execute("ALTER TABLE jobs ADD COLUMN IF NOT EXISTS epoch integer NOT NULL DEFAULT 0")
     op.execute(EPOCHS)
     op.execute("ALTER TABLE jobs ALTER COLUMN epoch SET DEFAULT consumer_job_epoch()")
+    op.execute(_enqueue(ENQUEUE_CONFLICT[1]))
+    op.execute(f"ALTER TABLE jobs DROP CONSTRAINT IF EXISTS {LEGACY_RANGE}")
+    op.execute(f"ALTER TABLE jobs ADD CONSTRAINT {LEGACY_RANGE} CHECK (epoch = 0) NOT VALID")
     with op.get_context().autocommit_block():
         for tail, columns in UNIQUE.items():
             name = f"jobs_e0_{tail}"
             if _index_is_invalid(name):  # left by a run that failed while building it
                 op.execute(f"DROP INDEX CONCURRENTLY {name}")
             op.execute(f"CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS {name} ON jobs {columns}")
-        op.execute(f"ALTER TABLE jobs DROP CONSTRAINT IF EXISTS {LEGACY_RANGE}")
-        op.execute(f"ALTER TABLE jobs ADD CONSTRAINT {LEGACY_RANGE} CHECK (epoch = 0) NOT VALID")
         op.execute(f"ALTER TABLE jobs VALIDATE CONSTRAINT {LEGACY_RANGE}")
     op.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
     _swap()
@@ -230,7 +235,6 @@ def _swap() -> None:
     op.execute("CREATE TABLE jobs_e1 PARTITION OF jobs FOR VALUES IN (1)")
     op.execute(TRIGGERS)
     op.execute(EARLIER_EPOCHS)
-    op.execute(_enqueue(ENQUEUE_CONFLICT[1]))
 
 
 def downgrade() -> None:
