@@ -31,6 +31,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.sql.visitors import replacement_traverse
 
+from consumer.db import locked as locked_steps
 from consumer.inbox import queries
 from consumer.inbox.model import Status
 from consumer.inbox.schema import inbox
@@ -68,10 +69,7 @@ LOCK_TIMEOUT = "100ms"
 KEPT_ARRIVED = "55006"
 """``object_in_use``: under the inbox's lock, the partition turned out to hold a row retention
 keeps."""
-NO_SEQSCAN = text("SET LOCAL enable_seqscan = off")
-"""The survey and the check under the inbox's lock read the status index, whatever a young
-partition's statistics say: a scan of a week's rows would outlast the task's budget, and under
-the lock stop every push for its length."""
+NO_SEQSCAN = locked_steps.NO_SEQSCAN
 
 
 def partition(name: str) -> TableClause:
@@ -188,17 +186,8 @@ def held_by_default(lower: datetime, upper: datetime) -> Select[Any]:
 
 
 def locked(*statements: str) -> str:
-    """``statements`` as one ``DO`` block, to run alone in autocommit: one transaction and one
-    round trip, so a lock it takes is held for no client's latency and no second request. Under
-    ``lock_timeout``; committed without waiting for the WAL's flush, as a crash before it undoes
-    the whole step (the next run does it again) and the next step's commit flushes it first."""
-    body = "".join(f"    {statement};\n" for statement in statements)
-    return (
-        "DO $partitions$ BEGIN\n"
-        f"    PERFORM set_config('lock_timeout', '{LOCK_TIMEOUT}', true);\n"
-        "    PERFORM set_config('synchronous_commit', 'off', true);\n"
-        f"{body}END $partitions$"
-    )
+    """``statements`` as one ``DO`` block under ``LOCK_TIMEOUT`` (``consumer.db.locked.block``)."""
+    return locked_steps.block(LOCK_TIMEOUT, *statements)
 
 
 def made(name: str, lower: datetime, upper: datetime) -> str:
@@ -225,10 +214,6 @@ def detached(name: str, cutoff: datetime, is_default: bool) -> str:
     if is_default:
         statements.append("CREATE TABLE inbox_default PARTITION OF inbox DEFAULT")
     return locked(*statements)
-
-
-def dropped(name: str) -> str:
-    return locked(f'DROP TABLE IF EXISTS "{name}"')
 
 
 def _literal(statement: Select[Any]) -> str:

@@ -13,7 +13,6 @@ keeps are carried out of a week only at rest, under their key's advisory lock, t
 
 from __future__ import annotations
 
-import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from sqlalchemy import Connection, Engine, TableClause
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 from consumer.db import dialect as sql
+from consumer.db import locked
 from consumer.db.engine import sqlstate
 from consumer.inbox import partition_queries as q
 
@@ -35,7 +35,6 @@ LOCK_REST_SECONDS = 0.05
 CARRY_BATCH = 500
 """Rows carried in one statement: advisory locks held at once, and the longest a claim of one
 of those keys waits."""
-LOCK_NOT_AVAILABLE = "55P03"
 DUPLICATE_TABLE = "42P07"
 UNDEFINED_TABLE = "42P01"
 DEFAULT = "inbox_default"
@@ -158,17 +157,8 @@ def _make(engine: Engine, name: str, monday: datetime) -> str | None:
 
 def _locked(engine: Engine, block: str) -> None:
     """A ``partition_queries.locked`` block, alone in autocommit, tried ``LOCK_TRIES`` times."""
-    for attempt in range(LOCK_TRIES):
-        try:
-            with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
-                connection.exec_driver_sql(block)
-            return
-        except OperationalError as exc:
-            if sqlstate(exc) != LOCK_NOT_AVAILABLE:
-                raise
-        if attempt + 1 < LOCK_TRIES:
-            time.sleep(LOCK_REST_SECONDS * (attempt + 1))
-    raise LockNotGranted()
+    if not locked.tried(engine, block, LOCK_TRIES, LOCK_REST_SECONDS):
+        raise LockNotGranted()
 
 
 def retire(
@@ -220,7 +210,7 @@ def _retire_one(
         return
     result.dropped.append(part.name)
     result.rows += rows
-    _drop(engine, part.name + q.RETIRED, result)
+    _drop(engine, [part.name + q.RETIRED], result)
 
 
 def _holds_rows(engine: Engine, table: TableClause) -> bool:
@@ -280,16 +270,12 @@ def _detach(engine: Engine, part: Partition, cutoff: datetime) -> str | None:
     return None
 
 
-def _drop(engine: Engine, name: str, result: Retired) -> None:
-    try:
-        _locked(engine, q.dropped(name))
-    except LockNotGranted:
-        result.skipped[name] = "detached; its DROP is left for the next run"
+def _drop(engine: Engine, names: list[str], result: Retired) -> None:
+    left = locked.dropped(engine, names, q.LOCK_TIMEOUT, LOCK_TRIES, LOCK_REST_SECONDS)
+    result.skipped.update(left)
 
 
 def _drop_leftovers(engine: Engine, result: Retired) -> None:
     """Partitions an earlier run detached but could not drop (their rows were counted then)."""
     with engine.connect() as connection:
-        names = connection.execute(q.LEFTOVERS).scalars().all()
-    for name in names:
-        _drop(engine, name, result)
+        _drop(engine, list(connection.execute(q.LEFTOVERS).scalars()), result)

@@ -13,7 +13,12 @@ on, and a day's tick covers only what its one budget can delete (docs/capacity.m
 
 On PostgreSQL the inbox is partitioned by week: there the task makes the weeks ahead and drops
 the weeks whose rows are all past retention (``consumer.inbox.partitions``), no row deleted one
-by one; ``inbox_purged`` counts the rows the dropped partitions held. Jobs go in chunks on both.
+by one; ``inbox_purged`` counts the rows the dropped partitions held. There the jobs table is
+partitioned by epoch: the task makes the next epoch's partition, switches epochs when the current
+one is as old as an epoch lasts, analyzes a young epoch, and drops the epochs whose jobs all
+finished before the cutoff (``consumer.jobs.epoch_retire``); only an epoch that ended before the
+cutoff and that unfinished jobs hold has its finished jobs deleted in chunks. On SQLite the jobs
+go in chunks.
 """
 
 from __future__ import annotations
@@ -23,8 +28,13 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from consumer.inbox.partitions import make_ahead, partitioned, retire
+from sqlalchemy import Engine
+
+from consumer.inbox.partitions import make_ahead, partitioned
+from consumer.inbox.partitions import retire as retire_weeks
 from consumer.inbox.store import Inbox
+from consumer.jobs import epochs
+from consumer.jobs.epoch_retire import retire
 from consumer.jobs.store import JobStore
 from consumer.pipeline import continuation
 from consumer.pipeline.context import HandlerContext
@@ -53,9 +63,13 @@ def cleanup(context: HandlerContext, event: TickEvent) -> dict[str, Any]:
             context, lambda limit: Inbox(engine).purge(inbox_before, limit=limit)
         )
         inbox = {"inbox_purged": inbox_purged}
-    jobs_purged, jobs_more = _in_chunks(
-        context, lambda limit: JobStore(engine).purge(jobs_before, limit=limit)
-    )
+    if epochs.by_epoch(engine):
+        jobs, jobs_more = _by_epochs(context, jobs_before, now)
+    else:
+        jobs_purged, jobs_more = _in_chunks(
+            context, lambda limit: JobStore(engine).purge(jobs_before, limit=limit)
+        )
+        jobs = {"jobs_purged": jobs_purged}
     left = more or jobs_more
     cancelled = JobStore(engine).end_lapsed_cancels(now)  # their holders died after the request
     published = continuation.publish(
@@ -66,7 +80,7 @@ def cleanup(context: HandlerContext, event: TickEvent) -> dict[str, Any]:
         settings.admission.signing_secret,
     )
     return {
-        "task": event.task, **inbox, "jobs_purged": jobs_purged,
+        "task": event.task, **inbox, **jobs,
         "more": left, "continuations": len(published), "jobs_cancelled": cancelled,
     }  # fmt: skip
 
@@ -77,13 +91,7 @@ def _by_partitions(
     """The partitioned inbox's retention: the weeks ahead made, the weeks past ``before``
     dropped; ``(what it did, stopped early)``."""
     made = make_ahead(context.engine, now)
-    reserve = _reserve(context)
-
-    def stop() -> bool:
-        context.heartbeat()
-        return context.remaining() <= reserve
-
-    retired = retire(context.engine, before, now, stop)
+    retired = retire_weeks(context.engine, before, now, _stop(context))
     return {
         "inbox_purged": retired.rows,
         "inbox_partitions_made": made.made,
@@ -91,6 +99,59 @@ def _by_partitions(
         "inbox_rows_carried": retired.carried,
         "inbox_partitions_skipped": {**made.skipped, **retired.skipped},
     }, retired.more
+
+
+def _by_epochs(
+    context: HandlerContext, before: datetime, now: datetime
+) -> tuple[dict[str, Any], bool]:
+    """PostgreSQL's jobs by epoch: the epochs turned (``_turn``), those past ``before`` dropped,
+    the stuck ones chunk-deleted; ``(what it did, stopped early)``."""
+    engine = context.engine
+    turned, skipped = _turn(engine, now, timedelta(seconds=context.settings.jobs.retention_seconds))
+    retired = retire(engine, before, _stop(context))
+    chunked, more, stuck = 0, retired.more, retired.stuck
+    if stuck and not more:
+        chunked, more = _in_chunks(
+            context, lambda limit: JobStore(engine).purge(before, limit=limit, epochs=stuck)
+        )
+    return {
+        "jobs_purged": retired.rows + chunked, **turned,
+        "jobs_partitions_dropped": retired.dropped,
+        "jobs_partitions_skipped": {**skipped, **retired.skipped},
+        "jobs_rows_chunked": chunked,
+    }, more  # fmt: skip
+
+
+def _turn(
+    engine: Engine, now: datetime, retention: timedelta
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The next epoch's partition made, the switch when due, else the young epoch analyzed
+    (``epochs.analyze_young`` says why not at the switch); ``(what it did, what it could not
+    do and why)``."""
+    made = epochs.make_next(engine)
+    switched = epochs.switch(engine, now, epochs.epoch_length(retention))
+    analyzed = epochs.analyze_young(engine) if switched is None else None
+    with engine.connect() as connection:
+        current = epochs.current(connection).number
+    skipped = {}
+    if made is None:
+        skipped[epochs.partition_name(current + 1)] = epochs.LOCK_NOT_GRANTED
+    return {
+        "jobs_epoch": current,
+        "jobs_epoch_switched": switched is not None,
+        "jobs_epoch_analyzed": analyzed,
+    }, skipped
+
+
+def _stop(context: HandlerContext) -> Callable[[], bool]:
+    """Whether the budget is low (asked between partitions); a heartbeat each time."""
+    reserve = _reserve(context)
+
+    def stop() -> bool:
+        context.heartbeat()
+        return context.remaining() <= reserve
+
+    return stop
 
 
 def _reserve(context: HandlerContext) -> float:

@@ -7,20 +7,20 @@ MODE``, which waits for every transaction that wrote to the table and holds off 
 then moves ``job_epochs`` on; an insert reads the epoch (the column's default) in a snapshot
 taken after its own lock. The lock is asked for under ``lock_timeout`` (writers queue behind it
 while it waits), a few times, then left for the next run: an epoch then lasts a little longer.
+A young epoch's partition is analyzed once it holds jobs (``analyze_young``); the epochs past
+retention are dropped by ``consumer.jobs.epoch_retire``.
 """
 
 from __future__ import annotations
 
-import time
 import weakref
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy import Connection, Engine, text
-from sqlalchemy.exc import OperationalError
 
 from consumer.db import dialect as sql
-from consumer.db.engine import sqlstate
+from consumer.db import locked
 
 DAY = timedelta(days=1)
 LONGEST = timedelta(days=7)
@@ -28,11 +28,15 @@ LOCK_TIMEOUT = "200ms"
 """How long writers may queue behind the switch's lock request, at most, per try."""
 LOCK_TRIES = 3
 LOCK_REST_SECONDS = 0.2
-LOCK_NOT_AVAILABLE = "55P03"
+LOCK_NOT_GRANTED = f"lock not granted in {LOCK_TRIES} x {LOCK_TIMEOUT}"
 
 CURRENT = text("SELECT epoch, started_at FROM job_epochs WHERE ended_at IS NULL")
 RELKIND = text("SELECT relkind FROM pg_class WHERE oid = to_regclass('jobs')")
 EXISTS = text("SELECT to_regclass(:name) IS NOT NULL")
+UNANALYZED = text(
+    "SELECT coalesce(last_analyze, last_autoanalyze) IS NULL FROM pg_stat_user_tables "
+    "WHERE relid = to_regclass(:name)"
+)
 SWITCH = """
 DO $switch$
 DECLARE
@@ -96,10 +100,10 @@ def make_next(engine: Engine) -> str | None:
         name = partition_name(current(connection).number + 1)
         if connection.execute(EXISTS, {"name": name}).scalar_one():
             return name
-    made = (
-        f"DO $make$ BEGIN PERFORM set_config('lock_timeout', '{LOCK_TIMEOUT}', true); "
+    made = locked.block(
+        LOCK_TIMEOUT,
         f"CREATE TABLE IF NOT EXISTS {name} PARTITION OF jobs "
-        f"FOR VALUES IN ({name.removeprefix('jobs_e')}); END $make$"
+        f"FOR VALUES IN ({name.removeprefix('jobs_e')})",
     )
     return name if _tried(engine, made) else None
 
@@ -121,14 +125,23 @@ def switch(engine: Engine, now: datetime, length: timedelta) -> int | None:
 
 def _tried(engine: Engine, block: str) -> bool:
     """``block`` alone in autocommit, tried ``LOCK_TRIES`` times; whether it ran."""
-    for attempt in range(LOCK_TRIES):
-        try:
-            with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
-                connection.exec_driver_sql(block)
-            return True
-        except OperationalError as exc:
-            if sqlstate(exc) != LOCK_NOT_AVAILABLE:
-                raise
-        if attempt + 1 < LOCK_TRIES:
-            time.sleep(LOCK_REST_SECONDS * (attempt + 1))
-    return False
+    return locked.tried(engine, block, LOCK_TRIES, LOCK_REST_SECONDS)
+
+
+def analyze_young(engine: Engine) -> str | None:
+    """The current epoch's partition analyzed if it holds jobs and has no statistics yet; its
+    name, or ``None`` (nothing to do, or the lock not granted).
+
+    Called by the runs that did not switch, so the new epoch is analyzed by the first run after
+    its switch: then it holds a day of jobs, a sample of the pending and finished mix the claim's
+    plan needs (unanalyzed, the claim sorted all of its pending jobs instead of merging the
+    partitions' ordered indexes). Analyzed at the switch it would be empty: statistics of
+    nothing, counted as an analysis, so not redone until autovacuum's threshold. A partition
+    autovacuum analyzed first is left to it; a statistics reset costs one more ANALYZE."""
+    with engine.connect() as connection:
+        name = partition_name(current(connection).number)
+        if not connection.execute(UNANALYZED, {"name": name}).scalar():
+            return None
+        if not connection.execute(text(f"SELECT EXISTS (SELECT FROM {name})")).scalar_one():
+            return None
+    return name if _tried(engine, locked.block(LOCK_TIMEOUT, f"ANALYZE {name}")) else None

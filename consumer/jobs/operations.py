@@ -4,6 +4,7 @@ the dashboard, the cleanup task). ``JobStore`` has them; the statements are
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
 from sqlalchemy import Connection
@@ -94,9 +95,12 @@ class JobOperations(Store):
         finished_before: datetime,
         limit: int | None = None,
         *,
+        epochs: Sequence[int] | None = None,
         connection: Connection | None = None,
     ) -> int:
         """Delete finished jobs past the retention, which frees their idempotency keys; at most
-        ``limit`` in one transaction (callers loop, so no lock is held past a deadline)."""
+        ``limit`` in one transaction (callers loop, so no lock is held past a deadline). With
+        ``epochs`` (PostgreSQL), only those epochs' jobs."""
+        statement = operator_queries.purged(finished_before, limit, epochs)
         with self._write(connection) as conn:
-            return conn.execute(operator_queries.purged(finished_before, limit)).rowcount
+            return conn.execute(statement).rowcount

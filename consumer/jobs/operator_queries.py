@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Delete, Select, Update, and_, select, update
+from sqlalchemy import Delete, Select, Update, and_, literal_column, select, update
 
 from consumer.db import dialect as sql
 from consumer.jobs.model import FINISHED, Status
@@ -73,9 +74,17 @@ def cancelled(job_id: int, now: datetime) -> Update:
     )
 
 
-def purged(finished_before: datetime, limit: int | None) -> Delete:
-    """Finished jobs past the retention, at most ``limit`` of them."""
+def purged(
+    finished_before: datetime, limit: int | None, epochs: Sequence[int] | None = None
+) -> Delete:
+    """Finished jobs past the retention, at most ``limit`` of them; with ``epochs``, only those
+    epochs' (PostgreSQL's jobs by epoch: the ones their unfinished jobs keep from retiring,
+    ``consumer.jobs.epoch_retire``), named in the chunk and in the delete so both are pruned to
+    those partitions."""
     expired = and_(
         jobs.c.finished_at < finished_before, jobs.c.status.in_([s.value for s in FINISHED])
     )
-    return sql.purge(jobs, jobs.c.id, expired, limit)
+    if epochs is None:
+        return sql.purge(jobs, jobs.c.id, expired, limit)
+    among = literal_column("epoch").in_(list(epochs))
+    return sql.purge(jobs, jobs.c.id, and_(expired, among), limit).where(among)

@@ -22,6 +22,10 @@ from consumer.wire.outcomes import Kind
 from consumer.wire.schedule import Every
 from consumer.wire.timeutil import utcnow
 
+CHUNKED = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+"""The jobs purged row by row: SQLite's. PostgreSQL's are partitioned by epoch and dropped an epoch
+at a time (tests/jobs/test_epoch_retire.py)."""
+
 
 def tick(task: str, message_id: str = "m1") -> PushMessage:
     return PushMessage(message_id, utcnow(), attributes={"task": task})
@@ -48,6 +52,7 @@ def test_the_sweep_tick_runs_built_in_email_jobs_once(
     assert len(list((tmp_path / "md" / "new").iterdir())) == 1
 
 
+@CHUNKED
 def test_cleanup_purges_finished_jobs_past_retention(engine: Engine, settings: Settings) -> None:
     old = enqueue(engine, "email", {}).job_id
     recent = enqueue(engine, "email", {}).job_id
@@ -79,6 +84,7 @@ def cleanup_context(settings: Settings, engine: Engine, seconds: float) -> Handl
     return HandlerContext(settings, engine, "tick:cleanup", 1, deadline, lambda: True)
 
 
+@CHUNKED
 def test_cleanup_purges_in_chunks_and_stops_when_the_budget_is_low(
     engine: Engine, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -93,6 +99,7 @@ def test_cleanup_purges_in_chunks_and_stops_when_the_budget_is_low(
         assert connection.scalar(select(func.count()).select_from(jobs)) == 0
 
 
+@CHUNKED
 def test_cleanup_rests_after_each_full_chunk_in_proportion_to_it(
     engine: Engine, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -110,6 +117,7 @@ def test_cleanup_rests_after_each_full_chunk_in_proportion_to_it(
     assert all(0 < rest <= elapsed * cleanup_task.PAUSE_RATIO for rest in rests), rests
 
 
+@CHUNKED
 def test_a_rest_never_eats_into_the_budgets_reserve(
     engine: Engine, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
