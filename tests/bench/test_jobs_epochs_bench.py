@@ -1,7 +1,8 @@
-"""A bounded slice of the jobs-by-epochs prototype's benchmark: it lays the prototype out beside
-today's table, drives every measurement and prints its last line; and the switch's lock keeps
-every key to one row while writers race the switches (what the design rests on). No timing is
-asserted (docs/performance.md has the figures)."""
+"""Bounded slices of the jobs-by-epochs benchmarks. The prototype's lays the prototype out beside
+the plain table, drives every measurement and prints its last line; and the switch's lock keeps
+every key to one row while writers race the switches (what the design rests on). The retirement's
+retires an epoch and deletes as many jobs in chunks, and prints the WAL of each. No timing or
+WAL figure is asserted (docs/performance.md and docs/retention.md have them)."""
 
 from __future__ import annotations
 
@@ -31,3 +32,15 @@ def test_the_epochs_bench_prints_its_figures_and_the_lock_keeps_keys_unique(
     figures = [float(group) for group in match.groups()]
     assert not any(figure < 0 for figure in figures), printed  # nan: a run too short to tick
     assert figures[11] == 0, printed  # duplicated keys with the switch's lock
+
+
+RETIRE_LINE = r"jobs retire: (\S+) bytes WAL/row \((\d+) rows\), chunked delete (\S+) bytes WAL/row"
+
+
+def test_the_retire_bench_retires_an_epoch_and_prints_both_purges(postgres_admin: str) -> None:
+    printed = run_bench("jobs_retire", "--rows", "2000", "--rounds", "1")
+    match = re.fullmatch(RETIRE_LINE, printed.strip().splitlines()[-1])
+    assert match is not None, printed
+    retired, rows, deleted = float(match[1]), int(match[2]), float(match[3])
+    assert rows == 2000, printed  # the epoch was dropped whole, every job counted
+    assert retired > 0 and deleted > 0, printed
