@@ -37,9 +37,11 @@ def finish(jobs: int) -> None:
 
 
 def consumer_setup(conninfo: str, jobs: int) -> None:
+    from bench.support.aged_epochs import age
     from consumer.db.migrate import upgrade
 
     upgrade(_url(conninfo))
+    age(_url(conninfo))  # earlier epochs, as production's table has them
 
 
 def consumer_enqueue(conninfo: str, jobs: int) -> float:
