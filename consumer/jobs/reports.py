@@ -125,7 +125,9 @@ class JobReports(Store):
             params = _completed(found, completion, now, policy)
             written = {"job_id": job_id, "token": token, **params}
             retried = params["new_status"] == Status.PENDING.value
-            row = settled(conn, lambda: conn.execute(q.COMPLETE, written).first(), retried)
+            row = settled(
+                conn, lambda: conn.execute(q.COMPLETE, written).first(), retried, [job_id]
+            )
             if row is None:  # another report won between the read and the write
                 raise ReportRefused(f"job {job_id} was completed by another report")
         return Status(row[0])

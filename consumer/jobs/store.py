@@ -248,10 +248,10 @@ class JobStore(JobOperations):
             for failure in failures:
                 params = {**base, **_failure(failure, now)}
                 failed = partial(_rowcount, conn, params)
-                counts[failure.dead] += settled(conn, failed, to_pending=not failure.dead)
+                counts[failure.dead] += settled(conn, failed, not failure.dead, [failure.job_id])
             unrun = queries.released(self.dialect)
             releasing = partial(_for_ids, conn, unrun, base, released)
-            released_count = settled(conn, releasing, to_pending=bool(released))
+            released_count = settled(conn, releasing, bool(released), released)
             holding = {**base, "lease": held_until}
             held_count = _for_ids(conn, queries.held(self.dialect), holding, held)
         return Written(done_count, counts[False], counts[True], released_count, held_count)

@@ -6,21 +6,24 @@ older than a switch cannot insert into the epoch it saw."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 
 import pytest
-from sqlalchemy import Connection, Engine, func, literal_column, select
+from sqlalchemy import Connection, Engine, func, literal_column, select, text
 
 from consumer.db.engine import make_engine, sqlstate
 from consumer.errors import Unavailable
 from consumer.jobs import epochs
-from consumer.jobs.model import Debounce, NewJob
+from consumer.jobs.model import Debounce, Failure, NewJob
 from consumer.jobs.new_rows import COPY_FROM
 from consumer.jobs.schema import jobs
 from consumer.jobs.store import JobStore
 from consumer.pipeline.extensions import JobKinds
 from consumer.wire.timeutil import utcnow
+from tests.jobs.conftest import statuses
 from tests.jobs.epoch_producers import (
     KIND,
     current_epoch,
@@ -35,6 +38,10 @@ from tests.jobs.epoch_producers import (
 )
 
 pytestmark = pytest.mark.postgres
+LOCK_WAITS = text(
+    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+    "AND wait_event_type = 'Lock'"
+)
 
 
 @pytest.fixture
@@ -154,3 +161,69 @@ def test_a_repeatable_read_snapshot_older_than_a_switch_cannot_insert(db: Engine
     with repeatable_read(db) as connection, connection.begin():  # a snapshot after it inserts
         JobStore(db).enqueue(job("rr"), allow_unknown=True, connection=connection)
     assert rows_by_key(db)["rr"][0][1] == epoch + 1
+
+
+def claimed_debounced(db: Engine) -> int:
+    """A debounced job of epoch 0, claimed by ``t``, then the epoch moved on: its id."""
+    store = JobStore(db)
+    first = store.enqueue(debounced(0, quiet=1), allow_unknown=True)
+    now = utcnow() + timedelta(seconds=2)
+    assert [job.id for job in store.claim("t", 5, [KIND], now, now + timedelta(minutes=5))] == [
+        first.job_id
+    ]
+    assert switched(db) == 1
+    assert first.job_id is not None
+    return first.job_id
+
+
+def retried(db: Engine, job_id: int, connection: Connection | None = None) -> None:
+    failure = Failure(job_id, False, utcnow(), "failed", [])
+    assert JobStore(db).complete("t", utcnow(), failures=[failure], connection=connection)
+
+
+def waits_or_ends(db: Engine, thread: threading.Thread) -> None:
+    """Until ``thread`` has ended or waits for a lock (the open transaction's): its write has
+    then been tried while that transaction is open, whatever the timing."""
+    deadline = time.monotonic() + 30
+    while thread.is_alive() and time.monotonic() < deadline:
+        with db.connect() as connection:
+            if connection.execute(LOCK_WAITS).scalar_one():
+                return
+        time.sleep(0.01)
+
+
+def test_a_debounced_retry_meeting_an_open_enqueue_of_its_key_in_a_later_epoch_is_cancelled(
+    db: Engine,
+) -> None:
+    """The retry cannot see the later job until its enqueue commits, and no index of one epoch
+    sees both: it waits for that enqueue (the debounce key's lock), then ends ``cancelled``."""
+    first = claimed_debounced(db)
+    with db.begin() as connection:
+        later = JobStore(db).enqueue(
+            debounced(1, quiet=1), allow_unknown=True, connection=connection
+        )
+        retry = threading.Thread(target=retried, args=(db, first))
+        retry.start()
+        waits_or_ends(db, retry)
+    retry.join()
+    assert [(row[0], row[1]) for row in pending_debounced(db)] == [(later.job_id, 1)]
+    assert statuses(db)[first] == "cancelled"
+
+
+def test_a_debounced_enqueue_meeting_an_open_retry_of_its_key_folds_into_it(db: Engine) -> None:
+    """The enqueue cannot see the retried job pending until the retry commits: it waits for it
+    (the debounce key's lock), then folds into it instead of making a second pending job."""
+    first = claimed_debounced(db)
+    enqueued_ids: list[int | None] = []
+
+    def enqueue() -> None:
+        enqueued_ids.append(JobStore(db).enqueue(debounced(1, quiet=1), allow_unknown=True).job_id)
+
+    with db.begin() as connection:
+        retried(db, first, connection)
+        later = threading.Thread(target=enqueue)
+        later.start()
+        waits_or_ends(db, later)
+    later.join()
+    assert enqueued_ids == [first]
+    assert [(row[0], row[1], row[2]) for row in pending_debounced(db)] == [(first, 0, {"n": 1})]

@@ -20,7 +20,10 @@ retention's cutoff (``consumer.jobs.epochs``), instead of deleting its rows one 
   as ``ON CONFLICT DO NOTHING`` skips one the current epoch holds; a debounced job whose key has
   a pending job in an earlier epoch is folded into that one, as the upsert folds it into the
   current epoch's. Only keyed rows fire it, none before the first switch, and none of the bulk
-  moves', which look their keys up themselves, set-based (``KEYS_CHECKED``).
+  moves', which look their keys up themselves, set-based (``KEYS_CHECKED``). A debounced job's
+  retry can put it back to pending in an earlier epoch, unseen by a later epoch's enqueue and
+  unrefused by its index: both take the debounce key's advisory lock first
+  (``consumer.jobs.debounce_race``), so each sees what the other committed.
 - Steps, so that no lock is held for longer than a rename (as ``0015_inbox_partitions``):
   1. the column (default 0, which costs no rewrite), ``job_epochs`` and its function, then
      the default switched to the function, and ``consumer_enqueue`` made to skip a conflict on
@@ -129,6 +132,10 @@ BEGIN
         RETURN NULL;  -- the key is taken: skipped, as ON CONFLICT DO NOTHING skips it
     END IF;
     IF NEW.debounce_key IS NOT NULL AND NEW.status = 'pending' THEN
+        -- the key's lock, as a retry takes it (consumer.jobs.debounce_race): an earlier
+        -- epoch's job put back to pending, uncommitted, is waited for, then folded into
+        PERFORM pg_advisory_xact_lock(
+            hashtextextended('jobs.debounce_key:' || NEW.debounce_key, 0));
         UPDATE jobs SET payload = NEW.payload, run_at = least(NEW.run_at, debounce_until),
                         updated_at = NEW.updated_at, trace_parent = NEW.trace_parent
             WHERE debounce_key = NEW.debounce_key AND status = 'pending' AND epoch < NEW.epoch;
