@@ -11,8 +11,7 @@ import random
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator
-from datetime import timedelta
+from collections.abc import Iterator
 
 import pytest
 from sqlalchemy import Engine, func, select
@@ -26,7 +25,7 @@ from consumer.jobs.schema import jobs
 from consumer.jobs.store import JobStore
 from consumer.jobs.sweep import Sweeper
 from consumer.pipeline.extensions import JobKinds
-from consumer.wire.timeutil import utcnow
+from tests.jobs.epoch_hammering import HOLD, SWITCH_WITHIN, TWO_PENDING, Threads, switch_soon
 from tests.jobs.epoch_producers import (
     KIND,
     current_epoch,
@@ -42,9 +41,6 @@ pytestmark = pytest.mark.postgres
 SWITCHES = 4
 KEYS = 40
 """Keys of one round: at least ``COPY_FROM``, so the ``copy`` writer copies them."""
-HOLD = 0.02
-"""How long a writer's transaction stays open after its inserts."""
-SWITCH_WITHIN = 30.0
 SLICE = 8
 """Keys a writer enqueues at each step of a round: under ``COPY_FROM``, so ``few`` inserts them
 in one multi-row ``INSERT``."""
@@ -56,41 +52,6 @@ def db(postgres_url: str, kinds: JobKinds) -> Iterator[Engine]:
     declared(engine, kinds, postgres_url)
     yield engine
     engine.dispose()
-
-
-class Threads:
-    """Threads started together; the first error any of them raised is raised on ``join``."""
-
-    def __init__(self) -> None:
-        self.threads: list[threading.Thread] = []
-        self.errors: list[BaseException] = []
-
-    def start(self, target: Callable[[], None]) -> None:
-        def run() -> None:
-            try:
-                target()
-            except BaseException as exc:  # reported by join
-                self.errors.append(exc)
-
-        self.threads.append(thread := threading.Thread(target=run))
-        thread.start()
-
-    def join(self) -> None:
-        for thread in self.threads:
-            thread.join()
-        if self.errors:  # the cause first, not a barrier it broke
-            raise sorted(self.errors, key=lambda e: isinstance(e, threading.BrokenBarrierError))[0]
-
-
-def switch_soon(engine: Engine, least: float, most: float) -> int:
-    """After a random wait of ``least`` to ``most`` s, the next epoch, tried until its lock is
-    granted (writers keep the table busy)."""
-    time.sleep(random.uniform(least, most))
-    assert epochs.make_next(engine) is not None
-    deadline = time.monotonic() + SWITCH_WITHIN
-    while (epoch := epochs.switch(engine, utcnow(), timedelta(0))) is None:
-        assert time.monotonic() < deadline, "no switch within SWITCH_WITHIN"
-    return epoch
 
 
 class KeyRounds:
@@ -171,17 +132,12 @@ def test_keys_enqueued_by_every_producer_across_switches_have_one_row_each(db: E
     assert duplicated == {}, f"{len(duplicated)} keys with more than one row"
     reported = writers.reported
     assert {key: ids for key, ids in reported.items() if ids != {rows[key][0][0]}} == {}
-    epochs_used = {epoch for [(_, epoch)] in rows.values()}
-    assert len(epochs_used) >= SWITCHES, epochs_used  # the rounds' keys spread over the epochs
+    for r, keys in enumerate(rounds):  # before its round's switch or after it, nowhere else
+        landed = {rows[key][0][1] - first_epoch for key in keys}
+        assert landed <= {r, r + 1}, (r, landed)
 
 
 DEBOUNCE_KEYS = 4
-TWO_PENDING = (
-    select(jobs.c.debounce_key)
-    .where(jobs.c.debounce_key.is_not(None), jobs.c.status == "pending")
-    .group_by(jobs.c.debounce_key)
-    .having(func.count() > 1)
-)
 
 
 def test_debounced_enqueues_across_switches_never_make_two_pending_jobs(db: Engine) -> None:
