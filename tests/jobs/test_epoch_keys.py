@@ -14,9 +14,11 @@ from datetime import datetime, timedelta
 import pytest
 from sqlalchemy import Connection, Engine, func, literal_column, select, text
 
+from consumer import enqueue_many
 from consumer.db.engine import make_engine, sqlstate
 from consumer.errors import Unavailable
 from consumer.jobs import epochs
+from consumer.jobs.bulk import JobTemplate, insert_jobs
 from consumer.jobs.model import Debounce, Failure, NewJob
 from consumer.jobs.new_rows import COPY_FROM
 from consumer.jobs.schema import jobs
@@ -85,6 +87,23 @@ def test_an_import_mixing_keys_of_every_epoch_inserts_only_the_new_ones(db: Engi
     assert {key: [epoch for _, epoch in rows] for key, rows in rows_by_key(db).items()} == {
         "e0": [0], "e1:a": [1], "e1:b": [1], "e1:c": [1], "e2": [2],
     }  # fmt: skip
+
+
+def test_inserts_after_a_bulk_move_in_its_transaction_are_still_checked(db: Engine) -> None:
+    """The bulk moves look their keys up in the earlier epochs themselves, with the trigger held
+    off for their transaction (``KEYS_CHECKED``), and set it back after: a later insert of the
+    same transaction is still refused a key an earlier epoch holds."""
+    held = JobStore(db).enqueue(job("held"), allow_unknown=True)
+    switched(db)
+    with db.begin() as connection:
+        fresh = [job(f"fresh:{n}") for n in range(COPY_FROM)]
+        assert enqueue_many(connection, fresh, allow_unknown=True) == COPY_FROM
+        rows = [("held", "{}"), ("fresh:0", "{}")]  # the first try fails: the second moves
+        assert insert_jobs(connection, JobTemplate(KIND), rows) == 0
+        again = JobStore(db).enqueue(job("held"), allow_unknown=True, connection=connection)
+        few = enqueue_many(connection, [job("held")], allow_unknown=True)
+    assert (again.job_id, few) == (held.job_id, 0)
+    assert rows_by_key(db)["held"] == [(held.job_id, 0)]
 
 
 def debounced(payload: int, quiet: float) -> NewJob:
