@@ -53,7 +53,6 @@ ORDER BY upper NULLS LAST
 """Every partition of ``inbox`` with its range (``MINVALUE``/``MAXVALUE``: ``NULL``), oldest
 first, the default last. The bounds are read back in the session's own time zone."""
 
-RELKIND = text("SELECT relkind FROM pg_class WHERE oid = to_regclass('inbox')")
 """``'p'`` for a partitioned inbox."""
 
 LEFTOVERS = text(

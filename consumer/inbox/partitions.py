@@ -13,7 +13,6 @@ keeps are carried out of a week only at rest, under their key's advisory lock, t
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -21,9 +20,9 @@ from datetime import datetime, timedelta
 from sqlalchemy import Connection, Engine, TableClause
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
-from consumer.db import dialect as sql
 from consumer.db import locked
 from consumer.db.engine import sqlstate
+from consumer.db.partitioned import partitioned as table_partitioned
 from consumer.inbox import partition_queries as q
 
 WEEK = timedelta(days=7)
@@ -39,8 +38,6 @@ DUPLICATE_TABLE = "42P07"
 UNDEFINED_TABLE = "42P01"
 DEFAULT = "inbox_default"
 LOCK_NOT_GRANTED = f"lock not granted in {LOCK_TRIES} x {q.LOCK_TIMEOUT}"
-
-_PARTITIONED: weakref.WeakKeyDictionary[Engine, bool] = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True)
@@ -79,18 +76,8 @@ class LockNotGranted(Exception):
 
 
 def partitioned(engine: Engine) -> bool:
-    """Whether ``engine``'s inbox is a partitioned table; asked once per engine (a schema only
-    moves forward while we run)."""
-    known = _PARTITIONED.get(engine)
-    if known is None:
-        known = engine.dialect.name == sql.POSTGRESQL and _relkind(engine) == "p"
-        _PARTITIONED[engine] = known
-    return known
-
-
-def _relkind(engine: Engine) -> str | None:
-    with engine.connect() as connection:
-        return connection.execute(q.RELKIND).scalar()
+    """Whether ``engine``'s inbox is a partitioned table."""
+    return table_partitioned(engine, "inbox")
 
 
 def partitions(connection: Connection) -> list[Partition]:

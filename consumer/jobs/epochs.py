@@ -13,14 +13,13 @@ retention are dropped by ``consumer.jobs.epoch_retire``.
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy import Connection, Engine, text
 
-from consumer.db import dialect as sql
 from consumer.db import locked
+from consumer.db.partitioned import partitioned
 
 DAY = timedelta(days=1)
 LONGEST = timedelta(days=7)
@@ -31,7 +30,6 @@ LOCK_REST_SECONDS = 0.2
 LOCK_NOT_GRANTED = f"lock not granted in {LOCK_TRIES} x {LOCK_TIMEOUT}"
 
 CURRENT = text("SELECT epoch, started_at FROM job_epochs WHERE ended_at IS NULL")
-RELKIND = text("SELECT relkind FROM pg_class WHERE oid = to_regclass('jobs')")
 EXISTS = text("SELECT to_regclass(:name) IS NOT NULL")
 UNANALYZED = text(
     "SELECT coalesce(last_analyze, last_autoanalyze) IS NULL FROM pg_stat_user_tables "
@@ -54,8 +52,6 @@ END $switch$
 """One transaction and one round trip: the lock is held for no client's latency. Switches only
 from ``epoch`` (another pod's cleanup may have switched first)."""
 
-_BY_EPOCH: weakref.WeakKeyDictionary[Engine, bool] = weakref.WeakKeyDictionary()
-
 
 @dataclass(frozen=True)
 class Epoch:
@@ -75,17 +71,8 @@ def epoch_length(retention: timedelta) -> timedelta:
 
 
 def by_epoch(engine: Engine) -> bool:
-    """Whether ``engine``'s jobs table is partitioned by epoch; asked once per engine."""
-    known = _BY_EPOCH.get(engine)
-    if known is None:
-        known = engine.dialect.name == sql.POSTGRESQL and _relkind(engine) == "p"
-        _BY_EPOCH[engine] = known
-    return known
-
-
-def _relkind(engine: Engine) -> str | None:
-    with engine.connect() as connection:
-        return connection.execute(RELKIND).scalar()
+    """Whether ``engine``'s jobs table is partitioned by epoch."""
+    return partitioned(engine, "jobs")
 
 
 def current(connection: Connection) -> Epoch:
