@@ -1,7 +1,9 @@
 """Bounded slices of the jobs-by-epochs benchmarks. The prototype's lays the prototype out beside
 the plain table, drives every measurement and prints its last line; and the switch's lock keeps
 every key to one row while writers race the switches (what the design rests on). The retirement's
-retires an epoch and deletes as many jobs in chunks, and prints the WAL of each. No timing or
+retires an epoch and deletes as many jobs in chunks, and prints the WAL of each. The cost bench
+runs the product's enqueue, import move and sweep on both tables (each step asserts its rows).
+No timing or
 WAL figure is asserted (docs/performance.md and docs/retention.md have them)."""
 
 from __future__ import annotations
@@ -44,3 +46,18 @@ def test_the_retire_bench_retires_an_epoch_and_prints_both_purges(postgres_admin
     retired, rows, deleted = float(match[1]), int(match[2]), float(match[3])
     assert rows == 2000, printed  # the epoch was dropped whole, every job counted
     assert retired > 0 and deleted > 0, printed
+
+
+COST_LINE = (
+    r"jobs epochs cost: keyed enqueue db (\S+) vs (\S+) us: (\S+) x; imported row (\S+) vs "
+    r"(\S+) us: (\S+) x; swept job (\S+) vs (\S+) us: (\S+) x"
+)
+
+
+def test_the_cost_bench_runs_the_products_statements_on_both_tables(postgres_admin: str) -> None:
+    printed = run_bench(
+        "jobs_epoch_cost", "--jobs", "100", "--batch", "1000", "--sweep", "1000", "--rounds", "1"
+    )
+    match = re.fullmatch(COST_LINE, printed.strip().splitlines()[-1])
+    assert match is not None, printed
+    assert not any(float(group) < 0 for group in match.groups()), printed  # nan: too short to tick
