@@ -3,8 +3,7 @@ the plain table, drives every measurement and prints its last line; and the swit
 every key to one row while writers race the switches (what the design rests on). The retirement's
 retires an epoch and deletes as many jobs in chunks, and prints the WAL of each. The cost bench
 runs the product's enqueue, import move and sweep on both tables (each step asserts its rows).
-No timing or
-WAL figure is asserted (docs/performance.md and docs/retention.md have them)."""
+No timing or WAL figure is asserted (docs/performance.md and docs/retention.md have them)."""
 
 from __future__ import annotations
 
