@@ -37,6 +37,7 @@ from consumer.db import dialect as sql
 from consumer.db.types import UTCDateTime
 from consumer.jobs.flow import HEAD_OF_KEY
 from consumer.jobs.model import Status
+from consumer.jobs.picked import picked_postgresql, picked_sqlite
 from consumer.jobs.schema import PENDING_DEBOUNCED, TURN, JobId, epoch_column, jobs
 
 
@@ -150,7 +151,9 @@ def claim(dialect: str, excluding: bool = False) -> Any:
     if excluding:
         among = sql.among(jobs.c.group_key, "excluded", dialect, Text())
         due = due.where(or_(jobs.c.group_key.is_(None), ~among))
-    picked = (_picked_postgresql if dialect == sql.POSTGRESQL else _picked_sqlite)(expired, due)
+    picked = (picked_postgresql if dialect == sql.POSTGRESQL else picked_sqlite)(
+        expired, due, LIMIT
+    )
     claimable = or_(  # re-checked in the UPDATE itself: a row another claim took is left alone
         jobs.c.status == Status.PENDING.value,
         and_(jobs.c.status == Status.RUNNING.value, jobs.c.lease_until < NOW),
@@ -181,23 +184,6 @@ def _candidates(dialect: str) -> tuple[Select[Any], Select[Any]]:
         .order_by(jobs.c.priority.desc(), TURN, jobs.c.id)
     )
     return expired, due
-
-
-def _picked_postgresql(expired: Select[Any], due: Select[Any]) -> Any:
-    """Materialized CTEs lock their rows with SKIP LOCKED: concurrent sweepers take disjoint
-    batches without waiting. The union is read lazily, so at most ``limit`` rows are locked."""
-    expired_cte, due_cte = (
-        query.limit(LIMIT).with_for_update(skip_locked=True).cte(name).prefix_with("MATERIALIZED")
-        for name, query in (("expired", expired), ("due", due))
-    )
-    picked = select(expired_cte.c.id).union_all(select(due_cte.c.id)).limit(LIMIT).cte("picked")
-    return jobs.c.id == picked.c.id
-
-
-def _picked_sqlite(expired: Select[Any], due: Select[Any]) -> Any:
-    """SQLite has one writer (the engine begins IMMEDIATE): select and update are atomic."""
-    first, then = expired.limit(LIMIT).subquery(), due.limit(LIMIT).subquery()
-    return jobs.c.id.in_(select(first.c.id).union_all(select(then.c.id)).limit(LIMIT))
 
 
 def _ids(dialect: str) -> Any:
