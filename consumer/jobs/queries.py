@@ -26,10 +26,12 @@ from sqlalchemy import (
     case,
     cast,
     exists,
+    false,
     func,
     literal_column,
     or_,
     select,
+    true,
     update,
 )
 
@@ -154,10 +156,11 @@ def claim(dialect: str, excluding: bool = False) -> Any:
     picked = (picked_postgresql if dialect == sql.POSTGRESQL else picked_sqlite)(
         expired, due, LIMIT
     )
-    claimable = or_(  # re-checked in the UPDATE itself: a row another claim took is left alone
-        jobs.c.status == Status.PENDING.value,
-        and_(jobs.c.status == Status.RUNNING.value, jobs.c.lease_until < NOW),
-    )
+    claimable = case(  # re-checked in the UPDATE: a row another claim took is left alone
+        (jobs.c.status == Status.PENDING.value, true()),
+        (jobs.c.status == Status.RUNNING.value, jobs.c.lease_until < NOW),
+        else_=false(),
+    )  # a CASE, which no partial index's predicate matches: the update reads the picked ids
     return (
         update(jobs)
         .where(picked, claimable)
