@@ -1,10 +1,10 @@
 """What the jobs table by epoch costs the database per unit, with the product's own statements,
 against the table in one piece (not a test; docs/retention.md, "The jobs table by epochs").
 
-Two databases: ``plain`` at ``0015_inbox_partitions``, the last schema before the partitions
-(plus a column ``epoch``, always 0, that the claim names), and ``epochs`` at the head, aged as
-production's stands (``bench.support.aged_epochs``: earlier epochs of finished keyed jobs);
-``plain`` holds the same finished jobs, so both key indexes are as deep. Database CPU per unit
+Two databases: ``plain`` at ``0015_inbox_partitions``, the last schema before the partitions,
+and ``epochs`` at the head, aged as production's stands (``bench.support.aged_epochs``: epochs
+of finished keyed jobs); ``plain`` holds the same finished jobs, so both key indexes are as
+deep. Database CPU per unit
 is read from ``/proc`` for every backend of the database; medians of ``--rounds`` rounds, the
 two databases alternating.
 
@@ -52,9 +52,6 @@ PLAIN_MOVE = (
     "idempotency_key, %(now)s, %(now)s FROM jobs_stage"
 )
 """The import's first-try move as it was before ``0016_jobs_epochs``."""
-PLAIN_EPOCH = "ALTER TABLE jobs ADD COLUMN epoch integer NOT NULL DEFAULT 0"
-"""The claim names the epochs of the jobs it picked (``queries.claim``): on the plain table a
-column without an index, so the product's claim runs there too."""
 EPOCHS_MOVE = re.sub(r"(?<!:):(\w+)", r"%(\1)s", INSERT_STAGE.text)
 """The product's first-try move, in psycopg's parameter style."""
 PENDING = (
@@ -91,7 +88,6 @@ def databases(old_epochs: int, rows: int) -> Iterator[dict[str, Database]]:
         )
         epochs = stack.enter_context(migrated_postgres_database(PG_ADMIN_DSN, "epoch_cost"))
         with psycopg.connect(conninfo_of(plain), autocommit=True) as connection:
-            connection.execute(PLAIN_EPOCH)
             for epoch in range(old_epochs):
                 connection.execute(FINISHED, {"epoch": epoch, "rows": rows})
             connection.execute("VACUUM ANALYZE jobs")
