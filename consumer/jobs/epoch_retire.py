@@ -123,7 +123,7 @@ def _detach(engine: Engine, name: str, cutoff: datetime) -> str | None:
     """Detach ``name`` under the jobs' lock, checked empty of jobs retention keeps; why not, or
     ``None``."""
     try:
-        if not _tried(engine, q.detached(name, cutoff)):
+        if not epochs.tried(engine, q.detached(name, cutoff)):
             return LOCK_NOT_GRANTED
     except OperationalError as exc:
         if sqlstate(exc) != q.KEPT_ARRIVED:
@@ -146,7 +146,3 @@ def _drop_leftovers(engine: Engine, result: Retired) -> None:
     with engine.connect() as connection:
         leftovers = list(connection.execute(q.LEFTOVERS).scalars())
     _drop(engine, leftovers, result)
-
-
-def _tried(engine: Engine, block: str) -> bool:
-    return locked.tried(engine, block, epochs.LOCK_TRIES, epochs.LOCK_REST_SECONDS)

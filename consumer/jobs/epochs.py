@@ -92,7 +92,7 @@ def make_next(engine: Engine) -> str | None:
         f"CREATE TABLE IF NOT EXISTS {name} PARTITION OF jobs "
         f"FOR VALUES IN ({name.removeprefix('jobs_e')})",
     )
-    return name if _tried(engine, made) else None
+    return name if tried(engine, made) else None
 
 
 def switch(engine: Engine, now: datetime, length: timedelta) -> int | None:
@@ -103,14 +103,14 @@ def switch(engine: Engine, now: datetime, length: timedelta) -> int | None:
         ready = connection.execute(EXISTS, {"name": partition_name(epoch.number + 1)}).scalar_one()
     if epoch.started_at + length > now or not ready:
         return None
-    if not _tried(engine, SWITCH.format(lock_timeout=LOCK_TIMEOUT, epoch=epoch.number)):
+    if not tried(engine, SWITCH.format(lock_timeout=LOCK_TIMEOUT, epoch=epoch.number)):
         return None
     with engine.connect() as connection:
         after = current(connection).number
     return after if after > epoch.number else None
 
 
-def _tried(engine: Engine, block: str) -> bool:
+def tried(engine: Engine, block: str) -> bool:
     """``block`` alone in autocommit, tried ``LOCK_TRIES`` times; whether it ran."""
     return locked.tried(engine, block, LOCK_TRIES, LOCK_REST_SECONDS)
 
@@ -131,4 +131,4 @@ def analyze_young(engine: Engine) -> str | None:
             return None
         if not connection.execute(text(f"SELECT EXISTS (SELECT FROM {name})")).scalar_one():
             return None
-    return name if _tried(engine, locked.block(LOCK_TIMEOUT, f"ANALYZE {name}")) else None
+    return name if tried(engine, locked.block(LOCK_TIMEOUT, f"ANALYZE {name}")) else None

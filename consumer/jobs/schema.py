@@ -24,6 +24,7 @@ from sqlalchemy import (
     text,
 )  # fmt: skip
 
+from consumer.db.dialect import POSTGRESQL
 from consumer.db.schema import metadata
 from consumer.db.types import UTCDateTime
 
@@ -77,7 +78,9 @@ jobs = Table(
     sqlite_autoincrement=True,
 )
 
-EPOCH_PARTITIONING = re.compile(r"jobs_e\d+(_.*)?|job_epochs(_.*)?|jobs_ids")
+EPOCH_PARTITIONS = re.compile(r"jobs_e\d+(_.*)?|job_epochs(_.*)?")
+"""The epochs' partitions (and their indexes) and ``job_epochs``, on PostgreSQL."""
+EPOCH_PARTITIONING = re.compile(rf"{EPOCH_PARTITIONS.pattern}|jobs_ids")
 """The tables and indexes PostgreSQL's jobs table by epoch adds beside this model (migration
 ``0016_jobs_epochs``): the partitions and their indexes, ``job_epochs``, and the unique index on
 ``(id, epoch)`` that stands for the primary key."""
@@ -89,7 +92,7 @@ def epoch_column(dialect: str) -> list[Any]:
     """PostgreSQL's ``jobs.epoch``, the partition key (migration ``0016_jobs_epochs``), which
     every unique index there carries; SQLite has no such column. Not in the table above: every
     insert takes its default, the current epoch."""
-    return [literal_column("epoch")] if dialect == "postgresql" else []
+    return [literal_column("epoch")] if dialect == POSTGRESQL else []
 
 
 Index("jobs_idempotency_key", jobs.c.idempotency_key, unique=True)

@@ -15,9 +15,9 @@ import consumer
 from consumer.db.engine import make_engine
 from consumer.db.schema import metadata
 from consumer.inbox.schema import PARTITIONING
-from consumer.jobs.schema import EPOCH_KEYED
+from consumer.jobs.schema import EPOCH_KEYED, EPOCH_PARTITIONS
 
-PARTITIONED = re.compile(rf"{PARTITIONING.pattern}|jobs_e\d+(_.*)?|job_epochs(_.*)?")
+PARTITIONED = re.compile(rf"{PARTITIONING.pattern}|{EPOCH_PARTITIONS.pattern}")
 
 ENTRY_POINTS = {
     "consumer.http.wsgi",
